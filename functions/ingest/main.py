@@ -1,0 +1,26 @@
+"""Cloud Function ``ingest`` (HTTP): validate an alert, create its session, publish it."""
+
+from __future__ import annotations
+
+import functions_framework
+from flask import Request
+
+from tarsy import ingest as ingest_endpoint
+from tarsy.app import get_deps
+from tarsy.http import read_request, to_framework_response
+from tarsy.runtime import run_sync
+
+
+async def _serve(request: Request) -> tuple[str, int, dict[str, str]]:
+    deps = await get_deps()
+    http_request = read_request(request, deps.settings.max_alert_bytes)
+    response = await ingest_endpoint.handle(
+        http_request, deps.settings, deps.config, deps.store, deps.bus
+    )
+    return to_framework_response(response)
+
+
+@functions_framework.http
+def ingest(request: Request) -> tuple[str, int, dict[str, str]]:
+    """Entry point: POST /alerts, GET /healthz."""
+    return run_sync(_serve(request))

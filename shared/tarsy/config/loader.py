@@ -1,0 +1,87 @@
+"""Load the configuration: built-in YAML, then the user's file, validated together."""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tarsy.config.schema import TarsyConfig
+from tarsy.errors import ConfigError
+from tarsy.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+# Sections whose entries are keyed by name: a user entry replaces the built-in one.
+_NAMED_SECTIONS = ("llm_providers", "agents", "agent_chains")
+
+
+def builtin_config_text() -> str:
+    """Return the YAML of the built-in agents and chains."""
+    return resources.files("tarsy.config").joinpath("builtin.yaml").read_text(encoding="utf-8")
+
+
+def _read_yaml(text: str, source: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: not valid YAML: {e}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def merge_config(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Overlay ``override`` on ``base``: named entries replace, ``defaults`` merges by key."""
+    merged = dict(base)
+    for key, value in override.items():
+        if key in _NAMED_SECTIONS and isinstance(value, dict):
+            merged[key] = {**(base.get(key) or {}), **value}
+        elif key == "defaults" and isinstance(value, dict):
+            merged[key] = {**(base.get(key) or {}), **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
+
+
+def validate_config(raw: dict[str, Any], source: str) -> TarsyConfig:
+    """Validate a merged raw mapping; raise ConfigError with one entry per bad field."""
+    try:
+        config = TarsyConfig.model_validate(raw)
+    except ValidationError as e:
+        errors = [(_location(err["loc"]), err["msg"]) for err in e.errors()]
+        raise ConfigError(f"invalid configuration in {source}", errors) from e
+    problems = config.reference_errors()
+    if problems:
+        raise ConfigError(f"invalid configuration in {source}", problems)
+    return config
+
+
+def load_config(settings: Settings, *, user_text: str | None = None) -> TarsyConfig:
+    """Load built-in config plus the user's file (``settings.config_path``) or ``user_text``."""
+    raw = _read_yaml(builtin_config_text(), "built-in configuration")
+    source = "built-in configuration"
+    if user_text is None and settings.config_path:
+        path = Path(settings.config_path)
+        try:
+            user_text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot read TARSY_CONFIG_PATH={str(path)!r}: {e}") from e
+        source = str(path)
+    if user_text is not None:
+        raw = merge_config(raw, _read_yaml(user_text, source))
+        source = source if source != "built-in configuration" else "user configuration"
+    default_provider = raw.get("llm_providers", {}).get("default")
+    if isinstance(default_provider, dict):
+        default_provider.setdefault("model", settings.default_model)
+    return validate_config(raw, source)

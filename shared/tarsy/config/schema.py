@@ -1,0 +1,199 @@
+"""The configuration schema.
+
+Resolution order for one agent execution (seed 003): system defaults → agent
+definition → chain → stage → stage-agent, the most specific level winning.
+TARSy's own top-level keys (``agents``, ``agent_chains``, ``llm_providers``,
+``mcp_servers``, ``defaults``) are accepted as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+NAME_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_\-]*$"
+
+IterationStrategy = Literal[
+    "single-call",
+    "react",
+    "native-thinking",
+    "synthesis",
+    "synthesis-native-thinking",
+    "chat",
+]
+Backend = Literal["google-native", "langchain"]
+NativeTool = Literal["google_search", "code_execution", "url_context"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LLMProviderConfig(_Strict):
+    """One LLM provider: which backend talks to which model, and how."""
+
+    backend: Backend = "langchain"
+    model: str = Field(min_length=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    native_tools: list[NativeTool] = Field(default_factory=list)
+
+
+class Defaults(_Strict):
+    """System-wide defaults, the lowest level of the hierarchy."""
+
+    llm_provider: str = "default"
+    iteration_strategy: IterationStrategy = "single-call"
+    max_iterations: int = Field(default=20, ge=1, le=200)
+
+
+class AgentDefinition(_Strict):
+    """A named agent: what it is told and what it may use."""
+
+    description: str = ""
+    instructions: str = ""
+    custom_instructions: str = ""
+    iteration_strategy: IterationStrategy | None = None
+    llm_provider: str | None = None
+    max_iterations: int | None = Field(default=None, ge=1, le=200)
+    mcp_servers: list[str] = Field(default_factory=list)
+
+
+class StageAgentConfig(_Strict):
+    """An agent as placed in one stage, with per-placement overrides."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    iteration_strategy: IterationStrategy | None = None
+    llm_provider: str | None = None
+    max_iterations: int | None = Field(default=None, ge=1, le=200)
+    mcp_servers: list[str] | None = None
+
+
+class StageConfig(_Strict):
+    """One stage of a chain. ``agent: name`` is shorthand for one stage agent."""
+
+    name: str = Field(min_length=1)
+    agents: list[StageAgentConfig] = Field(min_length=1)
+    max_iterations: int | None = Field(default=None, ge=1, le=200)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agent_shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "agent" in data:
+            data = dict(data)
+            if "agents" in data:
+                raise ValueError("give either 'agent' or 'agents', not both")
+            data["agents"] = [{"name": data.pop("agent")}]
+        return data
+
+
+class ChainConfig(_Strict):
+    """An agent chain: the stages that investigate the alert types it matches."""
+
+    alert_types: list[str] = Field(default_factory=list)
+    description: str = ""
+    stages: list[StageConfig] = Field(min_length=1)
+    llm_provider: str | None = None
+    max_iterations: int | None = Field(default=None, ge=1, le=200)
+
+
+class ResolvedAgentConfig(_Strict):
+    """Everything one execution needs from configuration, hierarchy applied."""
+
+    agent: str
+    instructions: str
+    custom_instructions: str
+    iteration_strategy: IterationStrategy
+    provider_name: str
+    provider: LLMProviderConfig
+    max_iterations: int
+    mcp_servers: list[str]
+
+
+DEFAULT_CHAIN = "default"
+
+
+class TarsyConfig(_Strict):
+    """The whole configuration, validated with cross-references checked."""
+
+    defaults: Defaults = Field(default_factory=Defaults)
+    llm_providers: dict[str, LLMProviderConfig] = Field(default_factory=dict)
+    agents: dict[str, AgentDefinition] = Field(default_factory=dict)
+    agent_chains: dict[str, ChainConfig] = Field(default_factory=dict)
+
+    def reference_errors(self) -> list[tuple[str, str]]:
+        """Return ``(location, message)`` for every reference to something undefined."""
+        problems: list[tuple[str, str]] = []
+
+        def check_provider(location: str, name: str | None) -> None:
+            if name is not None and name not in self.llm_providers:
+                problems.append((location, f"unknown LLM provider {name!r}"))
+
+        check_provider("defaults.llm_provider", self.defaults.llm_provider)
+        for name, agent in self.agents.items():
+            check_provider(f"agents.{name}.llm_provider", agent.llm_provider)
+        if DEFAULT_CHAIN not in self.agent_chains:
+            problems.append(("agent_chains", f"the {DEFAULT_CHAIN!r} chain is required"))
+        for chain_id, chain in self.agent_chains.items():
+            where = f"agent_chains.{chain_id}"
+            check_provider(f"{where}.llm_provider", chain.llm_provider)
+            for s, stage in enumerate(chain.stages):
+                for a, stage_agent in enumerate(stage.agents):
+                    at = f"{where}.stages.{s}.agents.{a}"
+                    if stage_agent.name not in self.agents:
+                        problems.append((f"{at}.name", f"unknown agent {stage_agent.name!r}"))
+                    check_provider(f"{at}.llm_provider", stage_agent.llm_provider)
+        return problems
+
+    def chain_for(self, alert_type: str) -> str:
+        """Return the id of the chain that handles ``alert_type`` (the default chain if none)."""
+        for chain_id, chain in self.agent_chains.items():
+            if alert_type in chain.alert_types:
+                return chain_id
+        return DEFAULT_CHAIN
+
+    def resolve(self, chain_id: str, stage_index: int, agent_index: int) -> ResolvedAgentConfig:
+        """Apply the hierarchy for one stage agent of one chain."""
+        chain = self.agent_chains[chain_id]
+        stage = chain.stages[stage_index]
+        placed = stage.agents[agent_index]
+        definition = self.agents[placed.name]
+        provider_name = _first(
+            placed.llm_provider,
+            chain.llm_provider,
+            definition.llm_provider,
+            self.defaults.llm_provider,
+        )
+        return ResolvedAgentConfig(
+            agent=placed.name,
+            instructions=definition.instructions,
+            custom_instructions=definition.custom_instructions,
+            iteration_strategy=_first(
+                placed.iteration_strategy,
+                definition.iteration_strategy,
+                self.defaults.iteration_strategy,
+            ),
+            provider_name=provider_name,
+            provider=self.llm_providers[provider_name],
+            max_iterations=_first(
+                placed.max_iterations,
+                stage.max_iterations,
+                chain.max_iterations,
+                definition.max_iterations,
+                self.defaults.max_iterations,
+            ),
+            mcp_servers=list(
+                placed.mcp_servers if placed.mcp_servers is not None else definition.mcp_servers
+            ),
+        )
+
+
+T = TypeVar("T")
+
+
+def _first(*values: T | None) -> T:
+    for value in values:
+        if value is not None:
+            return value
+    raise ValueError("no value at any level of the hierarchy")

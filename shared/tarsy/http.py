@@ -1,0 +1,124 @@
+"""Framework-free HTTP request/response models and the API-key check.
+
+The function entry points translate functions-framework's Flask request into
+:class:`HttpRequest`; the handlers in ``ingest`` and ``api`` never see Flask.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from tarsy.errors import AuthError, InputError
+from tarsy.settings import Settings
+
+
+class HttpRequest(BaseModel):
+    """An incoming request. Header names are lower-case."""
+
+    method: str
+    path: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: bytes = b""
+    body_too_large: bool = False
+
+
+class HttpResponse(BaseModel):
+    """An outgoing JSON response."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+def error_response(error: InputError) -> HttpResponse:
+    """Render an InputError as ``{"error": {"status", "message", "details"?}}``."""
+    payload: dict[str, Any] = {"status": error.status, "message": str(error)}
+    if error.details is not None:
+        payload["details"] = error.details
+    headers = {"WWW-Authenticate": 'Bearer realm="tarsy"'} if error.status == 401 else {}
+    if error.status == 405 and isinstance(error.details, dict) and "allow" in error.details:
+        headers["Allow"] = str(error.details["allow"])
+    return HttpResponse(status=error.status, body={"error": payload}, headers=headers)
+
+
+def presented_key(headers: dict[str, str]) -> str | None:
+    """Return the API key from ``Authorization: Bearer`` or ``X-API-Key``, if any."""
+    authorization = headers.get("authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    key = headers.get("x-api-key", "").strip()
+    return key or None
+
+
+def check_api_key(headers: dict[str, str], settings: Settings) -> None:
+    """Raise AuthError unless the request carries the configured key (constant-time compare)."""
+    if settings.auth_disabled:
+        return
+    if settings.api_key is None:
+        raise InputError(
+            "authentication is not configured: set TARSY_API_KEY "
+            "(or TARSY_AUTH_DISABLED=true for local runs)",
+            status=503,
+        )
+    key = presented_key(headers)
+    if key is None:
+        raise AuthError("missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'")
+    expected = settings.api_key.get_secret_value().encode()
+    if not hmac.compare_digest(key.encode(), expected):
+        raise AuthError("invalid API key")
+
+
+class _WsgiStream(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+class FrameworkRequest(Protocol):
+    """The part of a Flask/Werkzeug request the entry points use."""
+
+    @property
+    def method(self) -> str:
+        """HTTP method."""
+
+    @property
+    def path(self) -> str:
+        """Request path."""
+
+    @property
+    def content_length(self) -> int | None:
+        """Declared body length, if any."""
+
+    @property
+    def headers(self) -> Any:
+        """Request headers (a Werkzeug ``Headers``)."""
+
+    @property
+    def stream(self) -> _WsgiStream:
+        """The raw WSGI input stream."""
+
+
+def read_request(request: FrameworkRequest, max_bytes: int) -> HttpRequest:
+    """Convert a framework request, reading at most ``max_bytes + 1`` bytes of body."""
+    headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
+    if request.content_length is not None and request.content_length > max_bytes:
+        return HttpRequest(
+            method=request.method, path=request.path, headers=headers, body_too_large=True
+        )
+    body = request.stream.read(max_bytes + 1)
+    return HttpRequest(
+        method=request.method,
+        path=request.path,
+        headers=headers,
+        body=body[:max_bytes],
+        body_too_large=len(body) > max_bytes,
+    )
+
+
+def to_framework_response(response: HttpResponse) -> tuple[str, int, dict[str, str]]:
+    """Return ``(body, status, headers)`` as functions-framework handlers return them."""
+    headers = {"Content-Type": "application/json", **response.headers}
+    return json.dumps(response.body), response.status, headers

@@ -1,0 +1,125 @@
+"""The ingest endpoint: validate an alert, create its session, publish the first step.
+
+Every rejection happens before anything is written or published. If the
+publish fails after the session was written, the session is deleted again, so
+no caller ever sees a session that nothing will process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any
+
+from pydantic import ValidationError
+
+from tarsy.bus import Bus
+from tarsy.config.schema import TarsyConfig
+from tarsy.errors import InputError
+from tarsy.http import HttpRequest, HttpResponse, check_api_key, error_response
+from tarsy.log import fields
+from tarsy.models import AlertSubmission, Session, StepMessage
+from tarsy.settings import Settings
+from tarsy.store import Store
+
+logger = logging.getLogger(__name__)
+
+ALERTS_PATH = "/alerts"
+
+
+def _is_json(content_type: str) -> bool:
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
+def validation_details(error: ValidationError) -> list[dict[str, str]]:
+    """Return one ``{field, message, type}`` entry per schema error."""
+    return [
+        {
+            "field": ".".join(str(p) for p in err["loc"]) or "(body)",
+            "message": err["msg"],
+            "type": err["type"],
+        }
+        for err in error.errors()
+    ]
+
+
+def parse_submission(request: HttpRequest, settings: Settings) -> AlertSubmission:
+    """Check method, auth, size, type and schema, in that order; raise InputError."""
+    if request.method != "POST":
+        raise InputError(
+            f"method {request.method} not allowed on {ALERTS_PATH}",
+            status=405,
+            details={"allow": "POST"},
+        )
+    check_api_key(request.headers, settings)
+    if request.body_too_large or len(request.body) > settings.max_alert_bytes:
+        raise InputError(f"body exceeds {settings.max_alert_bytes} bytes", status=413)
+    if not _is_json(request.headers.get("content-type", "")):
+        raise InputError("content type must be application/json", status=415)
+    try:
+        payload: Any = json.loads(request.body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"malformed JSON: {e}", status=400) from e
+    if not isinstance(payload, dict):
+        raise InputError(
+            "body must be a JSON object",
+            status=422,
+            details=[{"field": "(body)", "message": "expected an object", "type": "dict_type"}],
+        )
+    try:
+        return AlertSubmission.model_validate(payload)
+    except ValidationError as e:
+        raise InputError(
+            "alert does not match the schema", status=422, details=validation_details(e)
+        ) from e
+
+
+def status_url(settings: Settings, session_id: str) -> str:
+    """Return where the caller can follow the session."""
+    return f"{settings.public_api_url.rstrip('/')}/sessions/{session_id}"
+
+
+async def handle(
+    request: HttpRequest, settings: Settings, config: TarsyConfig, store: Store, bus: Bus
+) -> HttpResponse:
+    """Serve one ingest request."""
+    if request.path.rstrip("/") == "/healthz":
+        return HttpResponse(status=200, body={"status": "ok"})
+    if request.path.rstrip("/") not in (ALERTS_PATH, ""):
+        return error_response(InputError(f"no route {request.path!r}", status=404))
+    try:
+        submission = parse_submission(request, settings)
+    except InputError as e:
+        logger.info("rejected alert: %s %s", e.status, e)
+        return error_response(e)
+    session = Session(
+        session_id=str(uuid.uuid4()),
+        alert_type=submission.alert_type,
+        alert_data=submission.data_as_text(),
+        runbook=submission.runbook,
+        metadata=submission.metadata,
+        chain_id=config.chain_for(submission.alert_type),
+    )
+    await store.create_session(session)
+    try:
+        await bus.publish(StepMessage(session_id=session.session_id, kind="start_session"))
+    except Exception:
+        await store.delete_session(session.session_id)
+        logger.exception("publishing the start of %s failed; session removed", session.session_id)
+        return HttpResponse(
+            status=503, body={"error": {"status": 503, "message": "queue unavailable, retry"}}
+        )
+    logger.info(
+        "accepted alert %s", submission.alert_type, extra=fields(session_id=session.session_id)
+    )
+    return HttpResponse(
+        status=202,
+        body={
+            "session_id": session.session_id,
+            "status_url": status_url(settings, session.session_id),
+        },
+    )

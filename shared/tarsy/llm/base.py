@@ -1,0 +1,184 @@
+"""The provider interface: one request model, one streamed chunk union, capability flags."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tarsy.config.schema import LLMProviderConfig
+from tarsy.errors import LLMError
+from tarsy.models import ConversationMessage, ErrorInfo, TokenUsage, ToolCall
+
+
+class ToolDefinition(BaseModel):
+    """A tool offered to the model. ``name`` is canonical ``server.tool``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(pattern=r"^[\w\-]+\.[\w\-]+$")
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+
+class GenerateRequest(BaseModel):
+    """Everything one LLM call needs; providers keep no conversation state."""
+
+    execution_id: str
+    messages: list[ConversationMessage]
+    config: LLMProviderConfig
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    thought_signatures: dict[str, str] = Field(
+        default_factory=dict,
+        description="Opaque signatures from earlier turns, keyed by the provider.",
+    )
+
+
+class Capabilities(BaseModel):
+    """What a provider can do, checked by strategies before they rely on it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    streaming: bool = True
+    thinking: bool = False
+    function_calling: bool = False
+    native_tools: bool = False
+    code_execution: bool = False
+
+
+# ─── streamed chunks ──────────────────────────────────────────────────────────
+
+
+class TextChunk(BaseModel):
+    """A piece of the model's answer text."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingChunk(BaseModel):
+    """A piece of the model's native reasoning."""
+
+    type: Literal["thinking"] = "thinking"
+    text: str
+
+
+class ToolCallChunk(BaseModel):
+    """A complete tool call (arguments are never streamed piecewise)."""
+
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    arguments: str
+
+
+class CodeExecutionChunk(BaseModel):
+    """Code the model ran in the provider's sandbox, and its result."""
+
+    type: Literal["code_execution"] = "code_execution"
+    code: str = ""
+    outcome: str = ""
+    output: str = ""
+
+
+class UsageChunk(BaseModel):
+    """Token usage of the call."""
+
+    type: Literal["usage"] = "usage"
+    usage: TokenUsage
+
+
+class ErrorChunk(BaseModel):
+    """The call failed; nothing follows but the final marker."""
+
+    type: Literal["error"] = "error"
+    error: ErrorInfo
+
+
+class FinalChunk(BaseModel):
+    """The last chunk of every stream. ``state`` carries provider state to persist."""
+
+    type: Literal["final"] = "final"
+    attempts: int = 1
+    provider_state: dict[str, str] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+Chunk = Annotated[
+    TextChunk
+    | ThinkingChunk
+    | ToolCallChunk
+    | CodeExecutionChunk
+    | UsageChunk
+    | ErrorChunk
+    | FinalChunk,
+    Field(discriminator="type"),
+]
+
+
+class LLMProvider(Protocol):
+    """A backend that streams one LLM call."""
+
+    name: str
+    capabilities: Capabilities
+
+    def generate(self, request: GenerateRequest) -> AsyncIterator[Chunk]:
+        """Stream the response to ``request``, ending with a FinalChunk."""
+        ...
+
+
+# ─── collecting a stream ──────────────────────────────────────────────────────
+
+
+class LLMResult(BaseModel):
+    """A whole response, assembled from its chunks."""
+
+    text: str = ""
+    thinking: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    code_executions: list[CodeExecutionChunk] = Field(default_factory=list)
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    attempts: int = 1
+    provider_state: dict[str, str] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+ProgressCallback = Callable[[LLMResult], None]
+
+
+async def collect(
+    stream: AsyncIterator[Chunk], on_progress: ProgressCallback | None = None
+) -> LLMResult:
+    """Assemble a stream into an LLMResult; raise LLMError on an error chunk."""
+    result = LLMResult()
+    text: list[str] = []
+    thinking: list[str] = []
+    error: ErrorInfo | None = None
+    async for chunk in stream:
+        match chunk:
+            case TextChunk():
+                text.append(chunk.text)
+            case ThinkingChunk():
+                thinking.append(chunk.text)
+            case ToolCallChunk():
+                result.tool_calls.append(
+                    ToolCall(id=chunk.call_id, name=chunk.name, arguments=chunk.arguments)
+                )
+            case CodeExecutionChunk():
+                result.code_executions.append(chunk)
+            case UsageChunk():
+                result.usage = chunk.usage
+            case ErrorChunk():
+                error = chunk.error
+            case FinalChunk():
+                result.attempts = chunk.attempts
+                result.provider_state = chunk.provider_state
+                result.metadata = chunk.metadata
+        if on_progress is not None and isinstance(chunk, TextChunk | ThinkingChunk):
+            result.text, result.thinking = "".join(text), "".join(thinking)
+            on_progress(result)
+    result.text, result.thinking = "".join(text), "".join(thinking)
+    if error is not None:
+        raise LLMError(error)
+    return result

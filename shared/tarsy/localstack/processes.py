@@ -1,0 +1,144 @@
+"""Start and stop child processes, each in its own process group.
+
+``gcloud beta emulators ... start`` forks a Java process; stopping the gcloud
+PID alone leaves the emulator running. Each child therefore gets its own
+session (``setsid``) and is stopped by signalling the whole group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import httpx
+from pydantic import BaseModel
+
+
+class ProcessInfo(BaseModel):
+    """A child process of the stack, enough to stop it from another process."""
+
+    name: str
+    pid: int
+    log_path: str
+    url: str = ""
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def spawn(
+    name: str,
+    argv: Sequence[str],
+    *,
+    log_dir: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    url: str = "",
+) -> ProcessInfo:
+    """Start ``argv`` in a new process group, output to ``log_dir/name.log``."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    return ProcessInfo(name=name, pid=proc.pid, log_path=str(log_path), url=url)
+
+
+def is_running(pid: int) -> bool:
+    """Whether a process with this PID exists (and is not a zombie we own)."""
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop(info: ProcessInfo, *, timeout: float = 10.0) -> None:
+    """Stop a process group: SIGTERM, then SIGKILL after ``timeout`` seconds."""
+    try:
+        os.killpg(info.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _group_alive(info.pid):
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(info.pid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            pid, _ = os.waitpid(-pgid, os.WNOHANG)
+            if pid == 0:
+                break
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    process: ProcessInfo | None = None,
+) -> None:
+    """Poll ``check`` until it is true; raise with the log tail if it never is."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if process is not None and not is_running(process.pid):
+            raise RuntimeError(f"{what}: process exited early\n{log_tail(process)}")
+        time.sleep(0.1)
+    tail = log_tail(process) if process is not None else ""
+    raise TimeoutError(f"{what}: not ready after {timeout:.0f}s\n{tail}")
+
+
+def http_ok(url: str) -> Callable[[], bool]:
+    """Return a check that ``GET url`` answers with a status below 500."""
+
+    def check() -> bool:
+        try:
+            return httpx.get(url, timeout=1.0).status_code < 500
+        except httpx.HTTPError:
+            return False
+
+    return check
+
+
+def log_tail(info: ProcessInfo, lines: int = 30) -> str:
+    """Return the last lines of a process's log."""
+    try:
+        text = Path(info.log_path).read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])

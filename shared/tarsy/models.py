@@ -1,0 +1,279 @@
+"""Data models shared by every layer: what is stored in Firestore and what travels on Pub/Sub.
+
+Field names match the Firestore layout in the design brief, so a document in the
+console reads the same as the model that wrote it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# ─── statuses ─────────────────────────────────────────────────────────────────
+
+
+class ExecutionStatus(StrEnum):
+    """Status of a session, stage or agent execution (seed 003, plus ``paused``)."""
+
+    PENDING = "pending"
+    ACTIVE = "active"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    PAUSED = "paused"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether nothing more happens to a record in this status (paused can resume)."""
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset(
+    {
+        ExecutionStatus.COMPLETED,
+        ExecutionStatus.FAILED,
+        ExecutionStatus.TIMED_OUT,
+        ExecutionStatus.CANCELLED,
+    }
+)
+
+
+def utcnow() -> datetime:
+    """Return the current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", use_enum_values=False)
+
+
+# ─── errors and usage ─────────────────────────────────────────────────────────
+
+
+class ErrorInfo(_Model):
+    """An error as recorded and as streamed by providers (seed 003 ``ErrorInfo``)."""
+
+    message: str
+    code: str = ""
+    retryable: bool = False
+
+
+class TokenUsage(_Model):
+    """Token counts of one LLM call, or totals over many."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    thinking_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            thinking_tokens=self.thinking_tokens + other.thinking_tokens,
+        )
+
+
+# ─── alert submission ─────────────────────────────────────────────────────────
+
+
+class AlertSubmission(_Model):
+    """Body of ``POST /alerts``.
+
+    ``data`` is opaque: a string or a JSON object, passed to the model as text.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    alert_type: str = Field(min_length=1, max_length=200, pattern=r"^[\w.\-/: ]+$")
+    data: str | dict[str, Any] = Field(description="The alert payload, as text or a JSON object.")
+    runbook: str | None = Field(default=None, max_length=200_000)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("data")
+    @classmethod
+    def _data_not_empty(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+    def data_as_text(self) -> str:
+        """Return the alert data as the text the model reads."""
+        if isinstance(self.data, str):
+            return self.data
+        return json.dumps(self.data, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+# ─── sessions, stages, executions ─────────────────────────────────────────────
+
+
+class Session(_Model):
+    """``sessions/{session_id}``: one investigation of one alert."""
+
+    session_id: str
+    alert_type: str
+    alert_data: str
+    runbook: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    chain_id: str
+    status: ExecutionStatus = ExecutionStatus.PENDING
+    current_stage: int | None = None
+    final_analysis: str | None = None
+    executive_summary: str | None = None
+    error: ErrorInfo | None = None
+    tokens: TokenUsage = Field(default_factory=TokenUsage)
+    cost: float = 0.0
+    cancel_requested: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+
+
+class Stage(_Model):
+    """``sessions/{sid}/stages/{index}``: one stage of the chain."""
+
+    index: int
+    name: str
+    status: ExecutionStatus = ExecutionStatus.PENDING
+    parallel_type: Literal["single", "multi_agent", "replica"] = "single"
+    agents: list[str] = Field(default_factory=list)
+    execution_ids: list[str] = Field(default_factory=list)
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+
+
+class AgentExecution(_Model):
+    """``executions/{execution_id}``: one agent's run inside one stage.
+
+    ``step`` is the number of the next step to run; a step message whose
+    ``step`` differs from it is a duplicate or stale. ``published_step`` is the
+    highest step whose message is known to have been published.
+    """
+
+    execution_id: str
+    session_id: str
+    stage: int
+    agent: str
+    agent_index: int = 0
+    strategy: str
+    provider: str
+    status: ExecutionStatus = ExecutionStatus.PENDING
+    step: int = 0
+    published_step: int = -1
+    iteration: int = 0
+    max_iterations: int = 20
+    lease_owner: str | None = None
+    lease_until: datetime | None = None
+    final_analysis: str | None = None
+    error: ErrorInfo | None = None
+    tokens: TokenUsage = Field(default_factory=TokenUsage)
+    cost: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
+    completed_at: datetime | None = None
+
+
+# ─── conversation ─────────────────────────────────────────────────────────────
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolCall(_Model):
+    """A tool invocation requested by the model. ``name`` is canonical ``server.tool``."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+class ConversationMessage(_Model):
+    """``executions/{eid}/messages/{seq}``: one message of the agent's conversation."""
+
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+
+
+# ─── timeline ─────────────────────────────────────────────────────────────────
+
+
+class TimelineEventType(StrEnum):
+    """The eight timeline event types of seed 003."""
+
+    LLM_THINKING = "llm_thinking"
+    LLM_RESPONSE = "llm_response"
+    LLM_TOOL_CALL = "llm_tool_call"
+    MCP_TOOL_CALL = "mcp_tool_call"
+    MCP_TOOL_SUMMARY = "mcp_tool_summary"
+    FINAL_ANALYSIS = "final_analysis"
+    USER_QUESTION = "user_question"
+    EXECUTIVE_SUMMARY = "executive_summary"
+
+
+class TimelineEvent(_Model):
+    """``executions/{eid}/timeline/{seq}``: one thing a watcher sees happen."""
+
+    type: TimelineEventType
+    content: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+# ─── interaction records ──────────────────────────────────────────────────────
+
+
+class LLMInteraction(_Model):
+    """``executions/{eid}/llm_interactions/{step}``: the full record of one LLM call."""
+
+    step: int
+    model: str
+    provider: str
+    request: dict[str, Any]
+    response_text: str = ""
+    thinking_text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tokens: TokenUsage = Field(default_factory=TokenUsage)
+    cost: float = 0.0
+    duration_ms: float = 0.0
+    attempts: int = 1
+    error: ErrorInfo | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+# ─── Pub/Sub ──────────────────────────────────────────────────────────────────
+
+StepKind = Literal[
+    "start_session",
+    "start_stage",
+    "start_execution",
+    "iterate",
+    "synthesize",
+    "summarize",
+    "chat",
+]
+
+
+class StepMessage(_Model):
+    """The payload of every message on the steps topic.
+
+    A message carries enough to be re-run alone: everything else is read from
+    Firestore by its ids.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    session_id: str = Field(min_length=1)
+    execution_id: str = ""
+    step: int = Field(default=0, ge=0)
+    kind: StepKind
+
+    def dedup_key(self) -> str:
+        """Return a key that is equal for duplicates of one logical message."""
+        return f"{self.session_id}/{self.execution_id}/{self.kind}/{self.step}"

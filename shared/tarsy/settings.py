@@ -1,0 +1,159 @@
+"""Process settings, read once from the environment.
+
+Every environment variable the product reads is a field here; nothing else in
+the code reads ``os.environ``. Each field names, in ``json_schema_extra``, the
+cloud functions that read it, so the Terraform checks can assert that every
+function gets exactly the variables it uses (see ``tests/infra``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic.config import JsonDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ALL_FUNCTIONS = ("ingest", "step", "api")
+
+
+def _used_by(*functions: str) -> JsonDict:
+    return {"functions": list(functions)}
+
+
+class Settings(BaseSettings):
+    """Settings for the ingest, step and api functions, the CLI and the local stack."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    project_id: str = Field(
+        default="tarsy-local",
+        validation_alias=AliasChoices("GOOGLE_CLOUD_PROJECT", "GCP_PROJECT"),
+        description="Google Cloud project holding Firestore and Pub/Sub.",
+        json_schema_extra=_used_by(*ALL_FUNCTIONS),
+    )
+    firestore_database: str = Field(
+        default="(default)",
+        validation_alias="TARSY_FIRESTORE_DATABASE",
+        description="Firestore database id.",
+        json_schema_extra=_used_by(*ALL_FUNCTIONS),
+    )
+    steps_topic: str = Field(
+        default="tarsy-steps",
+        validation_alias="TARSY_STEPS_TOPIC",
+        description="Pub/Sub topic that carries step messages.",
+        json_schema_extra=_used_by(*ALL_FUNCTIONS),
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias="TARSY_API_KEY",
+        description="Key that callers of ingest and api present (Bearer or X-API-Key).",
+        json_schema_extra=_used_by("ingest", "api"),
+    )
+    auth_disabled: bool = Field(
+        default=False,
+        validation_alias="TARSY_AUTH_DISABLED",
+        description="Accept unauthenticated requests. For local runs only.",
+        json_schema_extra=_used_by("ingest", "api"),
+    )
+    public_api_url: str = Field(
+        default="",
+        validation_alias="TARSY_PUBLIC_API_URL",
+        description="Base URL of the api function, used to build status_url in ingest replies.",
+        json_schema_extra=_used_by("ingest"),
+    )
+    max_alert_bytes: int = Field(
+        default=1024 * 1024,
+        validation_alias="TARSY_MAX_ALERT_BYTES",
+        gt=0,
+        description="Largest accepted ingest body (413 above it).",
+        json_schema_extra=_used_by("ingest"),
+    )
+    config_path: str | None = Field(
+        default=None,
+        validation_alias="TARSY_CONFIG_PATH",
+        description="YAML file adding or overriding agents and chains.",
+        json_schema_extra=_used_by(*ALL_FUNCTIONS),
+    )
+    gemini_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        description="Gemini API key; when unset, Vertex AI with ADC is used.",
+        json_schema_extra=_used_by("step"),
+    )
+    gemini_base_url: str | None = Field(
+        default=None,
+        validation_alias="GEMINI_BASE_URL",
+        description="Gemini endpoint override (proxy, regional endpoint, local fake).",
+        json_schema_extra=_used_by("step"),
+    )
+    vertex_location: str = Field(
+        default="us-central1",
+        validation_alias=AliasChoices("TARSY_VERTEX_LOCATION", "GOOGLE_CLOUD_LOCATION"),
+        description="Vertex AI location, used when no Gemini API key is set.",
+        json_schema_extra=_used_by("step"),
+    )
+    default_model: str = Field(
+        default="gemini-2.5-flash",
+        validation_alias="TARSY_DEFAULT_MODEL",
+        description="Model of the built-in default LLM provider.",
+        json_schema_extra=_used_by("step"),
+    )
+    step_lease_seconds: int = Field(
+        default=600,
+        validation_alias="TARSY_STEP_LEASE_SECONDS",
+        gt=0,
+        description="How long a step owns its execution; longer than the step function timeout.",
+        json_schema_extra=_used_by("step", "api"),
+    )
+    sweeper_invoker: str = Field(
+        default="",
+        validation_alias="TARSY_SWEEPER_INVOKER",
+        description=(
+            "Service account e-mail whose Google OIDC token may call POST /sweep; "
+            "empty: the sweeper takes the regular API key (local runs)."
+        ),
+        json_schema_extra=_used_by("api"),
+    )
+    sweeper_audience: str = Field(
+        default="",
+        validation_alias="TARSY_SWEEPER_AUDIENCE",
+        description="Expected audience of the sweeper's OIDC token (the api function URL).",
+        json_schema_extra=_used_by("api"),
+    )
+    log_format: Literal["json", "console"] = Field(
+        default="json",
+        validation_alias="TARSY_LOG_FORMAT",
+        description="json: Cloud Logging structured lines; console: human-readable.",
+        json_schema_extra=_used_by(*ALL_FUNCTIONS),
+    )
+    log_level: str = Field(
+        default="INFO",
+        validation_alias="TARSY_LOG_LEVEL",
+        description="Root log level.",
+        json_schema_extra=_used_by(*ALL_FUNCTIONS),
+    )
+
+
+def env_names(field_name: str) -> list[str]:
+    """Return the environment variable names that feed one settings field."""
+    alias = Settings.model_fields[field_name].validation_alias
+    if isinstance(alias, AliasChoices):
+        return [str(choice) for choice in alias.choices]
+    return [str(alias)]
+
+
+def functions_reading(field_name: str) -> list[str]:
+    """Return the cloud functions that read one settings field."""
+    extra = Settings.model_fields[field_name].json_schema_extra
+    assert isinstance(extra, dict)
+    functions = extra["functions"]
+    assert isinstance(functions, list)
+    return [str(f) for f in functions]
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Return the process-wide settings, read from the environment on first use."""
+    return Settings()

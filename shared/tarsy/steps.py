@@ -1,0 +1,319 @@
+"""The step engine: what one invocation of the step function does with one message.
+
+Each message runs at most one LLM iteration. The rules that make at-least-once
+delivery safe:
+
+* ``message.step < execution.step``: the step is already committed. If the next
+  step's message may never have been published (a crash between commit and
+  publish), publish it again; otherwise acknowledge.
+* ``message.step == execution.step``: claim the lease (fails if another
+  invocation holds it: raise, Pub/Sub redelivers later), run the iteration,
+  commit atomically under the claim, publish what comes next.
+* ``message.step > execution.step``: cannot happen in order; acknowledge and log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from tarsy.bus import Bus
+from tarsy.config.schema import TarsyConfig
+from tarsy.errors import LeaseHeldError, LLMError
+from tarsy.llm import collect, get_provider
+from tarsy.log import fields
+from tarsy.models import (
+    AgentExecution,
+    ErrorInfo,
+    ExecutionStatus,
+    LLMInteraction,
+    Session,
+    Stage,
+    StepMessage,
+    utcnow,
+)
+from tarsy.prompts import initial_messages
+from tarsy.settings import Settings
+from tarsy.store import StepCommit, Store
+from tarsy.strategies.base import IterationOutcome, IterationState
+from tarsy.strategies.registry import get_strategy
+
+logger = logging.getLogger(__name__)
+
+FIRST_ITERATION_STEP = 1  # step 0 is the set-up that writes the opening messages
+
+
+@dataclass(frozen=True)
+class Deps:
+    """What the engine talks to; built once per process by the function entry point."""
+
+    settings: Settings
+    config: TarsyConfig
+    store: Store
+    bus: Bus
+
+
+def execution_id_for(session_id: str, stage_index: int, agent_index: int) -> str:
+    """Return the deterministic id of an agent execution (redelivery creates nothing new)."""
+    return f"{session_id}-s{stage_index:02d}-a{agent_index:02d}"
+
+
+def _lease_owner() -> str:
+    return f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+async def handle(message: StepMessage, deps: Deps) -> None:
+    """Run one step message. Raises TransientError when the message must be redelivered."""
+    log_fields = fields(
+        session_id=message.session_id, execution_id=message.execution_id, step=message.step
+    )
+    logger.info("step %s", message.kind, extra=log_fields)
+    if message.kind == "start_session":
+        await _start_session(message, deps)
+    elif message.kind == "iterate":
+        await _iterate(message, deps)
+    else:
+        logger.error("no handler for step kind %r; dropping", message.kind, extra=log_fields)
+
+
+# ─── start ────────────────────────────────────────────────────────────────────
+
+
+async def _start_session(message: StepMessage, deps: Deps) -> None:
+    session = await deps.store.get_session(message.session_id)
+    if session is None:
+        logger.error("session %s does not exist; dropping", message.session_id)
+        return
+    if session.status.is_terminal:
+        return
+    await _start_stage(session, 0, deps, previous_context="")
+
+
+async def _start_stage(session: Session, index: int, deps: Deps, previous_context: str) -> None:
+    chain = deps.config.agent_chains[session.chain_id]
+    stage_config = chain.stages[index]
+    executions: list[AgentExecution] = []
+    opening = {}
+    for agent_index, _ in enumerate(stage_config.agents):
+        resolved = deps.config.resolve(session.chain_id, index, agent_index)
+        execution = AgentExecution(
+            execution_id=execution_id_for(session.session_id, index, agent_index),
+            session_id=session.session_id,
+            stage=index,
+            agent=resolved.agent,
+            agent_index=agent_index,
+            strategy=resolved.iteration_strategy,
+            provider=resolved.provider_name,
+            step=FIRST_ITERATION_STEP,
+            max_iterations=resolved.max_iterations,
+        )
+        executions.append(execution)
+        opening[execution.execution_id] = initial_messages(resolved, session, previous_context)
+    stage = Stage(
+        index=index,
+        name=stage_config.name,
+        status=ExecutionStatus.ACTIVE,
+        parallel_type="single" if len(executions) == 1 else "multi_agent",
+        agents=[e.agent for e in executions],
+        execution_ids=[e.execution_id for e in executions],
+        started_at=utcnow(),
+    )
+    session_fields: dict[str, Any] = {
+        "status": ExecutionStatus.ACTIVE.value,
+        "current_stage": index,
+    }
+    if index == 0:
+        session_fields["started_at"] = utcnow()
+    created = await deps.store.start_stage(
+        session.session_id, stage, executions, opening, session_fields
+    )
+    for execution in executions:
+        if not created:
+            # A redelivered start: publish only what may never have gone out.
+            current = await deps.store.get_execution(execution.execution_id)
+            if current is None or current.published_step >= FIRST_ITERATION_STEP:
+                continue
+            if current.status.is_terminal or current.lease_owner:
+                continue
+        await deps.bus.publish(_iterate_message(execution, FIRST_ITERATION_STEP))
+
+
+def _iterate_message(execution: AgentExecution, step: int) -> StepMessage:
+    return StepMessage(
+        session_id=execution.session_id,
+        execution_id=execution.execution_id,
+        step=step,
+        kind="iterate",
+    )
+
+
+# ─── iterate ──────────────────────────────────────────────────────────────────
+
+
+async def _iterate(message: StepMessage, deps: Deps) -> None:
+    execution, read_time, session = await deps.store.get_step_state(
+        message.execution_id, message.session_id
+    )
+    if execution is None or session is None or read_time is None:
+        logger.error("execution %s or its session is missing; dropping", message.execution_id)
+        return
+    if message.step < execution.step:
+        await _heal_publish(execution, deps)
+        return
+    if message.step > execution.step:
+        logger.warning(
+            "message for step %s but execution %s is at step %s; dropping",
+            message.step,
+            execution.execution_id,
+            execution.step,
+        )
+        return
+    if execution.status.is_terminal or execution.status == ExecutionStatus.PAUSED:
+        return
+    now = utcnow()
+    if execution.lease_owner and execution.lease_until and execution.lease_until > now:
+        raise LeaseHeldError(
+            f"execution {execution.execution_id!r} step {execution.step} is leased until "
+            f"{execution.lease_until.isoformat()}"
+        )
+    claim = await deps.store.claim(
+        execution.execution_id,
+        owner=_lease_owner(),
+        until=now + timedelta(seconds=deps.settings.step_lease_seconds),
+        read_time=read_time,
+        step=message.step,
+    )
+    resolved = deps.config.resolve(session.chain_id, execution.stage, execution.agent_index)
+    strategy = get_strategy(execution.strategy)
+    state = IterationState(
+        execution=execution,
+        config=resolved,
+        messages=await deps.store.load_messages(execution.execution_id),
+    )
+    request = strategy.build_request(state)
+    provider = get_provider(resolved.provider, deps.settings)
+    started = time.perf_counter()
+    interaction = LLMInteraction(
+        step=message.step,
+        model=resolved.provider.model,
+        provider=provider.name,
+        request=request.model_dump(mode="json", exclude={"thought_signatures"}),
+    )
+    try:
+        result = await collect(provider.generate(request))
+    except LLMError as e:
+        interaction.error = e.info
+        outcome = IterationOutcome(next="fail", error=e.info)
+    else:
+        interaction.response_text = result.text
+        interaction.thinking_text = result.thinking
+        interaction.tool_calls = result.tool_calls
+        interaction.tokens = result.usage
+        interaction.attempts = result.attempts
+        outcome = strategy.on_result(state, result)
+    interaction.duration_ms = (time.perf_counter() - started) * 1000
+    commit = _commit_for(message, execution, session, outcome, interaction)
+    commit.claim = claim
+    if not await deps.store.commit_step(commit):
+        return  # another invocation took over after our lease expired; it owns the step now
+    if outcome.next == "continue":
+        await deps.bus.publish(_iterate_message(execution, message.step + 1))
+
+
+def _commit_for(
+    message: StepMessage,
+    execution: AgentExecution,
+    session: Session,
+    outcome: IterationOutcome,
+    interaction: LLMInteraction,
+) -> StepCommit:
+    now = utcnow()
+    execution_fields: dict[str, Any] = {"iteration": execution.iteration + 1}
+    stage_fields: dict[str, Any] = {}
+    session_fields: dict[str, Any] = {}
+    if outcome.next == "complete":
+        execution_fields.update(
+            status=ExecutionStatus.COMPLETED.value,
+            final_analysis=outcome.final_analysis,
+            completed_at=now,
+        )
+        stage_fields.update(status=ExecutionStatus.COMPLETED.value, completed_at=now)
+        session_fields.update(
+            status=ExecutionStatus.COMPLETED.value,
+            final_analysis=outcome.final_analysis,
+            completed_at=now,
+        )
+    elif outcome.next == "fail":
+        error = outcome.error.model_dump() if outcome.error else None
+        execution_fields.update(status=ExecutionStatus.FAILED.value, error=error, completed_at=now)
+        stage_fields.update(status=ExecutionStatus.FAILED.value, completed_at=now)
+        session_fields.update(status=ExecutionStatus.FAILED.value, error=error, completed_at=now)
+    elif outcome.next == "pause":
+        execution_fields.update(status=ExecutionStatus.PAUSED.value)
+    return StepCommit(
+        execution_id=execution.execution_id,
+        session_id=session.session_id,
+        step=message.step,
+        next_step=message.step + 1,
+        messages=outcome.messages,
+        timeline=outcome.timeline,
+        llm_interaction=interaction,
+        execution_fields=execution_fields,
+        usage=interaction.tokens,
+        stage_index=execution.stage,
+        stage_fields=stage_fields,
+        session_fields=session_fields,
+    )
+
+
+async def _heal_publish(execution: AgentExecution, deps: Deps) -> None:
+    """Re-publish the execution's current step if its message may have been lost."""
+    if execution.status.is_terminal or execution.status == ExecutionStatus.PAUSED:
+        return
+    if execution.published_step >= execution.step or execution.lease_owner:
+        return
+    logger.info(
+        "re-publishing step %s of %s (its message may have been lost)",
+        execution.step,
+        execution.execution_id,
+    )
+    await deps.bus.publish(_iterate_message(execution, execution.step))
+
+
+async def handle_dead_letter(message: StepMessage, deps: Deps, *, delivery_attempts: str) -> None:
+    """Fail the execution and session of a message that Pub/Sub gave up delivering."""
+    reason = ErrorInfo(
+        message=(
+            f"step {message.kind!r} #{message.step} could not be processed after "
+            f"{delivery_attempts} delivery attempts"
+        ),
+        code="dead_letter",
+        retryable=False,
+    )
+    logger.error(reason.message, extra=fields(session_id=message.session_id))
+    now = utcnow()
+    failed = ExecutionStatus.FAILED.value
+    if message.execution_id:
+        execution = await deps.store.get_execution(message.execution_id)
+        if execution is not None and not execution.status.is_terminal:
+            await deps.store.update_execution(
+                message.execution_id,
+                {
+                    "status": failed,
+                    "error": reason.model_dump(),
+                    "completed_at": now,
+                    "lease_owner": None,
+                    "lease_until": None,
+                },
+            )
+    session = await deps.store.get_session(message.session_id)
+    if session is not None and not session.status.is_terminal:
+        await deps.store.update_session(
+            message.session_id,
+            {"status": failed, "error": reason.model_dump(), "completed_at": now},
+        )

@@ -1,0 +1,373 @@
+"""Firestore persistence, in the layout of the design brief.
+
+::
+
+    sessions/{session_id}                     Session
+      stages/{index:02d}                      Stage
+    executions/{execution_id}                 AgentExecution
+      messages/{step:04d}-{n:03d}             ConversationMessage
+      timeline/{step:04d}-{n:03d}             TimelineEvent
+      llm_interactions/{step:04d}             LLMInteraction
+    thought_signatures/{execution_id}         provider state, with expire_at for TTL
+
+Ids are deterministic, so a redelivered step overwrites what it wrote before
+instead of adding a second copy. A step is claimed with a lease written under a
+``last_update_time`` precondition and committed as ONE atomic batch whose
+execution update carries the claim's update time as its precondition: if any
+other invocation touched the execution since the claim, nothing is written.
+These are contention-free (no transaction holds locks while the LLM runs).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+from pydantic import BaseModel, Field
+
+from tarsy.errors import LeaseHeldError
+from tarsy.models import (
+    AgentExecution,
+    ConversationMessage,
+    ExecutionStatus,
+    LLMInteraction,
+    Session,
+    Stage,
+    TimelineEvent,
+    TokenUsage,
+)
+from tarsy.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+SESSIONS = "sessions"
+STAGES = "stages"
+EXECUTIONS = "executions"
+MESSAGES = "messages"
+TIMELINE = "timeline"
+LLM_INTERACTIONS = "llm_interactions"
+THOUGHT_SIGNATURES = "thought_signatures"
+
+
+def record_id(step: int, n: int) -> str:
+    """Return the deterministic id of the ``n``-th record written by ``step``."""
+    return f"{step:04d}-{n:03d}"
+
+
+def stage_id(index: int) -> str:
+    """Return the document id of a stage."""
+    return f"{index:02d}"
+
+
+def _doc(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="python")
+
+
+def _usage_increments(prefix: str, usage: TokenUsage) -> dict[str, Any]:
+    return {
+        f"{prefix}.{name}": firestore.Increment(value)
+        for name, value in usage.model_dump().items()
+        if value
+    }
+
+
+class Claim(BaseModel):
+    """A step's hold on its execution: who, until when, and the write time to commit against."""
+
+    owner: str
+    until: datetime
+    update_time: datetime
+
+
+class StepCommit(BaseModel):
+    """Everything one step writes, applied atomically by :meth:`Store.commit_step`."""
+
+    execution_id: str
+    session_id: str
+    step: int
+    next_step: int
+    claim: Claim | None = None
+    messages: list[ConversationMessage] = Field(default_factory=list)
+    timeline: list[TimelineEvent] = Field(default_factory=list)
+    llm_interaction: LLMInteraction | None = None
+    execution_fields: dict[str, Any] = Field(default_factory=dict)
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    cost: float = 0.0
+    stage_index: int | None = None
+    stage_fields: dict[str, Any] = Field(default_factory=dict)
+    session_fields: dict[str, Any] = Field(default_factory=dict)
+    provider_state: dict[str, str] = Field(default_factory=dict)
+    provider_state_expire_at: datetime | None = None
+
+
+@dataclass
+class RoundTrips:
+    """Counts Firestore RPCs made by this process (the benchmark reads it)."""
+
+    count: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str) -> None:
+        """Count one round trip of ``kind``."""
+        self.count += 1
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+
+
+class Store:
+    """Typed access to the Firestore layout."""
+
+    def __init__(self, client: firestore.AsyncClient) -> None:
+        self._db = client
+        self.round_trips = RoundTrips()
+
+    # ─── references ──────────────────────────────────────────────────────────
+
+    def _session(self, session_id: str) -> Any:
+        return self._db.collection(SESSIONS).document(session_id)
+
+    def _stage(self, session_id: str, index: int) -> Any:
+        return self._session(session_id).collection(STAGES).document(stage_id(index))
+
+    def _execution(self, execution_id: str) -> Any:
+        return self._db.collection(EXECUTIONS).document(execution_id)
+
+    # ─── sessions ────────────────────────────────────────────────────────────
+
+    async def create_session(self, session: Session) -> None:
+        """Create the session document (fails if it already exists)."""
+        self.round_trips.add("create")
+        await self._session(session.session_id).create(_doc(session))
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a session document that nothing else refers to yet."""
+        self.round_trips.add("delete")
+        await self._session(session_id).delete()
+
+    async def get_session(self, session_id: str) -> Session | None:
+        """Return a session, or None."""
+        self.round_trips.add("get")
+        snap = await self._session(session_id).get()
+        return Session.model_validate(snap.to_dict()) if snap.exists else None
+
+    async def get_execution(self, execution_id: str) -> AgentExecution | None:
+        """Return an execution, or None."""
+        self.round_trips.add("get")
+        snap = await self._execution(execution_id).get()
+        return AgentExecution.model_validate(snap.to_dict()) if snap.exists else None
+
+    async def get_step_state(
+        self, execution_id: str, session_id: str
+    ) -> tuple[AgentExecution | None, datetime | None, Session | None]:
+        """Read an execution (with its update time) and its session in one round trip."""
+        self.round_trips.add("get_all")
+        exec_ref, session_ref = self._execution(execution_id), self._session(session_id)
+        execution: AgentExecution | None = None
+        update_time: datetime | None = None
+        session: Session | None = None
+        async for snap in self._db.get_all([exec_ref, session_ref]):
+            if not snap.exists:
+                continue
+            if snap.reference.path == exec_ref.path:
+                execution = AgentExecution.model_validate(snap.to_dict())
+                update_time = snap.update_time
+            else:
+                session = Session.model_validate(snap.to_dict())
+        return execution, update_time, session
+
+    async def start_stage(
+        self,
+        session_id: str,
+        stage: Stage,
+        executions: Sequence[AgentExecution],
+        initial_messages: dict[str, list[ConversationMessage]],
+        session_fields: dict[str, Any],
+    ) -> bool:
+        """Create a stage with its executions and their first messages, atomically.
+
+        Returns False when the stage already exists (a redelivered start).
+        """
+        batch = self._db.batch()
+        batch.create(self._stage(session_id, stage.index), _doc(stage))
+        for execution in executions:
+            ref = self._execution(execution.execution_id)
+            batch.create(ref, _doc(execution))
+            for n, message in enumerate(initial_messages.get(execution.execution_id, [])):
+                batch.set(ref.collection(MESSAGES).document(record_id(0, n)), _doc(message))
+        if session_fields:
+            batch.update(self._session(session_id), session_fields)
+        self.round_trips.add("commit")
+        try:
+            await batch.commit()
+        except gexc.AlreadyExists:
+            return False
+        return True
+
+    # ─── steps ───────────────────────────────────────────────────────────────
+
+    async def claim(
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        until: datetime,
+        read_time: datetime,
+        step: int,
+    ) -> Claim:
+        """Take the lease on an execution for ``step``, unless someone wrote it since we read it.
+
+        Receiving the message for ``step`` proves it was published, so the claim
+        also records ``published_step``.
+        """
+        option = self._db.write_option(last_update_time=read_time)
+        self.round_trips.add("update")
+        try:
+            result = await self._execution(execution_id).update(
+                {
+                    "lease_owner": owner,
+                    "lease_until": until,
+                    "status": ExecutionStatus.ACTIVE.value,
+                    "published_step": step,
+                },
+                option=option,
+            )
+        except gexc.FailedPrecondition as e:
+            raise LeaseHeldError(f"execution {execution_id!r} changed while claiming") from e
+        return Claim(owner=owner, until=until, update_time=result.update_time)
+
+    async def mark_published(self, execution_id: str, step: int) -> None:
+        """Record that the message for ``step`` was (re-)published."""
+        self.round_trips.add("update")
+        await self._execution(execution_id).update({"published_step": step})
+
+    async def load_messages(self, execution_id: str) -> list[ConversationMessage]:
+        """Return the conversation of an execution, in order."""
+        self.round_trips.add("query")
+        query = self._execution(execution_id).collection(MESSAGES).order_by("__name__")
+        return [ConversationMessage.model_validate(s.to_dict()) async for s in query.stream()]
+
+    async def load_provider_state(self, execution_id: str) -> dict[str, str]:
+        """Return the provider state (thought signatures) of an execution."""
+        self.round_trips.add("get")
+        snap = await self._db.collection(THOUGHT_SIGNATURES).document(execution_id).get()
+        if not snap.exists:
+            return {}
+        data = snap.to_dict() or {}
+        state = data.get("state", {})
+        return {str(k): str(v) for k, v in state.items()}
+
+    async def commit_step(self, commit: StepCommit) -> bool:
+        """Apply one step's writes atomically. Returns False if the claim was lost."""
+        batch = self._db.batch()
+        exec_ref = self._execution(commit.execution_id)
+        for n, message in enumerate(commit.messages):
+            batch.set(
+                exec_ref.collection(MESSAGES).document(record_id(commit.step, n)), _doc(message)
+            )
+        for n, event in enumerate(commit.timeline):
+            batch.set(
+                exec_ref.collection(TIMELINE).document(record_id(commit.step, n)), _doc(event)
+            )
+        if commit.llm_interaction is not None:
+            batch.set(
+                exec_ref.collection(LLM_INTERACTIONS).document(f"{commit.step:04d}"),
+                _doc(commit.llm_interaction),
+            )
+        if commit.provider_state:
+            batch.set(
+                self._db.collection(THOUGHT_SIGNATURES).document(commit.execution_id),
+                {
+                    "execution_id": commit.execution_id,
+                    "state": commit.provider_state,
+                    "expire_at": commit.provider_state_expire_at,
+                },
+                merge=True,
+            )
+        execution_update: dict[str, Any] = {
+            **commit.execution_fields,
+            "step": commit.next_step,
+            "lease_owner": None,
+            "lease_until": None,
+            **_usage_increments("tokens", commit.usage),
+        }
+        if commit.cost:
+            execution_update["cost"] = firestore.Increment(commit.cost)
+        option = (
+            self._db.write_option(last_update_time=commit.claim.update_time)
+            if commit.claim is not None
+            else None
+        )
+        batch.update(exec_ref, execution_update, option=option)
+        if commit.stage_index is not None and commit.stage_fields:
+            batch.update(self._stage(commit.session_id, commit.stage_index), commit.stage_fields)
+        session_update = {**commit.session_fields, **_usage_increments("tokens", commit.usage)}
+        if commit.cost:
+            session_update["cost"] = firestore.Increment(commit.cost)
+        if session_update:
+            batch.update(self._session(commit.session_id), session_update)
+        self.round_trips.add("commit")
+        try:
+            await batch.commit()
+        except gexc.FailedPrecondition:
+            logger.warning(
+                "step %s of %s lost its lease; nothing written", commit.step, commit.execution_id
+            )
+            return False
+        return True
+
+    # ─── reading a whole session ─────────────────────────────────────────────
+
+    async def list_stages(self, session_id: str) -> list[Stage]:
+        """Return a session's stages in order."""
+        self.round_trips.add("query")
+        query = self._session(session_id).collection(STAGES).order_by("__name__")
+        return [Stage.model_validate(s.to_dict()) async for s in query.stream()]
+
+    async def list_executions(self, session_id: str) -> list[AgentExecution]:
+        """Return a session's executions ordered by stage and creation."""
+        self.round_trips.add("query")
+        query = self._db.collection(EXECUTIONS).where(
+            filter=firestore.FieldFilter("session_id", "==", session_id)
+        )
+        executions = [AgentExecution.model_validate(s.to_dict()) async for s in query.stream()]
+        return sorted(executions, key=lambda e: (e.stage, e.created_at, e.execution_id))
+
+    async def list_timeline(self, execution_id: str) -> list[TimelineEvent]:
+        """Return an execution's timeline in order."""
+        self.round_trips.add("query")
+        query = self._execution(execution_id).collection(TIMELINE).order_by("__name__")
+        return [TimelineEvent.model_validate(s.to_dict()) async for s in query.stream()]
+
+    async def list_llm_interactions(self, execution_id: str) -> list[LLMInteraction]:
+        """Return an execution's LLM interaction records in step order."""
+        self.round_trips.add("query")
+        query = self._execution(execution_id).collection(LLM_INTERACTIONS).order_by("__name__")
+        return [LLMInteraction.model_validate(s.to_dict()) async for s in query.stream()]
+
+    async def update_execution(self, execution_id: str, fields: dict[str, Any]) -> None:
+        """Blind update of execution fields."""
+        self.round_trips.add("update")
+        await self._execution(execution_id).update(fields)
+
+    async def update_session(self, session_id: str, fields: dict[str, Any]) -> None:
+        """Blind update of session fields."""
+        self.round_trips.add("update")
+        await self._session(session_id).update(fields)
+
+
+_store: Store | None = None
+
+
+def get_store(settings: Settings) -> Store:
+    """Return the process-wide store; must be called on the process event loop."""
+    global _store
+    if _store is None:
+        client = firestore.AsyncClient(
+            project=settings.project_id, database=settings.firestore_database
+        )
+        _store = Store(client)
+    return _store

@@ -1,0 +1,48 @@
+"""``single-call``: one LLM call, no tools; the answer is the final analysis."""
+
+from __future__ import annotations
+
+from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
+from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType
+from tarsy.strategies.base import IterationOutcome, IterationState
+
+
+class SingleCallStrategy:
+    """Ask once and conclude (seed 003's SingleCallController)."""
+
+    name = "single-call"
+    requires = Capabilities(streaming=False)
+
+    def build_request(self, state: IterationState) -> GenerateRequest:
+        """Send the conversation as it stands, without tools."""
+        return GenerateRequest(
+            execution_id=state.execution.execution_id,
+            messages=state.messages,
+            config=state.config.provider,
+        )
+
+    def on_result(self, state: IterationState, result: LLMResult) -> IterationOutcome:
+        """Record the answer as the final analysis and complete."""
+        timeline: list[TimelineEvent] = []
+        if result.thinking:
+            timeline.append(
+                TimelineEvent(
+                    type=TimelineEventType.LLM_THINKING,
+                    content=result.thinking,
+                    metadata={"source": "native"},
+                )
+            )
+        analysis = result.text.strip()
+        timeline.append(
+            TimelineEvent(
+                type=TimelineEventType.FINAL_ANALYSIS,
+                content=analysis,
+                metadata={"agent": state.config.agent, "iteration": state.execution.iteration + 1},
+            )
+        )
+        return IterationOutcome(
+            messages=[ConversationMessage(role="assistant", content=result.text)],
+            timeline=timeline,
+            next="complete",
+            final_analysis=analysis,
+        )
