@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from typing import Protocol
 
 from google.cloud import pubsub_v1  # type: ignore[attr-defined]
 
@@ -27,6 +28,14 @@ def encode(message: StepMessage) -> tuple[bytes, dict[str, str]]:
 def decode(data: bytes) -> StepMessage:
     """Parse Pub/Sub data back into a step message (raises pydantic.ValidationError)."""
     return StepMessage.model_validate_json(data)
+
+
+class Publisher(Protocol):
+    """Anything that publishes step messages (the Pub/Sub bus; tests wrap it)."""
+
+    async def publish(self, message: StepMessage) -> str:
+        """Publish one message; return its message id."""
+        ...
 
 
 class Bus:

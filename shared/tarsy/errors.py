@@ -7,6 +7,7 @@
     ├── InputError                  a caller sent something we reject (maps to 4xx)
     │   ├── AuthError               401: missing or wrong API key
     │   └── NotFoundError           404: no such session
+    ├── ApiError                    the CLI's HTTP call to ingest/api failed
     └── RuntimeFailure              something failed while running a step
         ├── TransientError          retry later: Pub/Sub redelivers the message
         │   └── LeaseHeldError      another invocation owns the execution right now
@@ -89,3 +90,12 @@ class LLMError(PermanentError):
     def __init__(self, info: ErrorInfo) -> None:
         super().__init__(info.message)
         self.info = info
+
+
+class ApiError(TarsyError):
+    """An HTTP call to a tarsy endpoint failed (raised by the client, shown by the CLI)."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: object = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tarsy.bus import Bus
+from tarsy.bus import Publisher
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import InputError
 from tarsy.http import HttpRequest, HttpResponse, check_api_key, error_response
@@ -84,7 +84,7 @@ def status_url(settings: Settings, session_id: str) -> str:
 
 
 async def handle(
-    request: HttpRequest, settings: Settings, config: TarsyConfig, store: Store, bus: Bus
+    request: HttpRequest, settings: Settings, config: TarsyConfig, store: Store, bus: Publisher
 ) -> HttpResponse:
     """Serve one ingest request."""
     if request.path.rstrip("/") == "/healthz":

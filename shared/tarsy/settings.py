@@ -88,6 +88,12 @@ class Settings(BaseSettings):
         description="Gemini endpoint override (proxy, regional endpoint, local fake).",
         json_schema_extra=_used_by("step"),
     )
+    vertex_project: str | None = Field(
+        default=None,
+        validation_alias="TARSY_VERTEX_PROJECT",
+        description="Vertex AI project when it differs from the Firestore project.",
+        json_schema_extra=_used_by("step"),
+    )
     vertex_location: str = Field(
         default="us-central1",
         validation_alias=AliasChoices("TARSY_VERTEX_LOCATION", "GOOGLE_CLOUD_LOCATION"),
@@ -157,3 +163,19 @@ def functions_reading(field_name: str) -> list[str]:
 def get_settings() -> Settings:
     """Return the process-wide settings, read from the environment on first use."""
     return Settings()
+
+
+class ClientSettings(BaseSettings):
+    """Where the ``tarsy`` CLI finds the ingest and api functions.
+
+    Read from the environment, then from ``.local/stack.env`` (written by
+    ``make up``), so the CLI works against a local stack with no flags.
+    """
+
+    model_config = SettingsConfigDict(
+        env_file=".local/stack.env", extra="ignore", frozen=True, populate_by_name=True
+    )
+
+    ingest_url: str | None = Field(default=None, validation_alias="TARSY_INGEST_URL")
+    api_url: str | None = Field(default=None, validation_alias="TARSY_API_URL")
+    api_key: SecretStr | None = Field(default=None, validation_alias="TARSY_API_KEY")

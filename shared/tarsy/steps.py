@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from tarsy.bus import Bus
+from tarsy.bus import Publisher
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import LeaseHeldError, LLMError
 from tarsy.llm import collect, get_provider
@@ -55,7 +55,7 @@ class Deps:
     settings: Settings
     config: TarsyConfig
     store: Store
-    bus: Bus
+    bus: Publisher
 
 
 def execution_id_for(session_id: str, stage_index: int, agent_index: int) -> str:

@@ -43,7 +43,8 @@ _clients_lock = threading.Lock()
 def _client(settings: Settings) -> genai.Client:
     """Return the process-wide client for this credential set, creating it on first use."""
     api_key = settings.gemini_api_key.get_secret_value() if settings.gemini_api_key else None
-    key = (api_key, settings.gemini_base_url, settings.project_id, settings.vertex_location)
+    project = settings.vertex_project or settings.project_id
+    key = (api_key, settings.gemini_base_url, project, settings.vertex_location)
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
@@ -53,7 +54,7 @@ def _client(settings: Settings) -> genai.Client:
             else:
                 client = genai.Client(
                     vertexai=True,
-                    project=settings.project_id,
+                    project=project,
                     location=settings.vertex_location,
                     http_options=http_options,
                 )

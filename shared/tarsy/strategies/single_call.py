@@ -35,6 +35,13 @@ class SingleCallStrategy:
         analysis = result.text.strip()
         timeline.append(
             TimelineEvent(
+                type=TimelineEventType.LLM_RESPONSE,
+                content=result.text,
+                metadata={"iteration": state.execution.iteration + 1},
+            )
+        )
+        timeline.append(
+            TimelineEvent(
                 type=TimelineEventType.FINAL_ANALYSIS,
                 content=analysis,
                 metadata={"agent": state.config.agent, "iteration": state.execution.iteration + 1},

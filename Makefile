@@ -1,0 +1,70 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Both set up .venv themselves.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+CODE := shared functions tests bench scripts
+PYTEST_ARGS ?=
+SCENARIO ?=
+
+.PHONY: help venv test test-unit test-integration demo up down lint format typecheck bench clean
+
+help:
+	@echo "make demo      run one investigation locally (emulators + stand-in model unless GEMINI_API_KEY)"
+	@echo "make test      lint-free unit, integration (emulators) and infra tests"
+	@echo "make up/down   start/stop the local stack; URLs and key in .local/stack.env"
+	@echo "make lint      ruff check, ruff format --check, mypy"
+	@echo "make bench     step overhead, round trips, ingest latency, cold imports -> bench/results.json"
+
+venv: $(STAMP)
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing the project into $(VENV) (first run takes a minute)"
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+# pytest exits 5 when it collected nothing: a non-zero exit, so make fails, as CI must.
+test: venv infra-check
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-unit: venv
+	$(BIN)/python -m pytest -q -m "not integration" $(PYTEST_ARGS)
+
+test-integration: venv
+	$(BIN)/python -m pytest -q -m integration $(PYTEST_ARGS)
+
+demo: venv
+	$(BIN)/python -m tarsy.localstack demo $(if $(SCENARIO),--scenario $(SCENARIO))
+
+up: venv
+	$(BIN)/python -m tarsy.localstack up $(if $(SCENARIO),--scenario $(SCENARIO))
+
+down: venv
+	$(BIN)/python -m tarsy.localstack down
+
+lint: venv
+	$(BIN)/ruff check $(CODE)
+	$(BIN)/ruff format --check $(CODE)
+	$(BIN)/mypy shared functions
+
+format: venv
+	$(BIN)/ruff format $(CODE)
+	$(BIN)/ruff check --fix $(CODE)
+
+typecheck: venv
+	$(BIN)/mypy shared functions
+
+bench: venv
+	$(BIN)/python -m bench
+
+clean: down
+	rm -rf .local build .pytest_cache .mypy_cache .ruff_cache
+
+# infra-check (terraform fmt, checkov) and package live with the Terraform.
+-include infra/Makefile.include
+ifeq ($(wildcard infra/Makefile.include),)
+infra-check:
+	@echo "infra-check: infra/Makefile.include not present"; exit 1
+endif

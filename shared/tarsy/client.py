@@ -1,0 +1,138 @@
+"""An HTTP client for the ingest and api functions (used by the CLI, the demo and tests)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from tarsy.errors import ApiError
+from tarsy.models import ExecutionStatus
+
+DEFAULT_TIMEOUT_S = 30.0
+
+
+class Submitted(BaseModel):
+    """The ingest function's 202 body."""
+
+    session_id: str
+    status_url: str
+
+
+class SessionView(BaseModel):
+    """``GET /sessions/{id}``: the session with its stages, executions and timeline."""
+
+    session: dict[str, Any]
+    stages: list[dict[str, Any]]
+    executions: list[dict[str, Any]]
+    timeline: list[dict[str, Any]]
+
+    @property
+    def status(self) -> ExecutionStatus:
+        """The session's status."""
+        return ExecutionStatus(self.session["status"])
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the session reached a terminal status."""
+        return self.status.is_terminal
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        error = response.json().get("error", {})
+        message = str(error.get("message", response.text))
+        details = error.get("details")
+    except ValueError:
+        return f"HTTP {response.status_code}: {response.text[:300]}"
+    if isinstance(details, list):
+        fields = "; ".join(f"{d.get('field')}: {d.get('message')}" for d in details)
+        return f"HTTP {response.status_code}: {message} ({fields})"
+    return f"HTTP {response.status_code}: {message}"
+
+
+class TarsyClient:
+    """Submit alerts and read sessions over HTTP."""
+
+    def __init__(
+        self,
+        *,
+        ingest_url: str | None,
+        api_url: str | None,
+        api_key: str | None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._ingest_url = ingest_url.rstrip("/") if ingest_url else None
+        self._api_url = api_url.rstrip("/") if api_url else None
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(headers=headers, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> TarsyClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def submit(self, alert: dict[str, Any] | bytes) -> Submitted:
+        """POST an alert (a dict, or raw JSON bytes sent as they are)."""
+        if self._ingest_url is None:
+            raise ApiError("no ingest URL: pass --ingest-url or set TARSY_INGEST_URL")
+        url = f"{self._ingest_url}/alerts"
+        try:
+            if isinstance(alert, bytes):
+                response = self._http.post(
+                    url, content=alert, headers={"Content-Type": "application/json"}
+                )
+            else:
+                response = self._http.post(url, json=alert)
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach ingest at {url}: {e}") from e
+        if response.status_code != 202:
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        return Submitted.model_validate(response.json())
+
+    def session(self, session_id: str) -> SessionView:
+        """GET one session."""
+        if self._api_url is None:
+            raise ApiError("no api URL: pass --api-url or set TARSY_API_URL")
+        url = f"{self._api_url}/sessions/{session_id}"
+        try:
+            response = self._http.get(url)
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach api at {url}: {e}") from e
+        if response.status_code != 200:
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        return SessionView.model_validate(response.json())
+
+    def watch(
+        self,
+        session_id: str,
+        *,
+        poll_interval: float = 0.5,
+        timeout: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[SessionView]:
+        """Yield the session each poll until it is finished (the last view is terminal)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            view = self.session(session_id)
+            yield view
+            if view.is_finished:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise ApiError(
+                    f"session {session_id} still {view.status.value} after {timeout:.0f}s"
+                )
+            sleep(poll_interval)

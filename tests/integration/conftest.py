@@ -1,0 +1,160 @@
+"""The local stack for integration tests: real emulators, real functions-framework processes.
+
+One stack per test session (starting it costs ~10 s). The model is a
+:class:`FakeGemini` in this process, so each test scripts replies and reads
+the requests the real google-genai SDK sent from the step function process.
+Every test starts from an empty Firestore and an empty fake.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from google.cloud import pubsub_v1  # type: ignore[attr-defined]
+
+from tarsy.bus import get_bus
+from tarsy.client import TarsyClient
+from tarsy.config import load_config
+from tarsy.localstack.emulators import clear_firestore
+from tarsy.localstack.stack import Stack, StackOptions, start_stack, stop_stack
+from tarsy.models import StepMessage
+from tarsy.settings import Settings
+from tarsy.steps import Deps
+from tarsy.store import Store, get_store
+from tarsy.testing.fake_gemini import FakeGemini
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def fake_gemini() -> Iterator[FakeGemini]:
+    # Bound to all interfaces' loopback only; the step function process reaches it by URL.
+    with FakeGemini() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, fake_gemini: FakeGemini) -> Iterator[Stack]:
+    state_dir = tmp_path_factory.mktemp("stack")
+    options = StackOptions(
+        root=ROOT,
+        state_dir=state_dir,
+        gemini_base_url=fake_gemini.url,
+        # A short lease keeps the redelivery tests quick; steps here take milliseconds.
+        function_env={"TARSY_STEP_LEASE_SECONDS": "30", "TARSY_LOG_LEVEL": "INFO"},
+    )
+    running = start_stack(options, Settings())
+    saved = {key: os.environ.get(key) for key in running.client_env()}
+    # This process talks to the same emulators (in-process engine tests, assertions).
+    os.environ.update(running.client_env())
+    try:
+        yield running
+    finally:
+        stop_stack(running, state_dir)
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+@pytest.fixture(scope="session")
+def stack_settings(stack: Stack, fake_gemini: FakeGemini) -> Settings:
+    """Settings as the functions see them, for in-process use of the library."""
+    return Settings(
+        GOOGLE_CLOUD_PROJECT=stack.project_id,
+        TARSY_API_KEY=stack.api_key,
+        TARSY_STEPS_TOPIC=stack.steps_topic,
+        GEMINI_API_KEY="local-fake-key",
+        GEMINI_BASE_URL=fake_gemini.url,
+        TARSY_STEP_LEASE_SECONDS=30,
+    )
+
+
+@pytest.fixture(scope="session")
+def store(stack_settings: Settings) -> Store:
+    return get_store(stack_settings)
+
+
+@pytest.fixture(scope="session")
+def deps(stack_settings: Settings, store: Store) -> Deps:
+    return Deps(
+        settings=stack_settings,
+        config=load_config(stack_settings),
+        store=store,
+        bus=get_bus(stack_settings),
+    )
+
+
+@pytest.fixture(autouse=True)
+def clean(request: pytest.FixtureRequest) -> None:
+    """Empty Firestore and the fake model before each integration test."""
+    if "stack" not in request.fixturenames:
+        return
+    running: Stack = request.getfixturevalue("stack")
+    fake: FakeGemini = request.getfixturevalue("fake_gemini")
+    clear_firestore(running.firestore_host, running.project_id)
+    fake.reset()
+
+
+@pytest.fixture
+def client(stack: Stack) -> Iterator[TarsyClient]:
+    with TarsyClient(
+        ingest_url=stack.ingest_url, api_url=stack.api_url, api_key=stack.api_key
+    ) as tarsy:
+        yield tarsy
+
+
+class Tap:
+    """A pull subscription on the steps topic: sees every message published from now on."""
+
+    def __init__(self, stack: Stack) -> None:
+        self._subscriber = pubsub_v1.SubscriberClient()
+        topic = f"projects/{stack.project_id}/topics/{stack.steps_topic}"
+        self.path = self._subscriber.subscription_path(stack.project_id, f"tap-{uuid.uuid4().hex}")
+        self._subscriber.create_subscription(name=self.path, topic=topic)
+
+    def drain(self, *, wait: float = 1.0) -> list[StepMessage]:
+        """Pull and acknowledge everything that arrives within ``wait`` seconds."""
+        messages: list[StepMessage] = []
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            response = self._subscriber.pull(
+                request={"subscription": self.path, "max_messages": 100}, timeout=5
+            )
+            if response.received_messages:
+                self._subscriber.acknowledge(
+                    request={
+                        "subscription": self.path,
+                        "ack_ids": [m.ack_id for m in response.received_messages],
+                    }
+                )
+                messages.extend(
+                    StepMessage.model_validate_json(m.message.data)
+                    for m in response.received_messages
+                )
+            else:
+                time.sleep(0.1)
+        return messages
+
+    def close(self) -> None:
+        self._subscriber.delete_subscription(subscription=self.path)
+        self._subscriber.close()
+
+
+@pytest.fixture
+def tap(stack: Stack) -> Iterator[Tap]:
+    t = Tap(stack)
+    yield t
+    t.close()

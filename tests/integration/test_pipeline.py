@@ -1,0 +1,87 @@
+"""The whole path: HTTP ingest → Pub/Sub push → step function → Firestore → api."""
+
+from __future__ import annotations
+
+import pytest
+
+from tarsy.client import TarsyClient
+from tarsy.localstack.stack import Stack
+from tarsy.models import ExecutionStatus, TimelineEventType
+from tarsy.store import Store
+from tarsy.testing.fake_gemini import FakeGemini, FakeReply
+
+ALERT = {
+    "alert_type": "kubernetes",
+    "data": {"labels": {"alertname": "KubePodCrashLooping", "pod": "payments-api-0"}},
+    "runbook": "Check the pod's previous logs.",
+}
+WATCH_TIMEOUT_S = 60.0
+
+
+def run_to_end(client: TarsyClient, alert: dict[str, object]) -> str:
+    submitted = client.submit(alert)
+    *_, last = client.watch(submitted.session_id, poll_interval=0.2, timeout=WATCH_TIMEOUT_S)
+    assert last.is_finished
+    return submitted.session_id
+
+
+async def test_alert_is_investigated_end_to_end(
+    client: TarsyClient, fake_gemini: FakeGemini, store: Store, stack: Stack
+) -> None:
+    fake_gemini.script(
+        FakeReply(text="## Root cause\nThe config map lost its DB_URL key.", stream_chunks=3)
+    )
+    submitted = client.submit(ALERT)
+    assert submitted.status_url == f"{stack.api_url}/sessions/{submitted.session_id}"
+
+    *_, view = client.watch(submitted.session_id, poll_interval=0.2, timeout=WATCH_TIMEOUT_S)
+
+    assert view.status is ExecutionStatus.COMPLETED
+    analysis = "## Root cause\nThe config map lost its DB_URL key."
+    assert view.session["final_analysis"] == analysis
+    assert view.session["tokens"]["total_tokens"] == 30
+    assert [s["status"] for s in view.stages] == ["completed"]
+    [execution] = view.executions
+    assert execution["status"] == "completed"
+    assert [e["type"] for e in view.timeline] == ["llm_response", "final_analysis"]
+    assert view.timeline[-1]["content"] == analysis
+
+    # The real SDK sent the alert, delimited as untrusted data, and the agent's instructions.
+    [call] = fake_gemini.calls
+    assert call.streaming
+    assert "KubePodCrashLooping" in call.last_user_text()
+    assert "BEGIN ALERT DATA" in call.last_user_text()
+    assert call.system_text()
+
+    # The interaction record keeps the request and the response.
+    [interaction] = await store.list_llm_interactions(execution["execution_id"])
+    assert interaction.response_text == analysis
+    assert interaction.tokens.total_tokens == 30
+
+
+def test_string_alert_data_is_accepted(client: TarsyClient, fake_gemini: FakeGemini) -> None:
+    fake_gemini.script(FakeReply(text="plain text alert handled"))
+    session_id = run_to_end(client, {"alert_type": "generic", "data": "disk 91% full on db-1"})
+    view = client.session(session_id)
+    assert view.session["final_analysis"] == "plain text alert handled"
+    assert "disk 91% full on db-1" in fake_gemini.calls[0].last_user_text()
+
+
+def test_model_error_fails_the_session_with_the_reason(
+    client: TarsyClient, fake_gemini: FakeGemini
+) -> None:
+    fake_gemini.script(FakeReply(status=400, error_message="model not found: gemini-x"))
+    session_id = run_to_end(client, ALERT)
+    view = client.session(session_id)
+    assert view.status is ExecutionStatus.FAILED
+    assert "model not found" in view.session["error"]["message"]
+    assert view.session["error"]["retryable"] is False
+    assert not [e for e in view.timeline if e["type"] == TimelineEventType.FINAL_ANALYSIS]
+
+
+def test_unknown_session_is_404(client: TarsyClient) -> None:
+    from tarsy.errors import ApiError
+
+    with pytest.raises(ApiError) as info:
+        client.session("no-such-session")
+    assert info.value.status == 404
