@@ -1,0 +1,219 @@
+"""At-least-once delivery, exactly-once effect (ARCHITECTURE invariant 1).
+
+Through Pub/Sub: duplicates published while the first delivery holds the
+lease, and redeliveries after the session completed. In process (the same
+engine the step function runs, against the same emulators): two concurrent
+deliveries of one message, and a crash between the commit and the publish.
+The in-process tests use a recording bus so the stack's step function does
+not see their messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tarsy.client import TarsyClient
+from tarsy.errors import LeaseHeldError, TransientError
+from tarsy.localstack.stack import Stack
+from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
+from tarsy.steps import Deps, execution_id_for, handle
+from tarsy.store import Store
+from tarsy.testing.fake_gemini import FakeGemini, FakeReply
+
+ALERT = {"alert_type": "kubernetes", "data": {"pod": "payments-api-0", "reason": "CrashLoop"}}
+ANALYSIS = "The payments-api config map lost DB_URL."
+
+
+def step_log(stack: Stack) -> str:
+    [info] = [p for p in stack.processes if p.name == "step"]
+    return Path(info.log_path).read_text(errors="replace")
+
+
+def deliveries(stack: Stack, session_id: str, kind: str) -> int:
+    return sum(
+        1
+        for line in step_log(stack).splitlines()
+        if f"step {kind} " in line and f"session_id={session_id}" in line
+    )
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+async def assert_exactly_once(store: Store, session_id: str) -> None:
+    session = await store.get_session(session_id)
+    assert session is not None
+    assert session.status is ExecutionStatus.COMPLETED
+    assert session.final_analysis == ANALYSIS
+    assert session.tokens.total_tokens == 30  # counted once, not once per delivery
+    [execution] = await store.list_executions(session_id)
+    assert execution.status is ExecutionStatus.COMPLETED
+    assert execution.iteration == 1
+    timeline = await store.list_timeline(execution.execution_id)
+    assert [e.type.value for e in timeline] == ["llm_response", "final_analysis"]
+    assert len(await store.list_llm_interactions(execution.execution_id)) == 1
+    assert len(await store.list_stages(session_id)) == 1
+
+
+async def test_concurrent_duplicates_through_pubsub(
+    stack: Stack, client: TarsyClient, fake_gemini: FakeGemini, deps: Deps, store: Store
+) -> None:
+    # The model takes 1.5 s, so duplicates arrive while the first delivery holds the lease.
+    fake_gemini.script(FakeReply(text=ANALYSIS, delay=1.5))
+    session_id = client.submit(ALERT).session_id
+    await asyncio.to_thread(wait_for, lambda: len(fake_gemini.calls) == 1, what="the LLM call")
+    execution_id = execution_id_for(session_id, 0, 0)
+    iterate = StepMessage(session_id=session_id, execution_id=execution_id, step=1, kind="iterate")
+    start = StepMessage(session_id=session_id, kind="start_session")
+    await asyncio.gather(deps.bus.publish(iterate), deps.bus.publish(iterate))
+    await deps.bus.publish(start)
+
+    *_, view = await asyncio.to_thread(
+        lambda: list(client.watch(session_id, poll_interval=0.2, timeout=30))
+    )
+    assert view.status is ExecutionStatus.COMPLETED
+    # The duplicates were refused while leased (Pub/Sub redelivers them), then acknowledged.
+    await asyncio.to_thread(
+        wait_for, lambda: deliveries(stack, session_id, "iterate") >= 5, what="redeliveries"
+    )
+    assert "is leased until" in step_log(stack)
+    assert len(fake_gemini.calls) == 1
+    await assert_exactly_once(store, session_id)
+
+
+async def test_redelivery_after_completion_changes_nothing(
+    stack: Stack, client: TarsyClient, fake_gemini: FakeGemini, deps: Deps, store: Store
+) -> None:
+    fake_gemini.script(FakeReply(text=ANALYSIS))
+    session_id = client.submit(ALERT).session_id
+    await asyncio.to_thread(lambda: list(client.watch(session_id, poll_interval=0.2, timeout=30)))
+    before_iterates = deliveries(stack, session_id, "iterate")
+    before_starts = deliveries(stack, session_id, "start_session")
+
+    # Each message of the session, delivered once more.
+    execution_id = execution_id_for(session_id, 0, 0)
+    await deps.bus.publish(StepMessage(session_id=session_id, kind="start_session"))
+    await deps.bus.publish(
+        StepMessage(session_id=session_id, execution_id=execution_id, step=1, kind="iterate")
+    )
+    await asyncio.to_thread(
+        wait_for,
+        lambda: (
+            deliveries(stack, session_id, "iterate") > before_iterates
+            and deliveries(stack, session_id, "start_session") > before_starts
+        ),
+        what="the duplicate deliveries",
+    )
+    await asyncio.sleep(0.5)  # let the handler finish its (no-op) work
+    assert len(fake_gemini.calls) == 1
+    await assert_exactly_once(store, session_id)
+
+
+# ─── in process ───────────────────────────────────────────────────────────────
+
+
+class RecordingBus:
+    """Records publishes instead of sending them (so the stack's step function stays out)."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.published: list[StepMessage] = []
+        self.fail = fail
+
+    async def publish(self, message: StepMessage) -> str:
+        if self.fail:
+            raise ConnectionError("simulated crash before the publish reached Pub/Sub")
+        self.published.append(message)
+        return str(len(self.published))
+
+
+async def new_session(store: Store) -> Session:
+    session = Session(
+        session_id=f"test-{uuid.uuid4()}",
+        alert_type="kubernetes",
+        alert_data='{"pod": "payments-api-0"}',
+        chain_id="default",
+    )
+    await store.create_session(session)
+    return session
+
+
+async def test_two_concurrent_deliveries_one_llm_call(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    bus = RecordingBus()
+    local = replace(deps, bus=bus)
+    session = await new_session(store)
+    await handle(StepMessage(session_id=session.session_id, kind="start_session"), local)
+    [iterate] = bus.published
+    fake_gemini.script(FakeReply(text=ANALYSIS, delay=1.0))
+
+    results = await asyncio.gather(
+        handle(iterate, local), handle(iterate, local), return_exceptions=True
+    )
+
+    assert sorted(type(r).__name__ for r in results) == ["LeaseHeldError", "NoneType"]
+    # Pub/Sub redelivers the loser later: it finds the step committed and does nothing.
+    await handle(iterate, local)
+    assert len(fake_gemini.calls) == 1
+    assert bus.published == [iterate]
+    await assert_exactly_once(store, session.session_id)
+
+
+async def test_crash_between_commit_and_publish_heals_on_redelivery(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    session = await new_session(store)
+    start = StepMessage(session_id=session.session_id, kind="start_session")
+
+    # The stage and execution are committed, then the process dies before publishing.
+    with pytest.raises(ConnectionError):
+        await handle(start, replace(deps, bus=RecordingBus(fail=True)))
+    execution = await store.get_execution(execution_id_for(session.session_id, 0, 0))
+    assert execution is not None and execution.step == 1 and execution.published_step == -1
+
+    # Pub/Sub redelivers the start (the handler raised): the lost iterate goes out once.
+    bus = RecordingBus()
+    await handle(start, replace(deps, bus=bus))
+    assert [(m.kind, m.step) for m in bus.published] == [("iterate", 1)]
+
+    fake_gemini.script(FakeReply(text=ANALYSIS))
+    await handle(bus.published[0], replace(deps, bus=bus))
+    # Later duplicates of either message publish nothing and call no model.
+    await handle(start, replace(deps, bus=bus))
+    await handle(bus.published[0], replace(deps, bus=bus))
+    assert len(bus.published) == 1
+    assert len(fake_gemini.calls) == 1
+    await assert_exactly_once(store, session.session_id)
+
+
+async def test_lease_held_error_is_transient(deps: Deps, store: Store) -> None:
+    """A held lease must raise (so Pub/Sub redelivers), not be swallowed."""
+    assert issubclass(LeaseHeldError, TransientError)
+    session = await new_session(store)
+    bus = RecordingBus()
+    start = StepMessage(session_id=session.session_id, kind="start_session")
+    await handle(start, replace(deps, bus=bus))
+    [iterate] = bus.published
+    execution = await store.get_execution(iterate.execution_id)
+    assert execution is not None
+    _, read_time, _ = await store.get_step_state(iterate.execution_id, session.session_id)
+    assert read_time is not None
+    until = utcnow() + timedelta(seconds=60)
+    await store.claim(
+        iterate.execution_id, owner="other-process", until=until, read_time=read_time, step=1
+    )
+    with pytest.raises(LeaseHeldError):
+        await handle(iterate, replace(deps, bus=bus))
