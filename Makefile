@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 CODE := shared functions tests bench scripts
 PYTEST_ARGS ?=
-SCENARIO ?=
+ALERT ?=
 
 .PHONY: help venv test test-unit test-integration demo up down lint format typecheck bench clean
 
@@ -36,10 +36,10 @@ test-integration: venv
 	$(BIN)/python -m pytest -q -m integration $(PYTEST_ARGS)
 
 demo: venv
-	$(BIN)/python -m tarsy.localstack demo $(if $(SCENARIO),--scenario $(SCENARIO))
+	$(BIN)/python -m tarsy.localstack demo $(if $(ALERT),--alert $(ALERT))
 
 up: venv
-	$(BIN)/python -m tarsy.localstack up $(if $(SCENARIO),--scenario $(SCENARIO))
+	$(BIN)/python -m tarsy.localstack up
 
 down: venv
 	$(BIN)/python -m tarsy.localstack down
