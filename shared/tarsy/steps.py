@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from tarsy.bus import Publisher
+from tarsy.chunking import cap_strings
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import LeaseHeldError, LLMError
 from tarsy.llm import collect, get_provider
@@ -46,6 +47,7 @@ from tarsy.strategies.registry import get_strategy
 logger = logging.getLogger(__name__)
 
 FIRST_ITERATION_STEP = 1  # step 0 is the set-up that writes the opening messages
+INTERACTION_TEXT_CHARS = 64 * 1024  # per string in an interaction record's request copy
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,11 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         step=message.step,
         model=resolved.provider.model,
         provider=provider.name,
-        request=request.model_dump(mode="json", exclude={"thought_signatures"}),
+        # The full conversation is in messages/; the record keeps a bounded copy.
+        request=cap_strings(
+            request.model_dump(mode="json", exclude={"thought_signatures"}),
+            INTERACTION_TEXT_CHARS,
+        ),
     )
     try:
         result = await collect(provider.generate(request))

@@ -30,6 +30,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from pydantic import BaseModel, Field
 
+from tarsy.chunking import CHUNKED_FIELD, CHUNKS, chunk_id, restore, spill
 from tarsy.errors import LeaseHeldError
 from tarsy.models import (
     AgentExecution,
@@ -136,23 +137,60 @@ class Store:
     def _execution(self, execution_id: str) -> Any:
         return self._db.collection(EXECUTIONS).document(execution_id)
 
+    # ─── large documents ─────────────────────────────────────────────────────
+
+    @staticmethod
+    def _write(batch: Any, ref: Any, data: dict[str, Any], *, create: bool = False) -> None:
+        """Add a document to ``batch``, its long strings spilled into chunk documents."""
+        document, spilled = spill(data)
+        if create:
+            batch.create(ref, document)
+        else:
+            batch.set(ref, document)
+        for field_name, pieces in spilled.items():
+            for index, text in enumerate(pieces):
+                batch.set(
+                    ref.collection(CHUNKS).document(chunk_id(field_name, index)),
+                    {"field": field_name, "index": index, "text": text},
+                )
+
+    async def _read(self, snap: Any) -> dict[str, Any]:
+        """A document's data with its chunked strings reassembled (one query if any)."""
+        data: dict[str, Any] = snap.to_dict() or {}
+        if CHUNKED_FIELD not in data:
+            return data
+        self.round_trips.add("query")
+        chunks = {
+            chunk.id: str((chunk.to_dict() or {}).get("text", ""))
+            async for chunk in snap.reference.collection(CHUNKS).stream()
+        }
+        return restore(data, chunks)
+
     # ─── sessions ────────────────────────────────────────────────────────────
 
     async def create_session(self, session: Session) -> None:
         """Create the session document (fails if it already exists)."""
-        self.round_trips.add("create")
-        await self._session(session.session_id).create(_doc(session))
+        batch = self._db.batch()
+        self._write(batch, self._session(session.session_id), _doc(session), create=True)
+        self.round_trips.add("commit")
+        await batch.commit()
 
     async def delete_session(self, session_id: str) -> None:
-        """Delete a session document that nothing else refers to yet."""
-        self.round_trips.add("delete")
-        await self._session(session_id).delete()
+        """Delete a session document, and its chunks, that nothing else refers to yet."""
+        ref = self._session(session_id)
+        self.round_trips.add("query")
+        batch = self._db.batch()
+        async for chunk in ref.collection(CHUNKS).stream():
+            batch.delete(chunk.reference)
+        batch.delete(ref)
+        self.round_trips.add("commit")
+        await batch.commit()
 
     async def get_session(self, session_id: str) -> Session | None:
         """Return a session, or None."""
         self.round_trips.add("get")
         snap = await self._session(session_id).get()
-        return Session.model_validate(snap.to_dict()) if snap.exists else None
+        return Session.model_validate(await self._read(snap)) if snap.exists else None
 
     async def get_execution(self, execution_id: str) -> AgentExecution | None:
         """Return an execution, or None."""
@@ -176,7 +214,7 @@ class Store:
                 execution = AgentExecution.model_validate(snap.to_dict())
                 update_time = snap.update_time
             else:
-                session = Session.model_validate(snap.to_dict())
+                session = Session.model_validate(await self._read(snap))
         return execution, update_time, session
 
     async def start_stage(
@@ -197,7 +235,9 @@ class Store:
             ref = self._execution(execution.execution_id)
             batch.create(ref, _doc(execution))
             for n, message in enumerate(initial_messages.get(execution.execution_id, [])):
-                batch.set(ref.collection(MESSAGES).document(record_id(0, n)), _doc(message))
+                self._write(
+                    batch, ref.collection(MESSAGES).document(record_id(0, n)), _doc(message)
+                )
         if session_fields:
             batch.update(self._session(session_id), session_fields)
         self.round_trips.add("commit")
@@ -248,7 +288,9 @@ class Store:
         """Return the conversation of an execution, in order."""
         self.round_trips.add("query")
         query = self._execution(execution_id).collection(MESSAGES).order_by("__name__")
-        return [ConversationMessage.model_validate(s.to_dict()) async for s in query.stream()]
+        return [
+            ConversationMessage.model_validate(await self._read(s)) async for s in query.stream()
+        ]
 
     async def load_provider_state(self, execution_id: str) -> dict[str, str]:
         """Return the provider state (thought signatures) of an execution."""
@@ -265,18 +307,14 @@ class Store:
         batch = self._db.batch()
         exec_ref = self._execution(commit.execution_id)
         for n, message in enumerate(commit.messages):
-            batch.set(
-                exec_ref.collection(MESSAGES).document(record_id(commit.step, n)), _doc(message)
-            )
+            ref = exec_ref.collection(MESSAGES).document(record_id(commit.step, n))
+            self._write(batch, ref, _doc(message))
         for n, event in enumerate(commit.timeline):
-            batch.set(
-                exec_ref.collection(TIMELINE).document(record_id(commit.step, n)), _doc(event)
-            )
+            ref = exec_ref.collection(TIMELINE).document(record_id(commit.step, n))
+            self._write(batch, ref, _doc(event))
         if commit.llm_interaction is not None:
-            batch.set(
-                exec_ref.collection(LLM_INTERACTIONS).document(f"{commit.step:04d}"),
-                _doc(commit.llm_interaction),
-            )
+            ref = exec_ref.collection(LLM_INTERACTIONS).document(f"{commit.step:04d}")
+            self._write(batch, ref, _doc(commit.llm_interaction))
         if commit.provider_state:
             batch.set(
                 self._db.collection(THOUGHT_SIGNATURES).document(commit.execution_id),
@@ -340,13 +378,13 @@ class Store:
         """Return an execution's timeline in order."""
         self.round_trips.add("query")
         query = self._execution(execution_id).collection(TIMELINE).order_by("__name__")
-        return [TimelineEvent.model_validate(s.to_dict()) async for s in query.stream()]
+        return [TimelineEvent.model_validate(await self._read(s)) async for s in query.stream()]
 
     async def list_llm_interactions(self, execution_id: str) -> list[LLMInteraction]:
         """Return an execution's LLM interaction records in step order."""
         self.round_trips.add("query")
         query = self._execution(execution_id).collection(LLM_INTERACTIONS).order_by("__name__")
-        return [LLMInteraction.model_validate(s.to_dict()) async for s in query.stream()]
+        return [LLMInteraction.model_validate(await self._read(s)) async for s in query.stream()]
 
     async def update_execution(self, execution_id: str, fields: dict[str, Any]) -> None:
         """Blind update of execution fields."""

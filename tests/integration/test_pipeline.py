@@ -85,3 +85,19 @@ def test_unknown_session_is_404(client: TarsyClient) -> None:
     with pytest.raises(ApiError) as info:
         client.session("no-such-session")
     assert info.value.status == 404
+
+
+async def test_alert_of_almost_1mb_is_stored_in_chunks_and_read_back_whole(
+    client: TarsyClient, fake_gemini: FakeGemini, store: Store
+) -> None:
+    """Firestore documents hold 1 MiB; the alert and the prompt quoting it are spilled."""
+    line = "pod payments-api-0 OOMKilled — échec de l'allocation mémoire\n"
+    data = line * (1_000_000 // len(line.encode()))
+    fake_gemini.script(FakeReply(text="memory limit too low"))
+    session_id = run_to_end(client, {"alert_type": "kubernetes", "data": data})
+
+    view = client.session(session_id)
+    assert view.status is ExecutionStatus.COMPLETED
+    session = await store.get_session(session_id)
+    assert session is not None and session.alert_data == data
+    assert data in fake_gemini.calls[0].last_user_text()
