@@ -87,9 +87,10 @@ class PermanentError(RuntimeFailure):
 class LLMError(PermanentError):
     """An LLM call failed after the transport layer's retries."""
 
-    def __init__(self, info: ErrorInfo) -> None:
+    def __init__(self, info: ErrorInfo, *, attempts: int = 1) -> None:
         super().__init__(info.message)
         self.info = info
+        self.attempts = attempts
 
 
 class ApiError(TarsyError):

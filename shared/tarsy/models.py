@@ -244,6 +244,8 @@ class LLMInteraction(_Model):
     duration_ms: float = 0.0
     attempts: int = 1
     error: ErrorInfo | None = None
+    # Provider notes: grounding metadata, suppressed native tools, ...
+    metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from tarsy.bus import Publisher
 from tarsy.chunking import cap_strings
-from tarsy.config.schema import TarsyConfig
+from tarsy.config.schema import ModelPrice, TarsyConfig
 from tarsy.errors import LeaseHeldError, LLMError
 from tarsy.llm import collect, get_provider
 from tarsy.log import fields
@@ -36,6 +36,7 @@ from tarsy.models import (
     Session,
     Stage,
     StepMessage,
+    TokenUsage,
     utcnow,
 )
 from tarsy.prompts import initial_messages
@@ -48,6 +49,18 @@ logger = logging.getLogger(__name__)
 
 FIRST_ITERATION_STEP = 1  # step 0 is the set-up that writes the opening messages
 INTERACTION_TEXT_CHARS = 64 * 1024  # per string in an interaction record's request copy
+# Thought signatures are only useful while an execution runs; the TTL policy deletes them.
+PROVIDER_STATE_TTL = timedelta(hours=1)
+
+
+def cost_of(price: ModelPrice | None, usage: TokenUsage) -> float:
+    """USD cost of one call; thinking tokens are billed as output. 0 without a price."""
+    if price is None:
+        return 0.0
+    output = usage.output_tokens + usage.thinking_tokens
+    return (
+        usage.input_tokens * price.input_per_million + output * price.output_per_million
+    ) / 1_000_000
 
 
 @dataclass(frozen=True)
@@ -158,9 +171,8 @@ def _iterate_message(execution: AgentExecution, step: int) -> StepMessage:
 
 
 async def _iterate(message: StepMessage, deps: Deps) -> None:
-    execution, read_time, session = await deps.store.get_step_state(
-        message.execution_id, message.session_id
-    )
+    loaded = await deps.store.get_step_state(message.execution_id, message.session_id)
+    execution, read_time, session = loaded.execution, loaded.update_time, loaded.session
     if execution is None or session is None or read_time is None:
         logger.error("execution %s or its session is missing; dropping", message.execution_id)
         return
@@ -196,6 +208,7 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         execution=execution,
         config=resolved,
         messages=await deps.store.load_messages(execution.execution_id),
+        provider_state=loaded.provider_state,
     )
     request = strategy.build_request(state)
     provider = get_provider(resolved.provider, deps.settings)
@@ -210,10 +223,12 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
             INTERACTION_TEXT_CHARS,
         ),
     )
+    provider_state: dict[str, str] = {}
     try:
         result = await collect(provider.generate(request))
     except LLMError as e:
         interaction.error = e.info
+        interaction.attempts = e.attempts
         outcome = IterationOutcome(next="fail", error=e.info)
     else:
         interaction.response_text = result.text
@@ -221,10 +236,16 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         interaction.tool_calls = result.tool_calls
         interaction.tokens = result.usage
         interaction.attempts = result.attempts
+        interaction.metadata = result.metadata
+        provider_state = result.provider_state
+        interaction.cost = cost_of(deps.config.price_for(resolved.provider.model), result.usage)
         outcome = strategy.on_result(state, result)
     interaction.duration_ms = (time.perf_counter() - started) * 1000
     commit = _commit_for(message, execution, session, outcome, interaction)
     commit.claim = claim
+    if provider_state:
+        commit.provider_state = provider_state
+        commit.provider_state_expire_at = utcnow() + PROVIDER_STATE_TTL
     if not await deps.store.commit_step(commit):
         return  # another invocation took over after our lease expired; it owns the step now
     if outcome.next == "continue":
@@ -271,6 +292,7 @@ def _commit_for(
         llm_interaction=interaction,
         execution_fields=execution_fields,
         usage=interaction.tokens,
+        cost=interaction.cost,
         stage_index=execution.stage,
         stage_fields=stage_fields,
         session_fields=session_fields,

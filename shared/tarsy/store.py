@@ -107,6 +107,16 @@ class StepCommit(BaseModel):
 
 
 @dataclass
+class StepState:
+    """What a step reads before it runs: the execution, its session, its provider state."""
+
+    execution: AgentExecution | None = None
+    update_time: datetime | None = None
+    session: Session | None = None
+    provider_state: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class RoundTrips:
     """Counts Firestore RPCs made by this process (the benchmark reads it)."""
 
@@ -198,24 +208,27 @@ class Store:
         snap = await self._execution(execution_id).get()
         return AgentExecution.model_validate(snap.to_dict()) if snap.exists else None
 
-    async def get_step_state(
-        self, execution_id: str, session_id: str
-    ) -> tuple[AgentExecution | None, datetime | None, Session | None]:
-        """Read an execution (with its update time) and its session in one round trip."""
+    async def get_step_state(self, execution_id: str, session_id: str) -> StepState:
+        """Read an execution (with its update time), its session and its provider state.
+
+        One round trip for all three documents.
+        """
         self.round_trips.add("get_all")
         exec_ref, session_ref = self._execution(execution_id), self._session(session_id)
-        execution: AgentExecution | None = None
-        update_time: datetime | None = None
-        session: Session | None = None
-        async for snap in self._db.get_all([exec_ref, session_ref]):
+        state_ref = self._db.collection(THOUGHT_SIGNATURES).document(execution_id)
+        result = StepState()
+        async for snap in self._db.get_all([exec_ref, session_ref, state_ref]):
             if not snap.exists:
                 continue
             if snap.reference.path == exec_ref.path:
-                execution = AgentExecution.model_validate(snap.to_dict())
-                update_time = snap.update_time
+                result.execution = AgentExecution.model_validate(snap.to_dict())
+                result.update_time = snap.update_time
+            elif snap.reference.path == session_ref.path:
+                result.session = Session.model_validate(await self._read(snap))
             else:
-                session = Session.model_validate(await self._read(snap))
-        return execution, update_time, session
+                stored = (snap.to_dict() or {}).get("state", {})
+                result.provider_state = {str(k): str(v) for k, v in stored.items()}
+        return result
 
     async def start_stage(
         self,
@@ -291,16 +304,6 @@ class Store:
         return [
             ConversationMessage.model_validate(await self._read(s)) async for s in query.stream()
         ]
-
-    async def load_provider_state(self, execution_id: str) -> dict[str, str]:
-        """Return the provider state (thought signatures) of an execution."""
-        self.round_trips.add("get")
-        snap = await self._db.collection(THOUGHT_SIGNATURES).document(execution_id).get()
-        if not snap.exists:
-            return {}
-        data = snap.to_dict() or {}
-        state = data.get("state", {})
-        return {str(k): str(v) for k, v in state.items()}
 
     async def commit_step(self, commit: StepCommit) -> bool:
         """Apply one step's writes atomically. Returns False if the claim was lost."""

@@ -207,13 +207,15 @@ async def test_lease_held_error_is_transient(deps: Deps, store: Store) -> None:
     start = StepMessage(session_id=session.session_id, kind="start_session")
     await handle(start, replace(deps, bus=bus))
     [iterate] = bus.published
-    execution = await store.get_execution(iterate.execution_id)
-    assert execution is not None
-    _, read_time, _ = await store.get_step_state(iterate.execution_id, session.session_id)
-    assert read_time is not None
+    loaded = await store.get_step_state(iterate.execution_id, session.session_id)
+    assert loaded.execution is not None and loaded.update_time is not None
     until = utcnow() + timedelta(seconds=60)
     await store.claim(
-        iterate.execution_id, owner="other-process", until=until, read_time=read_time, step=1
+        iterate.execution_id,
+        owner="other-process",
+        until=until,
+        read_time=loaded.update_time,
+        step=1,
     )
     with pytest.raises(LeaseHeldError):
         await handle(iterate, replace(deps, bus=bus))

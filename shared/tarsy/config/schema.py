@@ -30,6 +30,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class RetryPolicy(_Strict):
+    """Transport retries of one LLM provider (see ``tarsy.llm.retry`` for who retries what)."""
+
+    max_retries: int = Field(default=3, ge=0, le=10)
+    initial_delay: float = Field(default=1.0, ge=0, description="first backoff (s)")
+    max_delay: float = Field(default=30.0, ge=0, description="longest backoff or Retry-After")
+    empty_response_delay: float = Field(default=3.0, ge=0, description="wait after an empty reply")
+    timeout: float = Field(default=300.0, gt=0, description="one call's deadline (s)")
+
+
 class LLMProviderConfig(_Strict):
     """One LLM provider: which backend talks to which model, and how."""
 
@@ -38,6 +48,21 @@ class LLMProviderConfig(_Strict):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_output_tokens: int | None = Field(default=None, gt=0)
     native_tools: list[NativeTool] = Field(default_factory=list)
+    thinking: bool = Field(default=True, description="ask for thoughts (google-native)")
+    thinking_budget: int | None = Field(
+        default=None, ge=0, description="override the model family's thinking budget"
+    )
+    thinking_level: Literal["LOW", "HIGH"] | None = Field(
+        default=None, description="override the Gemini 3 thinking level"
+    )
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+
+
+class ModelPrice(_Strict):
+    """USD per million tokens; thinking tokens are billed as output."""
+
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
 
 
 class Defaults(_Strict):
@@ -121,6 +146,13 @@ class TarsyConfig(_Strict):
     llm_providers: dict[str, LLMProviderConfig] = Field(default_factory=dict)
     agents: dict[str, AgentDefinition] = Field(default_factory=dict)
     agent_chains: dict[str, ChainConfig] = Field(default_factory=dict)
+    # Keyed by model name; the longest key that prefixes a model's name applies.
+    pricing: dict[str, ModelPrice] = Field(default_factory=dict)
+
+    def price_for(self, model: str) -> ModelPrice | None:
+        """The price of ``model``: exact name, else the longest matching prefix."""
+        matches = [name for name in self.pricing if model.startswith(name)]
+        return self.pricing[max(matches, key=len)] if matches else None
 
     def reference_errors(self) -> list[tuple[str, str]]:
         """Return ``(location, message)`` for every reference to something undefined."""

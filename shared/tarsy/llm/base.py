@@ -180,5 +180,5 @@ async def collect(
             on_progress(result)
     result.text, result.thinking = "".join(text), "".join(thinking)
     if error is not None:
-        raise LLMError(error)
+        raise LLMError(error, attempts=result.attempts)
     return result

@@ -6,18 +6,21 @@ google-genai.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
+from pydantic import BaseModel, ConfigDict, Field
 
+from tarsy.config.schema import LLMProviderConfig
 from tarsy.llm.base import (
     Capabilities,
     Chunk,
@@ -28,8 +31,10 @@ from tarsy.llm.base import (
     TextChunk,
     ThinkingChunk,
     ToolCallChunk,
+    ToolDefinition,
     UsageChunk,
 )
+from tarsy.llm.retry import AttemptError, classify_status, parse_retry_after, with_retries
 from tarsy.llm.tool_names import from_function_name, to_function_name
 from tarsy.models import ConversationMessage, ErrorInfo, TokenUsage
 from tarsy.settings import Settings
@@ -62,42 +67,133 @@ def _client(settings: Settings) -> genai.Client:
         return client
 
 
-def error_info(exc: BaseException) -> ErrorInfo | None:
-    """Translate an SDK or transport exception into ErrorInfo; None if it is not one."""
+def attempt_error(exc: BaseException) -> AttemptError | None:
+    """Classify an SDK or transport exception for the retry layer; None if it is not one."""
     if isinstance(exc, genai_errors.APIError):
-        code = int(exc.code) if exc.code else 0
-        retryable = code in (408, 429) or code >= 500
-        return ErrorInfo(message=str(exc.message or exc), code=str(code), retryable=retryable)
+        status = int(exc.code) if exc.code else 0
+        headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+        return AttemptError(
+            classify_status(status),
+            str(exc.message or exc),
+            code=str(status),
+            retry_after=parse_retry_after(headers.get("retry-after")),
+        )
     if isinstance(exc, httpx.TimeoutException):
-        return ErrorInfo(message=f"timeout: {exc}", code="timeout", retryable=True)
+        return AttemptError("timeout", f"timeout: {exc}", code="timeout")
     if isinstance(exc, httpx.TransportError):
-        return ErrorInfo(message=f"connection error: {exc}", code="connection", retryable=True)
+        return AttemptError("connection", f"connection error: {exc}", code="connection")
     return None
 
 
+def error_info(exc: BaseException) -> ErrorInfo | None:
+    """Translate an SDK or transport exception into ErrorInfo; None if it is not one."""
+    error = attempt_error(exc)
+    return error.info() if error is not None else None
+
+
+# ─── thinking ─────────────────────────────────────────────────────────────────
+
+# Thinking budgets per model family (seed 000 Q3); Gemini 3 takes a level instead.
+THINKING_BUDGETS = (("gemini-2.5-pro", 32768), ("gemini-2.5-flash", 24576))
+DEFAULT_THINKING_BUDGET = 24576
+
+
+def thinking_config(config: LLMProviderConfig) -> types.ThinkingConfig | None:
+    """The thinking settings for a model, or None when thinking is off."""
+    if not config.thinking:
+        return None
+    model = config.model.removeprefix("models/")
+    if model.startswith("gemini-3"):
+        level = types.ThinkingLevel(config.thinking_level or "HIGH")
+        return types.ThinkingConfig(include_thoughts=True, thinking_level=level)
+    budget = config.thinking_budget
+    if budget is None:
+        budget = next(
+            (b for prefix, b in THINKING_BUDGETS if model.startswith(prefix)),
+            DEFAULT_THINKING_BUDGET,
+        )
+    return types.ThinkingConfig(include_thoughts=True, thinking_budget=budget)
+
+
+# ─── thought signatures ───────────────────────────────────────────────────────
+#
+# Gemini returns opaque signatures on some parts of a model turn and requires
+# them back on the same parts when that turn is replayed. The conversation is
+# stored as messages (one text, then the function calls), so per model turn we
+# keep where each signature sat: on the text, or on the n-th function call.
+# The state lives in Firestore (thought_signatures/{execution_id}); the next
+# step, in another process, puts them back.
+
+
+class TurnSignatures(BaseModel):
+    """The signatures of one model turn, by position in the stored message."""
+
+    text: str | None = None
+    calls: dict[str, str] = Field(default_factory=dict)
+
+
+def turn_key(assistant_index: int) -> str:
+    """Provider-state key of the ``assistant_index``-th model turn of an execution."""
+    return f"model-turn-{assistant_index:04d}"
+
+
+def _b64(signature: bytes) -> str:
+    return base64.b64encode(signature).decode()
+
+
+def signatures_of(parts: Sequence[types.Part]) -> TurnSignatures | None:
+    """Where the signatures of one model turn's parts go when it is replayed."""
+    turn = TurnSignatures()
+    calls = 0
+    for part in parts:
+        if part.function_call is not None:
+            if part.thought_signature:
+                turn.calls[str(calls)] = _b64(part.thought_signature)
+            calls += 1
+        elif part.thought_signature and turn.text is None:
+            # On a text or thought part: the replayed turn carries it on its text part.
+            turn.text = _b64(part.thought_signature)
+    return turn if turn.text is not None or turn.calls else None
+
+
 def to_contents(
-    messages: list[ConversationMessage],
+    messages: list[ConversationMessage], signatures: dict[str, str] | None = None
 ) -> tuple[str | None, list[types.Content]]:
-    """Convert the conversation to Gemini's (system instruction, contents)."""
+    """Convert the conversation to Gemini's (system instruction, contents).
+
+    ``signatures`` is the execution's provider state: each model turn gets its
+    thought signatures back on the parts that carried them.
+    """
     system: list[str] = []
     contents: list[types.Content] = []
+    assistant_turns = 0
     for message in messages:
         if message.role == "system":
             system.append(message.content)
         elif message.role == "user":
             contents.append(types.Content(role="user", parts=[types.Part(text=message.content)]))
         elif message.role == "assistant":
+            stored = (signatures or {}).get(turn_key(assistant_turns))
+            turn = TurnSignatures.model_validate_json(stored) if stored else TurnSignatures()
+            assistant_turns += 1
             parts: list[types.Part] = []
-            if message.content:
-                parts.append(types.Part(text=message.content))
-            for call in message.tool_calls:
+            if message.content or turn.text:
+                parts.append(
+                    types.Part(
+                        text=message.content,
+                        thought_signature=base64.b64decode(turn.text) if turn.text else None,
+                    )
+                )
+            for n, call in enumerate(message.tool_calls):
+                signature = turn.calls.get(str(n))
                 parts.append(
                     types.Part(
                         function_call=types.FunctionCall(
                             id=call.id,
                             name=to_function_name(call.name),
                             args=json.loads(call.arguments or "{}"),
-                        )
+                        ),
+                        thought_signature=base64.b64decode(signature) if signature else None,
                     )
                 )
             contents.append(types.Content(role="model", parts=parts or [types.Part(text="")]))
@@ -158,8 +254,32 @@ def _chunks_of(response: types.GenerateContentResponse) -> list[Chunk]:
     return chunks
 
 
+def _native_tools(names: Sequence[str]) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    for name in names:
+        if name == "google_search":
+            tools.append(types.Tool(google_search=types.GoogleSearch()))
+        elif name == "code_execution":
+            tools.append(types.Tool(code_execution=types.ToolCodeExecution()))
+        elif name == "url_context":
+            tools.append(types.Tool(url_context=types.UrlContext()))
+    return tools
+
+
+def _function_tools(tools: Sequence[ToolDefinition]) -> list[types.Tool]:
+    declarations = [
+        types.FunctionDeclaration(
+            name=to_function_name(tool.name),
+            description=tool.description,
+            parameters_json_schema=tool.parameters,
+        )
+        for tool in tools
+    ]
+    return [types.Tool(function_declarations=declarations)]
+
+
 class GoogleNativeProvider:
-    """Gemini via google-genai: streaming, function calling, thinking."""
+    """Gemini via google-genai: streaming, function calling, thinking, native tools."""
 
     name = "google-native"
     capabilities = Capabilities(
@@ -169,47 +289,101 @@ class GoogleNativeProvider:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
 
-    def _config(self, request: GenerateRequest, system: str | None) -> types.GenerateContentConfig:
+    def _config(
+        self, request: GenerateRequest, system: str | None, metadata: dict[str, Any]
+    ) -> types.GenerateContentConfig:
+        provider = request.config
         config: dict[str, Any] = {"system_instruction": system}
-        if request.config.temperature is not None:
-            config["temperature"] = request.config.temperature
-        if request.config.max_output_tokens is not None:
-            config["max_output_tokens"] = request.config.max_output_tokens
+        if provider.temperature is not None:
+            config["temperature"] = provider.temperature
+        if provider.max_output_tokens is not None:
+            config["max_output_tokens"] = provider.max_output_tokens
+        thinking = thinking_config(provider)
+        if thinking is not None:
+            config["thinking_config"] = thinking
         if request.tools:
-            config["tools"] = [
-                types.Tool(
-                    function_declarations=[
-                        types.FunctionDeclaration(
-                            name=to_function_name(tool.name),
-                            description=tool.description,
-                            parameters_json_schema=tool.parameters,
-                        )
-                        for tool in request.tools
-                    ]
+            config["tools"] = _function_tools(request.tools)
+            if provider.native_tools:
+                # Gemini cannot mix native tools with function calling (seed 000).
+                logger.warning(
+                    "native tools %s suppressed: MCP tools are in use", provider.native_tools
                 )
-            ]
+                metadata["native_tools_suppressed"] = list(provider.native_tools)
+        elif provider.native_tools:
+            config["tools"] = _native_tools(provider.native_tools)
         return types.GenerateContentConfig(**config)
 
-    async def generate(self, request: GenerateRequest) -> AsyncIterator[Chunk]:
-        """Stream one call; errors end the stream as an ErrorChunk."""
-        system, contents = to_contents(request.messages)
-        config = self._config(request, system)
+    async def _attempt(
+        self, model: str, contents: list[types.Content], config: types.GenerateContentConfig
+    ) -> _Attempt:
+        """One streamed call, buffered; raises AttemptError for the retry layer."""
         client = _client(self._settings)
+        chunks: list[Chunk] = []
+        parts: list[types.Part] = []
         usage: TokenUsage | None = None
+        grounding: list[dict[str, Any]] = []
         try:
             stream = await client.aio.models.generate_content_stream(
-                model=request.config.model, contents=list(contents), config=config
+                model=model, contents=list(contents), config=config
             )
             async for response in stream:
-                for chunk in _chunks_of(response):
-                    yield chunk
+                chunks.extend(_chunks_of(response))
+                for candidate in response.candidates or []:
+                    if candidate.content and candidate.content.parts:
+                        parts.extend(candidate.content.parts)
+                    if candidate.grounding_metadata is not None:
+                        grounding.append(
+                            candidate.grounding_metadata.model_dump(mode="json", exclude_none=True)
+                        )
                 if response.usage_metadata is not None:
                     usage = _usage(response.usage_metadata)
         except Exception as exc:
-            info = error_info(exc)
-            if info is None:
+            error = attempt_error(exc)
+            if error is None:
                 raise
-            yield ErrorChunk(error=info)
+            raise error from exc
+        if not any(isinstance(c, TextChunk | ToolCallChunk | CodeExecutionChunk) for c in chunks):
+            raise AttemptError("empty", "the model returned no content", code="empty_response")
         if usage is not None:
-            yield UsageChunk(usage=usage)
-        yield FinalChunk()
+            chunks.append(UsageChunk(usage=usage))
+        return _Attempt(chunks=chunks, parts=parts, grounding=grounding)
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[Chunk]:
+        """Stream one call (retried by the transport layer); errors end as an ErrorChunk."""
+        system, contents = to_contents(request.messages, request.thought_signatures)
+        metadata: dict[str, Any] = {}
+        config = self._config(request, system, metadata)
+        outcome: list[_Attempt] = []
+
+        async def attempt() -> list[Chunk]:
+            result = await self._attempt(request.config.model, contents, config)
+            outcome[:] = [result]
+            return result.chunks
+
+        try:
+            chunks, attempts = await with_retries(attempt, request.config.retry)
+        except AttemptError as error:
+            yield ErrorChunk(error=error.info())
+            yield FinalChunk(attempts=error.attempts, metadata=metadata)
+            return
+        for chunk in chunks:
+            yield chunk
+        [result] = outcome
+        state: dict[str, str] = {}
+        turn = signatures_of(result.parts)
+        if turn is not None:
+            assistant_turns = sum(1 for m in request.messages if m.role == "assistant")
+            state[turn_key(assistant_turns)] = turn.model_dump_json(exclude_defaults=True)
+        if result.grounding:
+            metadata["grounding"] = result.grounding
+        yield FinalChunk(attempts=attempts, provider_state=state, metadata=metadata)
+
+
+class _Attempt(BaseModel):
+    """What one successful call produced, before it is yielded."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    chunks: list[Chunk]
+    parts: list[types.Part]
+    grounding: list[dict[str, Any]]

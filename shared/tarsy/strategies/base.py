@@ -7,7 +7,7 @@ which decides what to record and what happens next. Strategies do no I/O.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -59,3 +59,13 @@ def missing_capabilities(required: Capabilities, offered: Capabilities) -> list[
         for name, wanted in required.model_dump().items()
         if wanted and not getattr(offered, name)
     ]
+
+
+# Provider metadata that a watcher should see on the timeline (seed 000: a suppressed
+# native tool is noted where the response appears).
+_TIMELINE_NOTES = ("native_tools_suppressed",)
+
+
+def provider_notes(result: LLMResult) -> dict[str, Any]:
+    """The part of a result's provider metadata that belongs on timeline events."""
+    return {key: result.metadata[key] for key in _TIMELINE_NOTES if key in result.metadata}

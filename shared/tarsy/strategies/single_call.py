@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
 from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType
-from tarsy.strategies.base import IterationOutcome, IterationState
+from tarsy.strategies.base import IterationOutcome, IterationState, provider_notes
 
 
 class SingleCallStrategy:
@@ -19,6 +19,7 @@ class SingleCallStrategy:
             execution_id=state.execution.execution_id,
             messages=state.messages,
             config=state.config.provider,
+            thought_signatures=state.provider_state,
         )
 
     def on_result(self, state: IterationState, result: LLMResult) -> IterationOutcome:
@@ -37,7 +38,7 @@ class SingleCallStrategy:
             TimelineEvent(
                 type=TimelineEventType.LLM_RESPONSE,
                 content=result.text,
-                metadata={"iteration": state.execution.iteration + 1},
+                metadata={"iteration": state.execution.iteration + 1, **provider_notes(result)},
             )
         )
         timeline.append(
