@@ -43,6 +43,16 @@ class FakeToolCall(BaseModel):
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
     id: str | None = None
+    # Gemini puts a signature on the first function call of a turn when thinking is on.
+    thought_signature: bytes | None = None
+
+
+class FakeCodeExecution(BaseModel):
+    """Code the model ran with the native code_execution tool, and what it printed."""
+
+    code: str
+    outcome: str = "OUTCOME_OK"
+    output: str = ""
 
 
 class FakeReply(BaseModel):
@@ -53,7 +63,11 @@ class FakeReply(BaseModel):
     text: str = ""
     thinking: str = ""
     tool_calls: list[FakeToolCall] = Field(default_factory=list)
+    code_executions: list[FakeCodeExecution] = Field(default_factory=list)
     thought_signature: bytes | None = None
+    grounding: dict[str, Any] | None = None
+    # A 200 answer with no candidates at all (the SDK sees an empty response).
+    empty: bool = False
     input_tokens: int = 10
     output_tokens: int = 20
     thinking_tokens: int = 0
@@ -93,6 +107,32 @@ class FakeCall(BaseModel):
             if content.get("role") == role
         ]
 
+    def generation_config(self) -> dict[str, Any]:
+        """The ``generationConfig`` the SDK sent (thinking config, temperature, ...)."""
+        config: dict[str, Any] = self.body.get("generationConfig") or {}
+        return config
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The ``tools`` the SDK sent."""
+        tools: list[dict[str, Any]] = self.body.get("tools") or []
+        return tools
+
+    def function_names(self) -> list[str]:
+        """Names of the function declarations sent."""
+        return [
+            declaration["name"]
+            for tool in self.tools()
+            for declaration in tool.get("functionDeclarations") or []
+        ]
+
+    def model_parts(self) -> list[list[dict[str, Any]]]:
+        """The parts of every model turn replayed in the request, in order."""
+        return [
+            list(content.get("parts", []))
+            for content in self.body.get("contents", [])
+            if content.get("role") == "model"
+        ]
+
     def last_user_text(self) -> str:
         """The text of the last user content (empty if none)."""
         texts = self.texts("user")
@@ -128,12 +168,27 @@ def response_bodies(reply: FakeReply, model: str, *, streaming: bool) -> list[di
         parts_per_body.append([{"text": reply.thinking, "thought": True}])
     texts = _split(reply.text, reply.stream_chunks if streaming else 1) if reply.text else []
     parts_per_body.extend([{"text": text}] for text in texts)
+    for execution in reply.code_executions:
+        parts_per_body.append(
+            [
+                {"executableCode": {"language": "PYTHON", "code": execution.code}},
+                {
+                    "codeExecutionResult": {
+                        "outcome": execution.outcome,
+                        "output": execution.output,
+                    }
+                },
+            ]
+        )
     calls: list[dict[str, Any]] = []
     for call in reply.tool_calls:
         function_call: dict[str, Any] = {"name": call.name, "args": call.args}
         if call.id:
             function_call["id"] = call.id
-        calls.append({"functionCall": function_call})
+        part: dict[str, Any] = {"functionCall": function_call}
+        if call.thought_signature is not None:
+            part["thoughtSignature"] = base64.b64encode(call.thought_signature).decode()
+        calls.append(part)
     if calls:
         parts_per_body.append(calls)
     if not parts_per_body:
@@ -144,6 +199,8 @@ def response_bodies(reply: FakeReply, model: str, *, streaming: bool) -> list[di
             parts_per_body[1] if reply.thinking and len(parts_per_body) > 1 else parts_per_body[0]
         )
         target[0]["thoughtSignature"] = base64.b64encode(reply.thought_signature).decode()
+    if reply.empty:
+        return [{"candidates": [], "usageMetadata": _usage(reply), "modelVersion": model}]
     if not streaming:
         parts_per_body = [[part for parts in parts_per_body for part in parts]]
     bodies: list[dict[str, Any]] = []
@@ -153,6 +210,8 @@ def response_bodies(reply: FakeReply, model: str, *, streaming: bool) -> list[di
         if index == len(parts_per_body) - 1:
             candidate["finishReason"] = "STOP"
             body["usageMetadata"] = _usage(reply)
+            if reply.grounding is not None:
+                candidate["groundingMetadata"] = reply.grounding
         bodies.append(body)
     return bodies
 
