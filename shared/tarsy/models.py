@@ -249,6 +249,24 @@ class LLMInteraction(_Model):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class MCPInteraction(_Model):
+    """``executions/{eid}/mcp_interactions/{step-n}``: one tool call, in full."""
+
+    step: int
+    call_id: str
+    server: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    result: str = ""
+    is_error: bool = False
+    error: str | None = None
+    duration_ms: float = 0.0
+    # What the model was shown when that differs from ``result``: "summarized" or "truncated".
+    shown_as: Literal["full", "summarized", "truncated"] = "full"
+    masked: dict[str, int] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 # ─── Pub/Sub ──────────────────────────────────────────────────────────────────
 
 StepKind = Literal[

@@ -33,9 +33,11 @@ from tarsy.models import (
     ErrorInfo,
     ExecutionStatus,
     LLMInteraction,
+    MCPInteraction,
     Session,
     Stage,
     StepMessage,
+    TimelineEvent,
     TokenUsage,
     utcnow,
 )
@@ -44,6 +46,8 @@ from tarsy.settings import Settings
 from tarsy.store import StepCommit, Store
 from tarsy.strategies.base import IterationOutcome, IterationState
 from tarsy.strategies.registry import get_strategy
+from tarsy.summarize import shrink_results
+from tarsy.tools import ToolExecutor, ToolListing, ToolResult, error_result
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +75,7 @@ class Deps:
     config: TarsyConfig
     store: Store
     bus: Publisher
+    tools: ToolExecutor | None = None
 
 
 def execution_id_for(session_id: str, stage_index: int, agent_index: int) -> str:
@@ -204,15 +209,18 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
     )
     resolved = deps.config.resolve(session.chain_id, execution.stage, execution.agent_index)
     strategy = get_strategy(execution.strategy)
+    listing = ToolListing()
+    if strategy.uses_tools and resolved.mcp_servers and deps.tools is not None:
+        listing = await deps.tools.list_tools(resolved.mcp_servers)
     state = IterationState(
         execution=execution,
         config=resolved,
         messages=await deps.store.load_messages(execution.execution_id),
         provider_state=loaded.provider_state,
+        tools=listing,
     )
     request = strategy.build_request(state)
     provider = get_provider(resolved.provider, deps.settings)
-    started = time.perf_counter()
     interaction = LLMInteraction(
         step=message.step,
         model=resolved.provider.model,
@@ -224,25 +232,58 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         ),
     )
     provider_state: dict[str, str] = {}
+    mcp_records: list[MCPInteraction] = []
+    extra_usage = TokenUsage()
+    started = time.perf_counter()
     try:
         result = await collect(provider.generate(request))
     except LLMError as e:
+        interaction.duration_ms = (time.perf_counter() - started) * 1000
         interaction.error = e.info
         interaction.attempts = e.attempts
         outcome = IterationOutcome(next="fail", error=e.info)
     else:
+        interaction.duration_ms = (time.perf_counter() - started) * 1000
         interaction.response_text = result.text
         interaction.thinking_text = result.thinking
         interaction.tool_calls = result.tool_calls
         interaction.tokens = result.usage
         interaction.attempts = result.attempts
         interaction.metadata = result.metadata
-        provider_state = result.provider_state
         interaction.cost = cost_of(deps.config.price_for(resolved.provider.model), result.usage)
-        outcome = strategy.on_result(state, result)
-    interaction.duration_ms = (time.perf_counter() - started) * 1000
+        provider_state = result.provider_state
+        calls = strategy.tool_calls(state, result)
+        tool_results: list[ToolResult] = []
+        summary_events: list[TimelineEvent] = []
+        if calls:
+            if deps.tools is None:
+                tool_results = [error_result(c, "no tool executor is configured") for c in calls]
+            else:
+                tool_results = await deps.tools.call_tools(calls, listing)
+            shrunk = await shrink_results(
+                tool_results,
+                deps.config.mcp_servers,
+                execution_id=execution.execution_id,
+                provider=provider,
+                config=resolved.provider,
+                context=_investigation_context(session),
+            )
+            tool_results, summary_events, extra_usage = (
+                shrunk.results,
+                shrunk.timeline,
+                shrunk.usage,
+            )
+            mcp_records = [_mcp_record(message.step, r) for r in tool_results]
+        outcome = strategy.on_result(state, result, tool_results)
+        outcome.timeline.extend(summary_events)
+        if listing.unavailable and outcome.timeline:
+            outcome.timeline[0].metadata["unavailable_servers"] = dict(listing.unavailable)
     commit = _commit_for(message, execution, session, outcome, interaction)
     commit.claim = claim
+    commit.mcp_interactions = mcp_records
+    if extra_usage.total_tokens:
+        commit.usage = commit.usage + extra_usage
+        commit.cost += cost_of(deps.config.price_for(resolved.provider.model), extra_usage)
     if provider_state:
         commit.provider_state = provider_state
         commit.provider_state_expire_at = utcnow() + PROVIDER_STATE_TTL
@@ -250,6 +291,28 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         return  # another invocation took over after our lease expired; it owns the step now
     if outcome.next == "continue":
         await deps.bus.publish(_iterate_message(execution, message.step + 1))
+
+
+def _investigation_context(session: Session, limit: int = 4000) -> str:
+    """What a tool-result summary needs to know about the investigation."""
+    alert = session.alert_data if len(session.alert_data) <= limit else session.alert_data[:limit]
+    return f"Alert type: {session.alert_type}\n{alert}"
+
+
+def _mcp_record(step: int, result: ToolResult) -> MCPInteraction:
+    return MCPInteraction(
+        step=step,
+        call_id=result.call_id,
+        server=result.server,
+        tool=result.tool,
+        arguments=result.arguments,
+        result=result.full_content,
+        is_error=result.is_error,
+        error=result.error,
+        duration_ms=result.duration_ms,
+        shown_as=result.shown_as,
+        masked=result.masked,
+    )
 
 
 def _commit_for(

@@ -32,15 +32,18 @@ from pydantic import BaseModel, Field
 
 from tarsy.chunking import CHUNKED_FIELD, CHUNKS, chunk_id, restore, spill
 from tarsy.errors import LeaseHeldError
+from tarsy.llm.base import ToolDefinition
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
     ExecutionStatus,
     LLMInteraction,
+    MCPInteraction,
     Session,
     Stage,
     TimelineEvent,
     TokenUsage,
+    utcnow,
 )
 from tarsy.settings import Settings
 
@@ -52,7 +55,9 @@ EXECUTIONS = "executions"
 MESSAGES = "messages"
 TIMELINE = "timeline"
 LLM_INTERACTIONS = "llm_interactions"
+MCP_INTERACTIONS = "mcp_interactions"
 THOUGHT_SIGNATURES = "thought_signatures"
+TOOL_LISTS = "mcp_tool_lists"
 
 
 def record_id(step: int, n: int) -> str:
@@ -96,6 +101,7 @@ class StepCommit(BaseModel):
     messages: list[ConversationMessage] = Field(default_factory=list)
     timeline: list[TimelineEvent] = Field(default_factory=list)
     llm_interaction: LLMInteraction | None = None
+    mcp_interactions: list[MCPInteraction] = Field(default_factory=list)
     execution_fields: dict[str, Any] = Field(default_factory=dict)
     usage: TokenUsage = Field(default_factory=TokenUsage)
     cost: float = 0.0
@@ -104,6 +110,14 @@ class StepCommit(BaseModel):
     session_fields: dict[str, Any] = Field(default_factory=dict)
     provider_state: dict[str, str] = Field(default_factory=dict)
     provider_state_expire_at: datetime | None = None
+
+
+class CachedToolList(BaseModel):
+    """``mcp_tool_lists/{server}``: a server's tools as last listed."""
+
+    server: str
+    tools: list[ToolDefinition]
+    fetched_at: datetime
 
 
 @dataclass
@@ -318,6 +332,9 @@ class Store:
         if commit.llm_interaction is not None:
             ref = exec_ref.collection(LLM_INTERACTIONS).document(f"{commit.step:04d}")
             self._write(batch, ref, _doc(commit.llm_interaction))
+        for n, record in enumerate(commit.mcp_interactions):
+            ref = exec_ref.collection(MCP_INTERACTIONS).document(record_id(commit.step, n))
+            self._write(batch, ref, _doc(record))
         if commit.provider_state:
             batch.set(
                 self._db.collection(THOUGHT_SIGNATURES).document(commit.execution_id),
@@ -359,6 +376,35 @@ class Store:
             )
             return False
         return True
+
+    # ─── MCP tool lists ──────────────────────────────────────────────────────
+
+    async def get_tool_lists(self, servers: Sequence[str]) -> dict[str, CachedToolList]:
+        """The cached tool lists of ``servers`` that exist, in one round trip."""
+        if not servers:
+            return {}
+        self.round_trips.add("get_all")
+        refs = [self._db.collection(TOOL_LISTS).document(s) for s in servers]
+        lists: dict[str, CachedToolList] = {}
+        async for snap in self._db.get_all(refs):
+            if snap.exists:
+                cached = CachedToolList.model_validate(await self._read(snap))
+                lists[cached.server] = cached
+        return lists
+
+    async def save_tool_list(self, server: str, tools: Sequence[ToolDefinition]) -> None:
+        """Cache a server's tools."""
+        cached = CachedToolList(server=server, tools=list(tools), fetched_at=utcnow())
+        batch = self._db.batch()
+        self._write(batch, self._db.collection(TOOL_LISTS).document(server), _doc(cached))
+        self.round_trips.add("commit")
+        await batch.commit()
+
+    async def list_mcp_interactions(self, execution_id: str) -> list[MCPInteraction]:
+        """Return an execution's MCP interaction records in order."""
+        self.round_trips.add("query")
+        query = self._execution(execution_id).collection(MCP_INTERACTIONS).order_by("__name__")
+        return [MCPInteraction.model_validate(await self._read(s)) async for s in query.stream()]
 
     # ─── reading a whole session ─────────────────────────────────────────────
 

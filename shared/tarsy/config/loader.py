@@ -17,7 +17,7 @@ from tarsy.settings import Settings
 logger = logging.getLogger(__name__)
 
 # Sections whose entries are keyed by name: a user entry replaces the built-in one.
-_NAMED_SECTIONS = ("llm_providers", "agents", "agent_chains", "pricing")
+_NAMED_SECTIONS = ("llm_providers", "agents", "agent_chains", "pricing", "mcp_servers")
 
 
 def builtin_config_text() -> str:

@@ -8,6 +8,7 @@ TARSy's own top-level keys (``agents``, ``agent_chains``, ``llm_providers``,
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -63,6 +64,66 @@ class ModelPrice(_Strict):
 
     input_per_million: float = Field(ge=0)
     output_per_million: float = Field(ge=0)
+
+
+class SecretRef(_Strict):
+    """A value kept out of the config file: an environment variable or a Secret Manager secret.
+
+    ``secret`` is ``projects/P/secrets/S/versions/V`` or just ``S`` (the function's
+    project, latest version).
+    """
+
+    env: str | None = None
+    secret: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SecretRef:
+        if (self.env is None) == (self.secret is None):
+            raise ValueError("give exactly one of 'env' or 'secret'")
+        return self
+
+
+class MCPServerConfig(_Strict):
+    """One MCP server the agents may use (TARSy's ``mcp_servers`` entries load as they are)."""
+
+    transport: Literal["http", "stdio"] = "http"
+    url: str | None = Field(default=None, description="streamable HTTP endpoint (http)")
+    headers: dict[str, str | SecretRef] = Field(default_factory=dict)
+    command: str | None = Field(default=None, description="program to run (stdio)")
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str | SecretRef] = Field(default_factory=dict)
+    enabled: bool = True
+    description: str = ""
+    connect_timeout: float = Field(default=10.0, gt=0)
+    call_timeout: float = Field(default=60.0, gt=0)
+    tool_list_ttl: float = Field(default=300.0, ge=0, description="seconds a tool list is reused")
+    # Results larger than this many tokens (about 4 characters each) are summarized or cut.
+    max_result_tokens: int = Field(default=8000, gt=0)
+    summarize_large_results: bool = True
+    # Built-in masking groups to apply (None: all) and the server's own patterns.
+    masking_groups: list[str] | None = None
+    masking_patterns: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tarsy_shape(cls, data: Any) -> Any:
+        """Accept TARSy's ``transport: {type: stdio, command: ..., args: [...]}``."""
+        if isinstance(data, dict) and isinstance(data.get("transport"), dict):
+            data = dict(data)
+            transport = dict(data.pop("transport"))
+            kind = transport.pop("type", "http")
+            data["transport"] = "http" if kind in ("http", "streamable-http", "sse") else kind
+            for key, value in transport.items():
+                data.setdefault(key, value)
+        return data
+
+    @model_validator(mode="after")
+    def _transport_fields(self) -> MCPServerConfig:
+        if self.transport == "http" and not self.url:
+            raise ValueError("an http MCP server needs 'url'")
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio MCP server needs 'command'")
+        return self
 
 
 class Defaults(_Strict):
@@ -146,6 +207,7 @@ class TarsyConfig(_Strict):
     llm_providers: dict[str, LLMProviderConfig] = Field(default_factory=dict)
     agents: dict[str, AgentDefinition] = Field(default_factory=dict)
     agent_chains: dict[str, ChainConfig] = Field(default_factory=dict)
+    mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
     # Keyed by model name; the longest key that prefixes a model's name applies.
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
 
@@ -162,9 +224,20 @@ class TarsyConfig(_Strict):
             if name is not None and name not in self.llm_providers:
                 problems.append((location, f"unknown LLM provider {name!r}"))
 
+        def check_servers(location: str, names: list[str] | None) -> None:
+            for n, name in enumerate(names or []):
+                if name not in self.mcp_servers:
+                    problems.append((f"{location}.{n}", f"unknown MCP server {name!r}"))
+
         check_provider("defaults.llm_provider", self.defaults.llm_provider)
+        for name in self.mcp_servers:
+            if not re.fullmatch(r"[\w\-]+", name):
+                problems.append(
+                    (f"mcp_servers.{name}", "server ids may use letters, digits, _ and -")
+                )
         for name, agent in self.agents.items():
             check_provider(f"agents.{name}.llm_provider", agent.llm_provider)
+            check_servers(f"agents.{name}.mcp_servers", agent.mcp_servers)
         if DEFAULT_CHAIN not in self.agent_chains:
             problems.append(("agent_chains", f"the {DEFAULT_CHAIN!r} chain is required"))
         for chain_id, chain in self.agent_chains.items():
@@ -176,6 +249,7 @@ class TarsyConfig(_Strict):
                     if stage_agent.name not in self.agents:
                         problems.append((f"{at}.name", f"unknown agent {stage_agent.name!r}"))
                     check_provider(f"{at}.llm_provider", stage_agent.llm_provider)
+                    check_servers(f"{at}.mcp_servers", stage_agent.mcp_servers)
         return problems
 
     def chain_for(self, alert_type: str) -> str:

@@ -13,7 +13,15 @@ from pydantic import BaseModel, Field
 
 from tarsy.config.schema import ResolvedAgentConfig
 from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
-from tarsy.models import AgentExecution, ConversationMessage, ErrorInfo, TimelineEvent
+from tarsy.models import (
+    AgentExecution,
+    ConversationMessage,
+    ErrorInfo,
+    TimelineEvent,
+    TimelineEventType,
+    ToolCall,
+)
+from tarsy.tools import ToolListing, ToolResult
 
 NextAction = Literal["continue", "complete", "fail", "pause"]
 
@@ -25,6 +33,17 @@ class IterationState(BaseModel):
     config: ResolvedAgentConfig
     messages: list[ConversationMessage]
     provider_state: dict[str, str] = Field(default_factory=dict)
+    tools: ToolListing = Field(default_factory=ToolListing)
+
+    @property
+    def iteration(self) -> int:
+        """The number of this iteration (1-based)."""
+        return self.execution.iteration + 1
+
+    @property
+    def is_last_iteration(self) -> bool:
+        """Whether this iteration is the last one allowed."""
+        return self.iteration >= self.execution.max_iterations
 
 
 class IterationOutcome(BaseModel):
@@ -38,17 +57,28 @@ class IterationOutcome(BaseModel):
 
 
 class Strategy(Protocol):
-    """An iteration strategy (controller)."""
+    """An iteration strategy (controller): pure functions around one LLM call.
+
+    The step function calls, in order: ``build_request`` → the LLM →
+    ``tool_calls`` → the tool executor (all calls at once) → ``on_result``.
+    """
 
     name: str
     requires: Capabilities
+    uses_tools: bool
 
     def build_request(self, state: IterationState) -> GenerateRequest:
         """Return the LLM request of this iteration."""
         ...
 
-    def on_result(self, state: IterationState, result: LLMResult) -> IterationOutcome:
-        """Turn the model's answer into records and the next action."""
+    def tool_calls(self, state: IterationState, result: LLMResult) -> list[ToolCall]:
+        """The tool calls the model asked for (the shell runs them before ``on_result``)."""
+        ...
+
+    def on_result(
+        self, state: IterationState, result: LLMResult, tool_results: list[ToolResult]
+    ) -> IterationOutcome:
+        """Turn the model's answer and the tool results into records and the next action."""
         ...
 
 
@@ -69,3 +99,53 @@ _TIMELINE_NOTES = ("native_tools_suppressed",)
 def provider_notes(result: LLMResult) -> dict[str, Any]:
     """The part of a result's provider metadata that belongs on timeline events."""
     return {key: result.metadata[key] for key in _TIMELINE_NOTES if key in result.metadata}
+
+
+def tool_events(calls: list[ToolCall], results: list[ToolResult]) -> list[TimelineEvent]:
+    """``llm_tool_call`` and ``mcp_tool_call`` events for an iteration's calls, call by call."""
+    events: list[TimelineEvent] = []
+    by_id = {r.call_id: r for r in results}
+    for call in calls:
+        events.append(
+            TimelineEvent(
+                type=TimelineEventType.LLM_TOOL_CALL,
+                content=f"{call.name} {call.arguments}",
+                metadata={"call_id": call.id, "tool": call.name, "arguments": call.arguments},
+            )
+        )
+        result = by_id.get(call.id)
+        if result is None:
+            continue
+        events.append(
+            TimelineEvent(
+                type=TimelineEventType.MCP_TOOL_CALL,
+                content=result.content,
+                metadata={
+                    "call_id": call.id,
+                    "server": result.server,
+                    "tool": result.tool,
+                    "arguments": result.arguments,
+                    "is_error": result.is_error,
+                    "duration_ms": round(result.duration_ms, 1),
+                    "shown_as": result.shown_as,
+                },
+            )
+        )
+    return events
+
+
+def max_iterations_outcome(
+    state: IterationState, messages: list[ConversationMessage], timeline: list[TimelineEvent]
+) -> IterationOutcome:
+    """The execution used all its iterations without concluding: pause it (seed 003)."""
+    return IterationOutcome(
+        messages=messages,
+        timeline=timeline,
+        next="pause",
+        error=ErrorInfo(
+            message=f"reached max_iterations ({state.execution.max_iterations}) without a "
+            "final answer",
+            code="max_iterations",
+            retryable=True,
+        ),
+    )

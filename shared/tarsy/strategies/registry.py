@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from tarsy.errors import ConfigError
 from tarsy.strategies.base import Strategy
+from tarsy.strategies.native_thinking import NativeThinkingStrategy
+from tarsy.strategies.react import ReActStrategy
 from tarsy.strategies.single_call import SingleCallStrategy
 
 _STRATEGIES: dict[str, Strategy] = {
-    SingleCallStrategy.name: SingleCallStrategy(),
+    strategy.name: strategy
+    for strategy in (SingleCallStrategy(), NativeThinkingStrategy(), ReActStrategy())
 }
+
+
+def strategy_names() -> list[str]:
+    """Names of the strategies this build has."""
+    return sorted(_STRATEGIES)
 
 
 def get_strategy(name: str) -> Strategy:

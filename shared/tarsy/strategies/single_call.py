@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
-from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType
+from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, ToolCall
 from tarsy.strategies.base import IterationOutcome, IterationState, provider_notes
+from tarsy.tools import ToolResult
 
 
 class SingleCallStrategy:
@@ -12,6 +13,7 @@ class SingleCallStrategy:
 
     name = "single-call"
     requires = Capabilities(streaming=False)
+    uses_tools = False
 
     def build_request(self, state: IterationState) -> GenerateRequest:
         """Send the conversation as it stands, without tools."""
@@ -22,7 +24,13 @@ class SingleCallStrategy:
             thought_signatures=state.provider_state,
         )
 
-    def on_result(self, state: IterationState, result: LLMResult) -> IterationOutcome:
+    def tool_calls(self, state: IterationState, result: LLMResult) -> list[ToolCall]:
+        """Single-call agents use no tools."""
+        return []
+
+    def on_result(
+        self, state: IterationState, result: LLMResult, tool_results: list[ToolResult]
+    ) -> IterationOutcome:
         """Record the answer as the final analysis and complete."""
         timeline: list[TimelineEvent] = []
         if result.thinking:

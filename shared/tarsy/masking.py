@@ -1,0 +1,671 @@
+"""Masking of secrets in text before it reaches the model or Firestore.
+
+Tool results and alert data pass through a :class:`Masker` first. Masking is pure
+(no I/O), conservative (it masks values it can tell are secret from their shape or
+their context, never by entropy alone, so pod names, image digests, UUIDs,
+timestamps and addresses survive) and idempotent: masking masked text changes
+nothing, because every rule leaves a value that is already a mask token alone.
+
+Built-in groups, each replaced by ``[MASKED_<GROUP>]``:
+
+* ``kubernetes_secrets``: values under ``data:``/``stringData:`` of a ``kind: Secret``
+  object, in YAML and in JSON (also in an escaped ``last-applied-configuration``);
+  the keys stay.
+* ``certificates``: the bodies of PEM blocks (private keys and certificates), and
+  base64-encoded PEM; the ``BEGIN``/``END`` lines stay.
+* ``tokens``: Bearer and Basic credentials, API keys (``api_key=``, ``X-API-Key:``),
+  AWS access keys, GitHub, GitLab and Slack tokens, Slack webhooks, JWTs, Google API keys.
+* ``passwords``: passwords in URLs (``scheme://user:pass@host``) and the values of
+  password, secret and token settings (``DB_PASSWORD=...``, ``client_secret: ...``,
+  ``"api_token": "..."``, pod ``env`` entries).
+
+A custom pattern replaces its whole match, or only its group named ``secret`` when it
+has one, by its replacement (taken literally).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PatternGroup = Literal["kubernetes_secrets", "tokens", "certificates", "passwords"]
+BUILTIN_GROUPS: tuple[PatternGroup, ...] = get_args(PatternGroup)
+
+_TOKEN_SHAPE = re.compile(r"\[MASKED_[A-Z0-9_]+\]")
+
+
+def mask_token(group: str) -> str:
+    """Return the replacement used for a group: ``[MASKED_<GROUP>]``."""
+    return f"[MASKED_{re.sub(r'[^A-Z0-9]+', '_', group.upper()).strip('_')}]"
+
+
+def _is_masked(value: str) -> bool:
+    return _TOKEN_SHAPE.fullmatch(value.strip().strip("\"'")) is not None
+
+
+# ─── configuration ────────────────────────────────────────────────────────────
+
+
+class CustomPattern(BaseModel):
+    """A site-specific pattern; its group named ``secret``, if any, is what gets replaced."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")
+    pattern: str = Field(min_length=1)
+    replacement: str | None = Field(
+        default=None, description="Literal replacement; default ``[MASKED_<NAME>]``."
+    )
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            compiled = re.compile(value)
+        except re.error as e:
+            raise ValueError(f"invalid regular expression: {e}") from e
+        if compiled.fullmatch(""):
+            raise ValueError("the pattern matches the empty string")
+        return value
+
+    @property
+    def token(self) -> str:
+        """The text a match is replaced with."""
+        return self.replacement if self.replacement is not None else mask_token(self.name)
+
+
+class MaskingConfig(BaseModel):
+    """Which secrets to mask: built-in groups and custom patterns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    pattern_groups: list[PatternGroup] = Field(default_factory=lambda: list(BUILTIN_GROUPS))
+    custom_patterns: list[CustomPattern] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> MaskingConfig:
+        seen: set[str] = set(_BUILTIN_RULE_NAMES)
+        for custom in self.custom_patterns:
+            if custom.name in seen:
+                raise ValueError(f"custom pattern name {custom.name!r} is already used")
+            seen.add(custom.name)
+        return self
+
+
+# ─── results ──────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class MaskResult:
+    """Masked text, and how many values each pattern masked (only patterns that masked some)."""
+
+    text: str
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        """Number of values masked."""
+        return sum(self.counts.values())
+
+
+@dataclass(frozen=True)
+class JsonMaskResult:
+    """A masked copy of a JSON-like value, with counts as in :class:`MaskResult`."""
+
+    value: Any
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        """Number of values masked."""
+        return sum(self.counts.values())
+
+
+# ─── rules ────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """One named rule: a function from text to (text, number of values masked)."""
+
+    name: str
+    group: str
+    apply: Callable[[str], tuple[str, int]]
+
+
+def _regex_rule(name: str, group: str, pattern: re.Pattern[str], token: str) -> _Rule:
+    """A rule replacing each group whose name starts with ``secret`` (or the whole match)."""
+    secret_groups = [g for g in pattern.groupindex if g.startswith("secret")]
+
+    def replace(match: re.Match[str]) -> str:
+        spans = [match.span(g) for g in secret_groups if match.start(g) >= 0]
+        if not secret_groups:
+            spans = [match.span()]
+        pieces: list[str] = []
+        cursor = match.start()
+        for start, end in spans:
+            value = match.string[start:end]
+            if not value.strip() or _is_masked(value) or value == token:
+                continue
+            pieces.append(match.string[cursor:start])
+            pieces.append(token)
+            cursor = end
+        if not pieces:
+            return match.group(0)
+        pieces.append(match.string[cursor : match.end()])
+        return "".join(pieces)
+
+    def apply(text: str) -> tuple[str, int]:
+        count = 0
+
+        def counted(match: re.Match[str]) -> str:
+            nonlocal count
+            new = replace(match)
+            if new != match.group(0):
+                count += 1
+            return new
+
+        return pattern.sub(counted, text), count
+
+    return _Rule(name, group, apply)
+
+
+# Values a key=value rule leaves alone: mask tokens, references, placeholders, booleans.
+_NOT_A_VALUE = r"(?!\[MASKED_|\$\{|\$\(|<|(?:true|false|null|none|yes|no)\b[\"']?\s*(?:$|[,}\]]))"
+
+# Keys whose value is a password, secret or token (group "passwords").
+_PASSWORD_KEY = (
+    r"(?:(?i:[a-z0-9_.\-]*(?:password|passwd|passphrase))"
+    r"|(?i:[a-z0-9_.\-]*[_.\-](?:secret|token|pwd|credentials?|private[_\-]?key))"
+    r"|[a-z][A-Za-z0-9]*(?:Secret|Token)"
+    r"|(?i:secret|token))"
+)
+# Keys whose value is an API or access key (group "tokens").
+_API_KEY = (
+    r"(?i:[a-z0-9_.\-]*(?:api[_\-]?key|access[_\-]?key(?:[_\-]?id)?|secret[_\-]?key"
+    r"|auth[_\-]?key|private[_\-]?token))"
+)
+
+
+def _key_value_patterns(key: str) -> dict[str, re.Pattern[str]]:
+    """Patterns for ``key=value``, ``key: value`` and ``"key": "value"`` with the given keys."""
+    start = r"(?<![A-Za-z0-9])"
+    return {
+        # "key": "value" (JSON)
+        "json": re.compile(rf'"{key}"\s*:\s*"{_NOT_A_VALUE}(?P<secret>(?:[^"\\\n]|\\.)+)"'),
+        # key: value, on a line of its own (YAML, describe, HTTP headers): the rest of the line
+        "line": re.compile(
+            rf"(?m)^[ \t]*(?:-[ \t]+)?{key}[ \t]*:[ \t]+{_NOT_A_VALUE}"
+            rf"(?:\"(?P<secret1>[^\"\n]*)\"|'(?P<secret2>[^'\n]*)'|(?P<secret3>[^\s|>#][^\n]*?))"
+            rf"(?:[ \t]+#.*)?[ \t]*$"
+        ),
+        # key=value, key="value" (env dumps, logs, query strings, flags)
+        "assign": re.compile(
+            rf"{start}{key}[ \t]*=[ \t]*{_NOT_A_VALUE}"
+            rf"(?:\"(?P<secret1>[^\"\n]*)\"|'(?P<secret2>[^'\n]*)'|(?P<secret3>[^\s\"'&;,]+))"
+        ),
+        # key: value inside a line of log text
+        "colon": re.compile(
+            rf"{start}{key}[ \t]*:[ \t]+{_NOT_A_VALUE}"
+            rf"(?:\"(?P<secret1>[^\"\n]*)\"|'(?P<secret2>[^'\n]*)'|(?P<secret3>[^\s\"',;}}]+))"
+        ),
+    }
+
+
+_PEM = re.compile(
+    r"-----BEGIN (?P<label>[A-Z0-9 ]{1,64})-----(?:\s|\\n)*"
+    r"(?P<secret>[A-Za-z0-9+/=\s\\:,\-\[\]_]+?)"
+    r"(?:\s|\\n)*-----END (?P=label)-----"
+)
+_PEM_BASE64 = re.compile(r"(?<![A-Za-z0-9+/])LS0tLS1CRUdJTi[A-Za-z0-9+/]{8,}={0,2}")
+
+_TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
+    "bearer_token": re.compile(
+        r"(?i:\bbearer)[ \t]+(?P<secret>(?=[A-Za-z0-9\-._~+/]*\d)[A-Za-z0-9\-._~+/]{10,}=*)"
+    ),
+    "basic_auth": re.compile(
+        r"(?i:authorization)[\"']?[ \t]*[:=][ \t]*[\"']?(?i:basic)[ \t]+"
+        r"(?P<secret>[A-Za-z0-9+/]{6,}=*)"
+    ),
+    "aws_access_key": re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
+    "github_token": re.compile(
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"
+    ),
+    "gitlab_token": re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"),
+    "slack_token": re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+    "slack_webhook": re.compile(
+        r"hooks\.slack\.com/services/(?P<secret>T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]+)"
+    ),
+    "jwt": re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]+"),
+    "google_api_key": re.compile(r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"),
+}
+
+_URL_PASSWORD = re.compile(
+    r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@\"'<>]*:(?P<secret>[^\s@/\"'<>]+)@(?=[A-Za-z0-9\[])"
+)
+_ENV_ENTRY_YAML = re.compile(
+    rf"(?m)^[ \t]*(?:-[ \t]+)?name:[ \t]*[\"']?(?:{_PASSWORD_KEY}|{_API_KEY})[\"']?[ \t]*\n"
+    rf"[ \t]*value:[ \t]+{_NOT_A_VALUE}(?:\"(?P<secret1>[^\"\n]*)\"|'(?P<secret2>[^'\n]*)'"
+    rf"|(?P<secret3>[^\s|>][^\n]*?))[ \t]*$"
+)
+_ENV_ENTRY_JSON = re.compile(
+    rf'"name"\s*:\s*"(?:{_PASSWORD_KEY}|{_API_KEY})"\s*,\s*'
+    rf'"value"\s*:\s*"{_NOT_A_VALUE}(?P<secret>(?:[^"\\\n]|\\.)+)"'
+)
+
+
+# ─── kubernetes secrets ───────────────────────────────────────────────────────
+
+
+_YAML_KEY_LINE = re.compile(
+    r"^(?P<indent>[ ]*)(?P<dash>-[ ]+)?(?P<key>\"[^\"\n]*\"|'[^'\n]*'|[^\s#\"'\-][^\s]*?|-[^\s]+?)"
+    r"[ ]*:(?:[ ]+(?P<value>.*?))?[ ]*$"
+)
+
+
+@dataclass(frozen=True)
+class _YamlLine:
+    col: int  # column of the key
+    dash: bool
+    key: str
+    value: str
+
+
+def _yaml_line(line: str) -> _YamlLine | None:
+    match = _YAML_KEY_LINE.match(line.rstrip("\r\n"))
+    if match is None:
+        return None
+    col = len(match["indent"]) + len(match["dash"] or "")
+    return _YamlLine(
+        col, match["dash"] is not None, match["key"].strip("\"'"), match["value"] or ""
+    )
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _is_blank(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith("#")
+
+
+def _is_doc_marker(line: str) -> bool:
+    return line.rstrip() in ("---", "...") or line.startswith("--- ")
+
+
+def _yaml_mapping_is_secret(lines: list[str], index: int, col: int) -> bool:
+    """Whether the mapping holding the key on line ``index`` (at column ``col``) has kind Secret."""
+
+    def is_secret_kind(parsed: _YamlLine) -> bool:
+        return parsed.key == "kind" and parsed.value.strip("\"' ") == "Secret"
+
+    this = _yaml_line(lines[index])
+    starts_here = this is not None and this.dash
+    # Backwards, to the start of the mapping (unless it starts on this line).
+    for i in range(index - 1, -1, -1):
+        if starts_here:
+            break
+        line = lines[i]
+        if _is_doc_marker(line):
+            break
+        if _is_blank(line):
+            continue
+        parsed = _yaml_line(line)
+        if parsed is not None and parsed.col == col:
+            if is_secret_kind(parsed):
+                return True
+            if parsed.dash:
+                break
+            continue
+        if _indent(line) < col:
+            break
+    # Forwards, to its end.
+    for i in range(index + 1, len(lines)):
+        line = lines[i]
+        if _is_doc_marker(line):
+            break
+        if _is_blank(line):
+            continue
+        parsed = _yaml_line(line)
+        if parsed is not None and parsed.col == col:
+            if parsed.dash:
+                break
+            if is_secret_kind(parsed):
+                return True
+            continue
+        if _indent(line) < col:
+            break
+    return False
+
+
+def _mask_yaml_secret_data(text: str, token: str) -> tuple[str, int]:
+    """Mask the values under ``data:``/``stringData:`` of YAML Secrets, keeping the keys."""
+    if "Secret" not in text or "ata:" not in text:
+        return text, 0
+    lines = text.splitlines(keepends=True)
+    drop: set[int] = set()
+    count = 0
+    for i, line in enumerate(lines):
+        parsed = _yaml_line(line)
+        if parsed is None or parsed.key not in ("data", "stringData") or parsed.value:
+            continue
+        if not _yaml_mapping_is_secret(lines, i, parsed.col):
+            continue
+        child_col: int | None = None
+        in_value = False
+        for j in range(i + 1, len(lines)):
+            child = lines[j]
+            if _is_doc_marker(child):
+                break
+            if not child.strip():
+                continue
+            indent = _indent(child)
+            if indent <= parsed.col:
+                break
+            if child_col is None:
+                child_col = indent
+            if indent > child_col:
+                if in_value:
+                    drop.add(j)
+                continue
+            entry = _yaml_line(child)
+            if entry is None or entry.dash:
+                in_value = False
+                continue
+            value = entry.value
+            # A block scalar or a multi-line plain scalar continues on more-indented lines.
+            in_value = True
+            if _is_masked(value):
+                continue
+            ending = child[len(child.rstrip("\r\n")) :]
+            key_end = child.index(":", entry.col) + 1
+            lines[j] = f"{child[:key_end]} {token}{ending}"
+            count += 1
+    if not count and not drop:
+        return text, 0
+    return "".join(line for i, line in enumerate(lines) if i not in drop), count
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_WS = re.compile(r"\s*")
+_DECODER = json.JSONDecoder()
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    match = _JSON_WS.match(text, pos)
+    return match.end() if match is not None else pos
+
+
+def _json_members(text: str, start: int) -> list[tuple[str, int, int]] | None:
+    """Direct members of the JSON object starting at ``text[start] == '{'``: (key, value span)."""
+    members: list[tuple[str, int, int]] = []
+    pos = _skip_ws(text, start + 1)
+    if text.startswith("}", pos):
+        return members
+    while True:
+        key_match = _JSON_STRING.match(text, pos)
+        if key_match is None:
+            return None
+        pos = _skip_ws(text, key_match.end())
+        if not text.startswith(":", pos):
+            return None
+        pos = _skip_ws(text, pos + 1)
+        try:
+            _, end = _DECODER.raw_decode(text, pos)
+        except ValueError:
+            return None
+        members.append((json.loads(key_match.group(0)), pos, end))
+        pos = _skip_ws(text, end)
+        if text.startswith(",", pos):
+            pos = _skip_ws(text, pos + 1)
+            continue
+        if text.startswith("}", pos):
+            return members
+        return None
+
+
+def _enclosing_object(text: str, pos: int) -> int | None:
+    """Index of the ``{`` opening the JSON object that contains ``pos`` (scanning backwards)."""
+    depth = 0
+    in_string = False
+    i = pos - 1
+    while i >= 0:
+        char = text[i]
+        if char == '"':
+            backslashes = 0
+            j = i - 1
+            while j >= 0 and text[j] == "\\":
+                backslashes += 1
+                j -= 1
+            if backslashes % 2 == 0:
+                in_string = not in_string
+        elif not in_string:
+            if char in "}]":
+                depth += 1
+            elif char in "{[":
+                if depth == 0:
+                    return i if char == "{" else None
+                depth -= 1
+        i -= 1
+    return None
+
+
+_JSON_DATA_KEY = re.compile(r'"(?:data|stringData)"\s*:\s*\{')
+
+
+def _mask_json_secret_data(text: str, token: str) -> tuple[str, int]:
+    """Mask the string values of ``"data"``/``"stringData"`` of JSON Secrets."""
+    if '"Secret"' not in text:
+        return text, 0
+    replacements: list[tuple[int, int]] = []
+    for match in _JSON_DATA_KEY.finditer(text):
+        owner = _enclosing_object(text, match.start())
+        if owner is None:
+            continue
+        owner_members = _json_members(text, owner)
+        if owner_members is None or not any(
+            key == "kind" and text[start:end] == '"Secret"' for key, start, end in owner_members
+        ):
+            continue
+        data_members = _json_members(text, match.end() - 1)
+        for _, start, end in data_members or []:
+            value = text[start:end]
+            if value.startswith('"') and value != '""' and not _is_masked(value):
+                replacements.append((start, end))
+    if not replacements:
+        return text, 0
+    pieces: list[str] = []
+    cursor = 0
+    for start, end in sorted(set(replacements)):
+        pieces.append(text[cursor:start])
+        pieces.append(json.dumps(token))
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces), len(set(replacements))
+
+
+# JSON escaped inside a JSON string, as in a last-applied-configuration annotation.
+_ESCAPED_DATA = re.compile(r'\\"(?:data|stringData)\\"\s*:\s*\{(?P<body>[^{}]*)\}')
+_ESCAPED_MEMBER = re.compile(r'\\"[^"\\]+\\"\s*:\s*\\"(?P<secret>[^"\\]*)\\"')
+
+
+def _mask_escaped_secret_data(text: str, token: str) -> tuple[str, int]:
+    if '\\"Secret\\"' not in text:
+        return text, 0
+    count = 0
+
+    def member(match: re.Match[str]) -> str:
+        nonlocal count
+        value = match["secret"]
+        if not value or _is_masked(value):
+            return match.group(0)
+        count += 1
+        return match.group(0)[: match.start("secret") - match.start()] + token + '\\"'
+
+    def data(match: re.Match[str]) -> str:
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        line_end = text.find("\n", match.end())
+        line = text[line_start : line_end if line_end >= 0 else len(text)]
+        if not re.search(r'\\"kind\\"\s*:\s*\\"Secret\\"', line):
+            return match.group(0)
+        return _ESCAPED_MEMBER.sub(member, match.group(0))
+
+    return _ESCAPED_DATA.sub(data, text), count
+
+
+def _kubernetes_secret_rules() -> list[_Rule]:
+    token = mask_token("kubernetes_secrets")
+    group = "kubernetes_secrets"
+    return [
+        _Rule("k8s_secret_yaml", group, lambda text: _mask_yaml_secret_data(text, token)),
+        _Rule("k8s_secret_json", group, lambda text: _mask_json_secret_data(text, token)),
+        _Rule("k8s_secret_escaped", group, lambda text: _mask_escaped_secret_data(text, token)),
+    ]
+
+
+def _builtin_rules(group: PatternGroup) -> list[_Rule]:
+    token = mask_token(group)
+    if group == "kubernetes_secrets":
+        return _kubernetes_secret_rules()
+    if group == "certificates":
+        return [
+            _regex_rule("pem_block", group, _PEM, token),
+            _regex_rule("pem_base64", group, _PEM_BASE64, token),
+        ]
+    if group == "tokens":
+        rules = [_regex_rule(name, group, p, token) for name, p in _TOKEN_PATTERNS.items()]
+        rules += [
+            _regex_rule(f"api_key_{form}", group, p, token)
+            for form, p in _key_value_patterns(_API_KEY).items()
+        ]
+        return rules
+    rules = [
+        _regex_rule("url_password", group, _URL_PASSWORD, token),
+        _regex_rule("env_entry_yaml", group, _ENV_ENTRY_YAML, token),
+        _regex_rule("env_entry_json", group, _ENV_ENTRY_JSON, token),
+    ]
+    rules += [
+        _regex_rule(f"password_{form}", group, p, token)
+        for form, p in _key_value_patterns(_PASSWORD_KEY).items()
+    ]
+    return rules
+
+
+# Order matters: structure first (a Secret's data), then whole blocks, then single values.
+_GROUP_ORDER: tuple[PatternGroup, ...] = (
+    "kubernetes_secrets",
+    "certificates",
+    "tokens",
+    "passwords",
+)
+_BUILTIN_RULE_NAMES = frozenset(rule.name for g in _GROUP_ORDER for rule in _builtin_rules(g))
+_SENSITIVE_KEY = {
+    "tokens": re.compile(_API_KEY + "|(?i:x-api-key|authorization)"),
+    "passwords": re.compile(_PASSWORD_KEY),
+}
+
+
+# ─── the masker ───────────────────────────────────────────────────────────────
+
+
+class Masker:
+    """Masks text and JSON-like values according to a :class:`MaskingConfig`."""
+
+    def __init__(self, config: MaskingConfig | None = None) -> None:
+        self.config = config if config is not None else MaskingConfig()
+        self._rules: list[_Rule] = []
+        if not self.config.enabled:
+            return
+        for group in _GROUP_ORDER:
+            if group in self.config.pattern_groups:
+                self._rules.extend(_builtin_rules(group))
+        for custom in self.config.custom_patterns:
+            self._rules.append(
+                _regex_rule(custom.name, "custom", re.compile(custom.pattern), custom.token)
+            )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether this masker changes anything at all."""
+        return bool(self._rules)
+
+    def mask(self, text: str) -> MaskResult:
+        """Return ``text`` with every secret the enabled rules recognise replaced."""
+        counts: Counter[str] = Counter()
+        for rule in self._rules:
+            text, count = rule.apply(text)
+            if count:
+                counts[rule.name] += count
+        return MaskResult(text=text, counts=dict(counts))
+
+    def mask_json(self, value: Any) -> JsonMaskResult:
+        """Return a masked copy of a JSON-like value (dicts, lists, strings, scalars).
+
+        Strings are masked as text; a value under a password, secret, token or API-key
+        key is masked whole; ``data``/``stringData`` of a ``kind: Secret`` mapping are
+        masked value by value. The input is not modified.
+        """
+        counts: Counter[str] = Counter()
+        masked = self._mask_value(value, counts)
+        return JsonMaskResult(value=masked, counts=dict(counts))
+
+    def _mask_value(self, value: Any, counts: Counter[str]) -> Any:
+        if not self._rules:
+            return value
+        if isinstance(value, str):
+            result = self.mask(value)
+            counts.update(result.counts)
+            return result.text
+        if isinstance(value, Mapping):
+            return self._mask_mapping(value, counts)
+        if isinstance(value, list | tuple):
+            return [self._mask_value(item, counts) for item in value]
+        return value
+
+    def _mask_mapping(self, value: Mapping[Any, Any], counts: Counter[str]) -> dict[Any, Any]:
+        groups = self.config.pattern_groups
+        is_secret = "kubernetes_secrets" in groups and value.get("kind") == "Secret"
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if is_secret and key in ("data", "stringData") and isinstance(item, Mapping):
+                token = mask_token("kubernetes_secrets")
+                masked_data: dict[Any, Any] = {}
+                for data_key, data_value in item.items():
+                    if data_value in (None, "") or (
+                        isinstance(data_value, str) and _is_masked(data_value)
+                    ):
+                        masked_data[data_key] = data_value
+                    else:
+                        masked_data[data_key] = token
+                        counts["k8s_secret_json"] += 1
+                out[key] = masked_data
+                continue
+            group = self._sensitive_group(key)
+            if (
+                group is not None
+                and isinstance(item, str | int | float)
+                and not isinstance(item, bool)
+                and item != ""
+                and not (isinstance(item, str) and (_is_masked(item) or item.startswith("<")))
+            ):
+                out[key] = mask_token(group)
+                counts[f"{'api_key' if group == 'tokens' else 'password'}_json"] += 1
+                continue
+            out[key] = self._mask_value(item, counts)
+        return out
+
+    def _sensitive_group(self, key: Any) -> str | None:
+        if not isinstance(key, str):
+            return None
+        for group, pattern in _SENSITIVE_KEY.items():
+            if group in self.config.pattern_groups and pattern.fullmatch(key):
+                return group
+        return None

@@ -1,0 +1,57 @@
+"""Values that the configuration names instead of containing: environment or Secret Manager.
+
+Settings (``tarsy.settings``) are the product's own environment; this module
+resolves the variables and secrets that a *user's configuration* points at
+(MCP server tokens, for instance), so it is the one other place that reads the
+environment, and only for names the configuration gives.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from tarsy.config.schema import SecretRef
+from tarsy.errors import ConfigError
+from tarsy.settings import Settings
+
+_client: Any = None
+_client_lock = threading.Lock()
+
+
+def secret_version_name(secret: str, project_id: str) -> str:
+    """Full Secret Manager version name for ``secret`` (a short name means latest)."""
+    if secret.startswith("projects/"):
+        return secret if "/versions/" in secret else f"{secret}/versions/latest"
+    return f"projects/{project_id}/secrets/{secret}/versions/latest"
+
+
+def _secret_manager() -> Any:
+    global _client
+    with _client_lock:
+        if _client is None:
+            from google.cloud import secretmanager
+
+            _client = secretmanager.SecretManagerServiceClient()
+        return _client
+
+
+def resolve(value: str | SecretRef, settings: Settings) -> str:
+    """The plain value of a config entry that may name an environment variable or secret."""
+    if isinstance(value, str):
+        return value
+    if value.env is not None:
+        resolved = os.environ.get(value.env)
+        if resolved is None:
+            raise ConfigError(f"environment variable {value.env!r} named in the config is not set")
+        return resolved
+    assert value.secret is not None
+    name = secret_version_name(value.secret, settings.project_id)
+    response = _secret_manager().access_secret_version(request={"name": name})
+    return str(response.payload.data.decode("utf-8"))
+
+
+def resolve_all(values: dict[str, str | SecretRef], settings: Settings) -> dict[str, str]:
+    """Resolve every value of a mapping (headers, environment)."""
+    return {key: resolve(value, settings) for key, value in values.items()}
