@@ -10,13 +10,24 @@ import asyncio
 
 from tarsy.bus import get_bus
 from tarsy.config import load_config
+from tarsy.config.schema import TarsyConfig
 from tarsy.log import configure_logging
-from tarsy.settings import get_settings
+from tarsy.settings import Settings, get_settings
 from tarsy.steps import Deps
-from tarsy.store import get_store
+from tarsy.store import Store, get_store
+from tarsy.tools import ToolExecutor
 
 _deps: Deps | None = None
 _lock = asyncio.Lock()
+
+
+def _tool_executor(config: TarsyConfig, settings: Settings, store: Store) -> ToolExecutor | None:
+    """The MCP executor when any MCP server is configured (imported only then)."""
+    if not config.mcp_servers:
+        return None
+    from tarsy.mcp.executor import MCPToolExecutor
+
+    return MCPToolExecutor(config, settings, store)
 
 
 async def get_deps() -> Deps:
@@ -27,10 +38,13 @@ async def get_deps() -> Deps:
             if _deps is None:
                 settings = get_settings()
                 configure_logging(settings)
+                config = load_config(settings)
+                store = get_store(settings)
                 _deps = Deps(
                     settings=settings,
-                    config=load_config(settings),
-                    store=get_store(settings),
+                    config=config,
+                    store=store,
                     bus=get_bus(settings),
+                    tools=_tool_executor(config, settings, store),
                 )
     return _deps

@@ -61,10 +61,48 @@ def validate_config(raw: dict[str, Any], source: str) -> TarsyConfig:
     except ValidationError as e:
         errors = [(_location(err["loc"]), err["msg"]) for err in e.errors()]
         raise ConfigError(f"invalid configuration in {source}", errors) from e
-    problems = config.reference_errors()
+    problems = config.reference_errors() or strategy_errors(config)
     if problems:
         raise ConfigError(f"invalid configuration in {source}", problems)
     return config
+
+
+def strategy_errors(config: TarsyConfig) -> list[tuple[str, str]]:
+    """Every stage agent whose strategy is unknown or needs what its provider's backend lacks."""
+    # Imported here: the strategies import the config schema.
+    from tarsy.llm.capabilities import BACKEND_CAPABILITIES
+    from tarsy.strategies.base import missing_capabilities
+    from tarsy.strategies.registry import get_strategy, strategy_names
+
+    problems: list[tuple[str, str]] = []
+    known = strategy_names()
+    for chain_id, chain in config.agent_chains.items():
+        for s, stage in enumerate(chain.stages):
+            for a, _ in enumerate(stage.agents):
+                where = f"agent_chains.{chain_id}.stages.{s}.agents.{a}"
+                resolved = config.resolve(chain_id, s, a)
+                if resolved.iteration_strategy not in known:
+                    problems.append(
+                        (
+                            f"{where}.iteration_strategy",
+                            f"strategy {resolved.iteration_strategy!r} is not available in "
+                            f"this build; available: {', '.join(known)}",
+                        )
+                    )
+                    continue
+                strategy = get_strategy(resolved.iteration_strategy)
+                offered = BACKEND_CAPABILITIES[resolved.provider.backend]
+                missing = missing_capabilities(strategy.requires, offered)
+                if missing:
+                    problems.append(
+                        (
+                            f"{where}.llm_provider",
+                            f"strategy {strategy.name!r} needs {', '.join(missing)}, which "
+                            f"provider {resolved.provider_name!r} (backend "
+                            f"{resolved.provider.backend!r}) lacks",
+                        )
+                    )
+    return problems
 
 
 def load_config(settings: Settings, *, user_text: str | None = None) -> TarsyConfig:

@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tarsy.config.schema import LLMProviderConfig
 from tarsy.llm.base import (
-    Capabilities,
     Chunk,
     CodeExecutionChunk,
     ErrorChunk,
@@ -34,6 +33,7 @@ from tarsy.llm.base import (
     ToolDefinition,
     UsageChunk,
 )
+from tarsy.llm.capabilities import BACKEND_CAPABILITIES
 from tarsy.llm.retry import AttemptError, classify_status, parse_retry_after, with_retries
 from tarsy.llm.tool_names import from_function_name, to_function_name
 from tarsy.models import ConversationMessage, ErrorInfo, TokenUsage
@@ -282,9 +282,7 @@ class GoogleNativeProvider:
     """Gemini via google-genai: streaming, function calling, thinking, native tools."""
 
     name = "google-native"
-    capabilities = Capabilities(
-        streaming=True, thinking=True, function_calling=True, native_tools=True, code_execution=True
-    )
+    capabilities = BACKEND_CAPABILITIES["google-native"]
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
