@@ -1,0 +1,191 @@
+"""The controllers as pure functions: (state, LLM result, tool results) → outcome."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tarsy.config.schema import LLMProviderConfig, ResolvedAgentConfig
+from tarsy.llm.base import LLMResult, ToolDefinition
+from tarsy.models import AgentExecution, ConversationMessage, ToolCall
+from tarsy.strategies.base import IterationState
+from tarsy.strategies.native_thinking import NativeThinkingStrategy
+from tarsy.strategies.react import ReActStrategy, call_id_for
+from tarsy.strategies.single_call import SingleCallStrategy
+from tarsy.tools import ToolListing, ToolResult
+
+POD_GET = ToolDefinition(
+    name="cluster.pods_get",
+    description="Get one pod",
+    parameters={
+        "type": "object",
+        "properties": {"namespace": {"type": "string"}, "name": {"type": "string"}},
+        "required": ["name"],
+    },
+)
+
+
+def state(
+    *,
+    strategy: str,
+    iteration: int = 0,
+    max_iterations: int = 5,
+    signatures: dict[str, str] | None = None,
+) -> IterationState:
+    execution = AgentExecution(
+        execution_id="s1-s00-a00", session_id="s1", stage=0, agent="investigator",
+        strategy=strategy, provider="default", step=iteration + 1, iteration=iteration,
+        max_iterations=max_iterations,
+    )  # fmt: skip
+    config = ResolvedAgentConfig(
+        agent="investigator", instructions="Investigate.", custom_instructions="",
+        iteration_strategy=strategy,  # type: ignore[arg-type]
+        provider_name="default", provider=LLMProviderConfig(backend="google-native", model="m"),
+        max_iterations=max_iterations, mcp_servers=["cluster"],
+    )  # fmt: skip
+    return IterationState(
+        execution=execution,
+        config=config,
+        messages=[
+            ConversationMessage(role="system", content="You are investigator."),
+            ConversationMessage(role="user", content="Pod api-0 crash loops."),
+        ],
+        provider_state=signatures or {},
+        tools=ToolListing(tools=[POD_GET]),
+    )
+
+
+def result_for(call: ToolCall, content: str, *, error: bool = False) -> ToolResult:
+    return ToolResult(
+        call_id=call.id, name=call.name, arguments=json.loads(call.arguments),
+        content=content, full_content=content, is_error=error,
+    )  # fmt: skip
+
+
+# ─── native thinking ──────────────────────────────────────────────────────────
+
+
+def test_native_request_carries_tools_signatures_and_guidance() -> None:
+    st = state(strategy="native-thinking", signatures={"model-turn-0000": "{}"})
+    request = NativeThinkingStrategy().build_request(st)
+    assert [t.name for t in request.tools] == ["cluster.pods_get"]
+    assert request.thought_signatures == {"model-turn-0000": "{}"}
+    assert request.messages[0].content.startswith("You are investigator.")
+    assert "final analysis" in request.messages[0].content
+    # Guidance is added to the request only; the stored conversation is unchanged.
+    assert st.messages[0].content == "You are investigator."
+
+
+def test_native_tool_calls_continue_with_tool_messages_and_events() -> None:
+    call = ToolCall(id="c1", name="cluster.pods_get", arguments='{"name": "api-0"}')
+    llm = LLMResult(text="", thinking="Check the pod.", tool_calls=[call])
+    tool = result_for(call, "status: CrashLoopBackOff")
+    outcome = NativeThinkingStrategy().on_result(state(strategy="native-thinking"), llm, [tool])
+
+    assert outcome.next == "continue"
+    assert [m.role for m in outcome.messages] == ["assistant", "tool"]
+    assert outcome.messages[0].tool_calls == [call]
+    assert outcome.messages[1].tool_call_id == "c1"
+    assert outcome.messages[1].content == "status: CrashLoopBackOff"
+    assert [e.type.value for e in outcome.timeline] == [
+        "llm_thinking", "llm_tool_call", "mcp_tool_call",
+    ]  # fmt: skip
+    assert outcome.timeline[2].metadata["server"] == "cluster"
+
+
+def test_native_turn_without_calls_is_the_final_analysis() -> None:
+    outcome = NativeThinkingStrategy().on_result(
+        state(strategy="native-thinking"), LLMResult(text=" Root cause: bad config. "), []
+    )
+    assert outcome.next == "complete"
+    assert outcome.final_analysis == "Root cause: bad config."
+    assert [e.type.value for e in outcome.timeline] == ["final_analysis"]
+
+
+def test_native_last_iteration_offers_no_tools_and_pauses_if_it_still_calls() -> None:
+    last = state(strategy="native-thinking", iteration=4, max_iterations=5)
+    request = NativeThinkingStrategy().build_request(last)
+    assert request.tools == []
+    assert "last iteration" in request.messages[0].content
+    call = ToolCall(id="c1", name="cluster.pods_get", arguments='{"name": "api-0"}')
+    outcome = NativeThinkingStrategy().on_result(
+        last, LLMResult(tool_calls=[call]), [result_for(call, "x")]
+    )
+    assert outcome.next == "pause"
+    assert outcome.error is not None and outcome.error.code == "max_iterations"
+
+
+# ─── ReAct ────────────────────────────────────────────────────────────────────
+
+ACTION = """Thought: I should look at the pod.
+Action: cluster.pods_get
+Action Input: {"namespace": "checkout", "name": "api-0"}"""
+
+
+def test_react_request_lists_tools_as_text_not_functions() -> None:
+    request = ReActStrategy().build_request(state(strategy="react"))
+    assert request.tools == []
+    system = request.messages[0].content
+    assert "cluster.pods_get" in system and "Action Input:" in system
+
+
+def test_react_action_becomes_one_deterministic_tool_call() -> None:
+    st = state(strategy="react")
+    [call] = ReActStrategy().tool_calls(st, LLMResult(text=ACTION))
+    assert call.name == "cluster.pods_get"
+    assert json.loads(call.arguments) == {"namespace": "checkout", "name": "api-0"}
+    assert (
+        call.id == call_id_for(st) == ReActStrategy().tool_calls(st, LLMResult(text=ACTION))[0].id
+    )
+
+
+def test_react_observation_goes_back_as_a_user_message() -> None:
+    st = state(strategy="react")
+    [call] = ReActStrategy().tool_calls(st, LLMResult(text=ACTION))
+    outcome = ReActStrategy().on_result(
+        st, LLMResult(text=ACTION), [result_for(call, "Ready: 0/1")]
+    )
+    assert outcome.next == "continue"
+    assert [m.role for m in outcome.messages] == ["assistant", "user"]
+    assert outcome.messages[1].content == "Observation: Ready: 0/1"
+    assert [e.type.value for e in outcome.timeline] == [
+        "llm_thinking", "llm_tool_call", "mcp_tool_call",
+    ]  # fmt: skip
+
+
+def test_react_final_answer_completes() -> None:
+    text = "Thought: I know enough.\nFinal Answer: The DB_URL key is missing."
+    outcome = ReActStrategy().on_result(state(strategy="react"), LLMResult(text=text), [])
+    assert outcome.next == "complete"
+    assert outcome.final_analysis == "The DB_URL key is missing."
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Thought: hmm, not sure yet.", "no Action"),
+        ("Thought: x\nAction: cluster.nodes_top\nAction Input: {}", "cluster.pods_get"),
+    ],
+)
+def test_react_malformed_answers_get_specific_feedback(text: str, expected: str) -> None:
+    st = state(strategy="react")
+    assert ReActStrategy().tool_calls(st, LLMResult(text=text)) == []
+    outcome = ReActStrategy().on_result(st, LLMResult(text=text), [])
+    assert outcome.next == "continue"
+    feedback = outcome.messages[1].content
+    assert feedback.startswith("Observation: Error in reasoning")
+    assert "Action Input:" in feedback  # the format reminder
+    assert expected.lower() in feedback.lower() or expected in feedback
+
+
+def test_single_call_records_response_and_analysis() -> None:
+    outcome = SingleCallStrategy().on_result(
+        state(strategy="single-call"), LLMResult(text="All good.", thinking="t"), []
+    )
+    assert [e.type.value for e in outcome.timeline] == [
+        "llm_thinking",
+        "llm_response",
+        "final_analysis",
+    ]
+    assert outcome.final_analysis == "All good."
