@@ -1,19 +1,29 @@
-"""The api endpoint: read sessions (and, with later issues, act on them)."""
+"""The api endpoint: read a session, cancel it, resume it, health."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import Any
 
+from pydantic import BaseModel, Field, ValidationError
+
 from tarsy.errors import InputError, NotFoundError
 from tarsy.http import HttpRequest, HttpResponse, check_api_key, error_response
-from tarsy.steps import Deps
+from tarsy.models import ExecutionStatus, utcnow
+from tarsy.steps import Deps, iterate_message
 from tarsy.store import Store
 
 logger = logging.getLogger(__name__)
 
-_SESSION_PATH = re.compile(r"^/sessions/(?P<session_id>[\w\-]+)$")
+_SESSION_PATH = re.compile(r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume))?$")
+
+
+class ResumeRequest(BaseModel):
+    """``POST /sessions/{id}/resume`` body (optional)."""
+
+    extra_iterations: int | None = Field(default=None, ge=1, le=200)
 
 
 async def session_view(store: Store, session_id: str) -> dict[str, Any]:
@@ -47,6 +57,71 @@ async def session_view(store: Store, session_id: str) -> dict[str, Any]:
     }
 
 
+async def cancel(deps: Deps, session_id: str) -> dict[str, Any]:
+    """Ask for a session to stop; steps check the flag before each LLM call and publish."""
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    if session.status.is_terminal:
+        raise InputError(f"session {session_id} is already {session.status.value}", status=409)
+    await deps.store.update_session(session_id, {"cancel_requested": True})
+    # Nothing runs for a pending start or a paused execution: end those here.
+    now = utcnow()
+    cancelled = ExecutionStatus.CANCELLED.value
+    for execution in await deps.store.list_executions(session_id):
+        if execution.status is ExecutionStatus.PAUSED:
+            await deps.store.update_execution(
+                execution.execution_id, {"status": cancelled, "completed_at": now}
+            )
+    if session.status is ExecutionStatus.PAUSED:
+        await deps.store.update_session(session_id, {"status": cancelled, "completed_at": now})
+    logger.info("cancel requested for %s", session_id)
+    return {"session_id": session_id, "cancel_requested": True}
+
+
+async def resume(deps: Deps, session_id: str, request: ResumeRequest) -> dict[str, Any]:
+    """Continue a session paused at max_iterations, with more iterations."""
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    if session.status is not ExecutionStatus.PAUSED:
+        raise InputError(f"session {session_id} is {session.status.value}, not paused", status=409)
+    resumed: list[str] = []
+    for execution in await deps.store.list_executions(session_id):
+        if execution.status is not ExecutionStatus.PAUSED:
+            continue
+        extra = request.extra_iterations or execution.max_iterations
+        await deps.store.update_execution(
+            execution.execution_id,
+            {
+                "status": ExecutionStatus.ACTIVE.value,
+                "max_iterations": execution.max_iterations + extra,
+                "error": None,
+            },
+        )
+        await deps.bus.publish(iterate_message(execution, execution.step))
+        resumed.append(execution.execution_id)
+    await deps.store.update_session(
+        session_id, {"status": ExecutionStatus.ACTIVE.value, "error": None}
+    )
+    return {"session_id": session_id, "resumed": resumed}
+
+
+def _resume_body(request: HttpRequest) -> ResumeRequest:
+    if not request.body.strip():
+        return ResumeRequest()
+    try:
+        return ResumeRequest.model_validate(json.loads(request.body))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"malformed JSON: {e}", status=400) from e
+    except ValidationError as e:
+        details = [
+            {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            for err in e.errors()
+        ]
+        raise InputError("invalid resume request", status=422, details=details) from e
+
+
 async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
     """Serve one api request."""
     path = request.path.rstrip("/") or "/"
@@ -57,10 +132,18 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
         match = _SESSION_PATH.match(path)
         if match is None:
             raise InputError(f"no route {request.path!r}", status=404)
-        if request.method != "GET":
+        session_id, action = match["session_id"], match["action"]
+        allowed = "POST" if action else "GET"
+        if request.method != allowed:
             raise InputError(
-                f"method {request.method} not allowed", status=405, details={"allow": "GET"}
+                f"method {request.method} not allowed", status=405, details={"allow": allowed}
             )
-        return HttpResponse(status=200, body=await session_view(deps.store, match["session_id"]))
+        if action == "cancel":
+            return HttpResponse(status=202, body=await cancel(deps, session_id))
+        if action == "resume":
+            return HttpResponse(
+                status=202, body=await resume(deps, session_id, _resume_body(request))
+            )
+        return HttpResponse(status=200, body=await session_view(deps.store, session_id))
     except InputError as e:
         return error_response(e)

@@ -178,7 +178,7 @@ def _regex_rule(name: str, group: str, pattern: re.Pattern[str], token: str) -> 
 
 
 # Values a key=value rule leaves alone: mask tokens, references, placeholders, booleans.
-_NOT_A_VALUE = r"(?!\[MASKED_|\$\{|\$\(|<|(?:true|false|null|none|yes|no)\b[\"']?\s*(?:$|[,}\]]))"
+_NOT_A_VALUE = r"(?!\[MASKED_|\$\{|\$\(|<|(?:true|false|null|none)[\"']?(?:[\s,}\]]|$))"
 
 # Keys whose value is a password, secret or token (group "passwords").
 _PASSWORD_KEY = (
@@ -633,8 +633,14 @@ class Masker:
     def _mask_mapping(self, value: Mapping[Any, Any], counts: Counter[str]) -> dict[Any, Any]:
         groups = self.config.pattern_groups
         is_secret = "kubernetes_secrets" in groups and value.get("kind") == "Secret"
+        # An env entry, {"name": "DB_PASSWORD", "value": "..."}: its value is the secret.
+        env_group = self._sensitive_group(value.get("name")) if "value" in value else None
         out: dict[Any, Any] = {}
         for key, item in value.items():
+            if env_group is not None and key == "value" and self._maskable(item):
+                out[key] = mask_token(env_group)
+                counts["env_entry_json"] += 1
+                continue
             if is_secret and key in ("data", "stringData") and isinstance(item, Mapping):
                 token = mask_token("kubernetes_secrets")
                 masked_data: dict[Any, Any] = {}
@@ -649,18 +655,19 @@ class Masker:
                 out[key] = masked_data
                 continue
             group = self._sensitive_group(key)
-            if (
-                group is not None
-                and isinstance(item, str | int | float)
-                and not isinstance(item, bool)
-                and item != ""
-                and not (isinstance(item, str) and (_is_masked(item) or item.startswith("<")))
-            ):
+            if group is not None and self._maskable(item):
                 out[key] = mask_token(group)
                 counts[f"{'api_key' if group == 'tokens' else 'password'}_json"] += 1
                 continue
             out[key] = self._mask_value(item, counts)
         return out
+
+    @staticmethod
+    def _maskable(item: Any) -> bool:
+        """Whether a scalar under a sensitive key is to be masked (not empty, not a reference)."""
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            return False
+        return not (isinstance(item, str) and (not item or _is_masked(item) or item[0] in "<$"))
 
     def _sensitive_group(self, key: Any) -> str | None:
         if not isinstance(key, str):

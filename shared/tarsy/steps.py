@@ -111,6 +111,12 @@ async def _start_session(message: StepMessage, deps: Deps) -> None:
         return
     if session.status.is_terminal:
         return
+    if session.cancel_requested:
+        await deps.store.update_session(
+            session.session_id,
+            {"status": ExecutionStatus.CANCELLED.value, "completed_at": utcnow()},
+        )
+        return
     await _start_stage(session, 0, deps, previous_context="")
 
 
@@ -160,10 +166,11 @@ async def _start_stage(session: Session, index: int, deps: Deps, previous_contex
                 continue
             if current.status.is_terminal or current.lease_owner:
                 continue
-        await deps.bus.publish(_iterate_message(execution, FIRST_ITERATION_STEP))
+        await deps.bus.publish(iterate_message(execution, FIRST_ITERATION_STEP))
 
 
-def _iterate_message(execution: AgentExecution, step: int) -> StepMessage:
+def iterate_message(execution: AgentExecution, step: int) -> StepMessage:
+    """The message that runs ``step`` of ``execution``."""
     return StepMessage(
         session_id=execution.session_id,
         execution_id=execution.execution_id,
@@ -193,6 +200,9 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         )
         return
     if execution.status.is_terminal or execution.status == ExecutionStatus.PAUSED:
+        return
+    if session.cancel_requested:
+        await _cancel_execution(execution, deps)
         return
     now = utcnow()
     if execution.lease_owner and execution.lease_until and execution.lease_until > now:
@@ -290,7 +300,12 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
     if not await deps.store.commit_step(commit):
         return  # another invocation took over after our lease expired; it owns the step now
     if outcome.next == "continue":
-        await deps.bus.publish(_iterate_message(execution, message.step + 1))
+        # Cancellation may have been asked for while the model was thinking.
+        current = await deps.store.get_session(session.session_id)
+        if current is not None and current.cancel_requested:
+            await _cancel_execution(execution, deps)
+            return
+        await deps.bus.publish(iterate_message(execution, message.step + 1))
 
 
 def _investigation_context(session: Session, limit: int = 4000) -> str:
@@ -344,7 +359,10 @@ def _commit_for(
         stage_fields.update(status=ExecutionStatus.FAILED.value, completed_at=now)
         session_fields.update(status=ExecutionStatus.FAILED.value, error=error, completed_at=now)
     elif outcome.next == "pause":
-        execution_fields.update(status=ExecutionStatus.PAUSED.value)
+        error = outcome.error.model_dump() if outcome.error else None
+        execution_fields.update(status=ExecutionStatus.PAUSED.value, error=error)
+        stage_fields.update(status=ExecutionStatus.PAUSED.value)
+        session_fields.update(status=ExecutionStatus.PAUSED.value, error=error)
     return StepCommit(
         execution_id=execution.execution_id,
         session_id=session.session_id,
@@ -362,6 +380,23 @@ def _commit_for(
     )
 
 
+async def _cancel_execution(execution: AgentExecution, deps: Deps) -> None:
+    """End a cancelled session's execution (and the session) without another LLM call."""
+    now = utcnow()
+    cancelled = ExecutionStatus.CANCELLED.value
+    await deps.store.update_execution(
+        execution.execution_id,
+        {"status": cancelled, "completed_at": now, "lease_owner": None, "lease_until": None},
+    )
+    await deps.store.update_session(
+        execution.session_id, {"status": cancelled, "completed_at": now}
+    )
+    logger.info(
+        "cancelled",
+        extra=fields(session_id=execution.session_id, execution_id=execution.execution_id),
+    )
+
+
 async def _heal_publish(execution: AgentExecution, deps: Deps) -> None:
     """Re-publish the execution's current step if its message may have been lost."""
     if execution.status.is_terminal or execution.status == ExecutionStatus.PAUSED:
@@ -373,7 +408,7 @@ async def _heal_publish(execution: AgentExecution, deps: Deps) -> None:
         execution.step,
         execution.execution_id,
     )
-    await deps.bus.publish(_iterate_message(execution, execution.step))
+    await deps.bus.publish(iterate_message(execution, execution.step))
 
 
 async def handle_dead_letter(message: StepMessage, deps: Deps, *, delivery_attempts: str) -> None:

@@ -25,6 +25,8 @@ IterationStrategy = Literal[
 ]
 Backend = Literal["google-native", "langchain"]
 NativeTool = Literal["google_search", "code_execution", "url_context"]
+# At max_iterations: one more call without tools for the final answer, or pause for a resume.
+OnMaxIterations = Literal["conclude", "pause"]
 
 
 class _Strict(BaseModel):
@@ -132,6 +134,7 @@ class Defaults(_Strict):
     llm_provider: str = "default"
     iteration_strategy: IterationStrategy = "single-call"
     max_iterations: int = Field(default=20, ge=1, le=200)
+    on_max_iterations: OnMaxIterations = "conclude"
 
 
 class AgentDefinition(_Strict):
@@ -143,6 +146,7 @@ class AgentDefinition(_Strict):
     iteration_strategy: IterationStrategy | None = None
     llm_provider: str | None = None
     max_iterations: int | None = Field(default=None, ge=1, le=200)
+    on_max_iterations: OnMaxIterations | None = None
     mcp_servers: list[str] = Field(default_factory=list)
 
 
@@ -153,6 +157,7 @@ class StageAgentConfig(_Strict):
     iteration_strategy: IterationStrategy | None = None
     llm_provider: str | None = None
     max_iterations: int | None = Field(default=None, ge=1, le=200)
+    on_max_iterations: OnMaxIterations | None = None
     mcp_servers: list[str] | None = None
 
 
@@ -194,6 +199,7 @@ class ResolvedAgentConfig(_Strict):
     provider_name: str
     provider: LLMProviderConfig
     max_iterations: int
+    on_max_iterations: OnMaxIterations = "conclude"
     mcp_servers: list[str]
 
 
@@ -288,6 +294,11 @@ class TarsyConfig(_Strict):
                 chain.max_iterations,
                 definition.max_iterations,
                 self.defaults.max_iterations,
+            ),
+            on_max_iterations=_first(
+                placed.on_max_iterations,
+                definition.on_max_iterations,
+                self.defaults.on_max_iterations,
             ),
             mcp_servers=list(
                 placed.mcp_servers if placed.mcp_servers is not None else definition.mcp_servers

@@ -41,8 +41,13 @@ class IterationState(BaseModel):
         return self.execution.iteration + 1
 
     @property
-    def is_last_iteration(self) -> bool:
-        """Whether this iteration is the last one allowed."""
+    def is_conclusion(self) -> bool:
+        """Whether this is the extra, tool-less call after ``max_iterations`` (conclude mode)."""
+        return self.iteration > self.execution.max_iterations
+
+    @property
+    def at_limit(self) -> bool:
+        """Whether this iteration used the last of ``max_iterations``."""
         return self.iteration >= self.execution.max_iterations
 
 
@@ -134,18 +139,36 @@ def tool_events(calls: list[ToolCall], results: list[ToolResult]) -> list[Timeli
     return events
 
 
-def max_iterations_outcome(
+def continue_or_stop(
     state: IterationState, messages: list[ConversationMessage], timeline: list[TimelineEvent]
 ) -> IterationOutcome:
-    """The execution used all its iterations without concluding: pause it (seed 003)."""
-    return IterationOutcome(
-        messages=messages,
-        timeline=timeline,
-        next="pause",
-        error=ErrorInfo(
-            message=f"reached max_iterations ({state.execution.max_iterations}) without a "
-            "final answer",
-            code="max_iterations",
-            retryable=True,
-        ),
-    )
+    """After a tool iteration: go on, or apply ``on_max_iterations`` at the limit (seed 003).
+
+    ``conclude`` grants one more call, without tools, for the final answer;
+    ``pause`` stops with status paused until ``POST /sessions/{id}/resume``.
+    A model that still asks for tools in its conclusion call fails the execution.
+    """
+    limit = state.execution.max_iterations
+    if state.is_conclusion:
+        return IterationOutcome(
+            messages=messages,
+            timeline=timeline,
+            next="fail",
+            error=ErrorInfo(
+                message=f"no final answer after max_iterations ({limit}) and a conclusion call",
+                code="max_iterations",
+                retryable=False,
+            ),
+        )
+    if state.at_limit and state.config.on_max_iterations == "pause":
+        return IterationOutcome(
+            messages=messages,
+            timeline=timeline,
+            next="pause",
+            error=ErrorInfo(
+                message=f"paused at max_iterations ({limit}); resume to continue",
+                code="max_iterations",
+                retryable=True,
+            ),
+        )
+    return IterationOutcome(messages=messages, timeline=timeline, next="continue")

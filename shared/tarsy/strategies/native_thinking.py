@@ -12,7 +12,7 @@ from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, 
 from tarsy.strategies.base import (
     IterationOutcome,
     IterationState,
-    max_iterations_outcome,
+    continue_or_stop,
     provider_notes,
     tool_events,
 )
@@ -49,13 +49,13 @@ class NativeThinkingStrategy:
     def build_request(self, state: IterationState) -> GenerateRequest:
         """The conversation, the agent's tools as functions, and the thought signatures."""
         guidance = TOOL_GUIDANCE
-        if state.is_last_iteration:
+        if state.is_conclusion:
             guidance = f"{guidance}\n\n{LAST_ITERATION_NOTE}"
         return GenerateRequest(
             execution_id=state.execution.execution_id,
             messages=with_guidance(state.messages, guidance),
             config=state.config.provider,
-            tools=[] if state.is_last_iteration else state.tools.tools,
+            tools=[] if state.is_conclusion else state.tools.tools,
             thought_signatures=state.provider_state,
         )
 
@@ -109,6 +109,4 @@ class NativeThinkingStrategy:
                 for r in tool_results
             ],
         ]
-        if state.is_last_iteration:
-            return max_iterations_outcome(state, messages, timeline)
-        return IterationOutcome(messages=messages, timeline=timeline, next="continue")
+        return continue_or_stop(state, messages, timeline)

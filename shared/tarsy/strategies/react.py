@@ -17,7 +17,7 @@ from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, 
 from tarsy.strategies.base import (
     IterationOutcome,
     IterationState,
-    max_iterations_outcome,
+    continue_or_stop,
     provider_notes,
     tool_events,
 )
@@ -69,7 +69,7 @@ class ReActStrategy:
 
     def build_request(self, state: IterationState) -> GenerateRequest:
         """The conversation with the ReAct rules and tools; no function declarations."""
-        guidance = react_guidance(state.tools, last=state.is_last_iteration)
+        guidance = react_guidance(state.tools, last=state.is_conclusion)
         return GenerateRequest(
             execution_id=state.execution.execution_id,
             messages=with_guidance(state.messages, guidance),
@@ -132,6 +132,4 @@ class ReActStrategy:
             )
             follow_up = ConversationMessage(role="user", content=parsed.feedback() or "")
         messages = [assistant, follow_up]
-        if state.is_last_iteration:
-            return max_iterations_outcome(state, messages, timeline)
-        return IterationOutcome(messages=messages, timeline=timeline, next="continue")
+        return continue_or_stop(state, messages, timeline)

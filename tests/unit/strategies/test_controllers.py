@@ -103,17 +103,29 @@ def test_native_turn_without_calls_is_the_final_analysis() -> None:
     assert [e.type.value for e in outcome.timeline] == ["final_analysis"]
 
 
-def test_native_last_iteration_offers_no_tools_and_pauses_if_it_still_calls() -> None:
-    last = state(strategy="native-thinking", iteration=4, max_iterations=5)
-    request = NativeThinkingStrategy().build_request(last)
+def test_native_conclusion_call_offers_no_tools_and_fails_if_it_still_calls() -> None:
+    conclusion = state(strategy="native-thinking", iteration=5, max_iterations=5)
+    request = NativeThinkingStrategy().build_request(conclusion)
     assert request.tools == []
     assert "last iteration" in request.messages[0].content
     call = ToolCall(id="c1", name="cluster.pods_get", arguments='{"name": "api-0"}')
     outcome = NativeThinkingStrategy().on_result(
-        last, LLMResult(tool_calls=[call]), [result_for(call, "x")]
+        conclusion, LLMResult(tool_calls=[call]), [result_for(call, "x")]
     )
-    assert outcome.next == "pause"
+    assert outcome.next == "fail"
     assert outcome.error is not None and outcome.error.code == "max_iterations"
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("conclude", "continue"), ("pause", "pause")])
+def test_native_at_the_limit_follows_on_max_iterations(mode: str, expected: str) -> None:
+    at_limit = state(strategy="native-thinking", iteration=4, max_iterations=5)
+    at_limit.config = at_limit.config.model_copy(update={"on_max_iterations": mode})
+    call = ToolCall(id="c1", name="cluster.pods_get", arguments='{"name": "api-0"}')
+    outcome = NativeThinkingStrategy().on_result(
+        at_limit, LLMResult(tool_calls=[call]), [result_for(call, "x")]
+    )
+    assert outcome.next == expected
+    assert NativeThinkingStrategy().build_request(at_limit).tools  # the limit call has tools
 
 
 # ─── ReAct ────────────────────────────────────────────────────────────────────
