@@ -9,10 +9,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from tarsy.chains import iterate_message
 from tarsy.errors import InputError, NotFoundError
 from tarsy.http import HttpRequest, HttpResponse, check_api_key, error_response
 from tarsy.models import ExecutionStatus, utcnow
-from tarsy.steps import Deps, iterate_message
+from tarsy.steps import Deps
 from tarsy.store import Store
 
 logger = logging.getLogger(__name__)

@@ -135,6 +135,9 @@ class Session(_Model):
     completed_at: datetime | None = None
 
 
+ExecutionRole = Literal["agent", "synthesis", "summary"]
+
+
 class Stage(_Model):
     """``sessions/{sid}/stages/{index}``: one stage of the chain."""
 
@@ -144,8 +147,18 @@ class Stage(_Model):
     parallel_type: Literal["single", "multi_agent", "replica"] = "single"
     agents: list[str] = Field(default_factory=list)
     execution_ids: list[str] = Field(default_factory=list)
+    success_policy: Literal["all", "any"] = "all"
+    # Filled when the last agent finishes: {execution_id: final status}.
+    finished_executions: dict[str, str] = Field(default_factory=dict)
+    synthesis_execution_id: str | None = None
+    error: ErrorInfo | None = None
     started_at: datetime | None = None
     completed_at: datetime | None = None
+
+    @property
+    def expected_executions(self) -> int:
+        """How many agent executions the stage waits for."""
+        return len(self.execution_ids)
 
 
 class AgentExecution(_Model):
@@ -159,6 +172,9 @@ class AgentExecution(_Model):
     execution_id: str
     session_id: str
     stage: int
+    # agent: one of the stage's agents; synthesis: merges a parallel stage;
+    # summary: the executive summary after the last stage.
+    role: ExecutionRole = "agent"
     agent: str
     agent_index: int = 0
     strategy: str

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from tarsy import chains
 from tarsy.bus import Publisher
+from tarsy.chains import iterate_message
 from tarsy.chunking import cap_strings
 from tarsy.config.schema import ModelPrice, TarsyConfig
 from tarsy.errors import LeaseHeldError, LLMError
@@ -35,13 +37,11 @@ from tarsy.models import (
     LLMInteraction,
     MCPInteraction,
     Session,
-    Stage,
     StepMessage,
     TimelineEvent,
     TokenUsage,
     utcnow,
 )
-from tarsy.prompts import initial_messages
 from tarsy.settings import Settings
 from tarsy.store import StepCommit, Store
 from tarsy.strategies.base import IterationOutcome, IterationState
@@ -51,7 +51,6 @@ from tarsy.tools import ToolExecutor, ToolListing, ToolResult, error_result
 
 logger = logging.getLogger(__name__)
 
-FIRST_ITERATION_STEP = 1  # step 0 is the set-up that writes the opening messages
 INTERACTION_TEXT_CHARS = 64 * 1024  # per string in an interaction record's request copy
 # Thought signatures are only useful while an execution runs; the TTL policy deletes them.
 PROVIDER_STATE_TTL = timedelta(hours=1)
@@ -78,11 +77,6 @@ class Deps:
     tools: ToolExecutor | None = None
 
 
-def execution_id_for(session_id: str, stage_index: int, agent_index: int) -> str:
-    """Return the deterministic id of an agent execution (redelivery creates nothing new)."""
-    return f"{session_id}-s{stage_index:02d}-a{agent_index:02d}"
-
-
 def _lease_owner() -> str:
     return f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -95,6 +89,8 @@ async def handle(message: StepMessage, deps: Deps) -> None:
     logger.info("step %s", message.kind, extra=log_fields)
     if message.kind == "start_session":
         await _start_session(message, deps)
+    elif message.kind == "start_stage":
+        await _start_next_stage(message, deps)
     elif message.kind == "iterate":
         await _iterate(message, deps)
     else:
@@ -117,66 +113,20 @@ async def _start_session(message: StepMessage, deps: Deps) -> None:
             {"status": ExecutionStatus.CANCELLED.value, "completed_at": utcnow()},
         )
         return
-    await _start_stage(session, 0, deps, previous_context="")
+    await chains.start_stage(session, 0, deps)
 
 
-async def _start_stage(session: Session, index: int, deps: Deps, previous_context: str) -> None:
-    chain = deps.config.agent_chains[session.chain_id]
-    stage_config = chain.stages[index]
-    executions: list[AgentExecution] = []
-    opening = {}
-    for agent_index, _ in enumerate(stage_config.agents):
-        resolved = deps.config.resolve(session.chain_id, index, agent_index)
-        execution = AgentExecution(
-            execution_id=execution_id_for(session.session_id, index, agent_index),
-            session_id=session.session_id,
-            stage=index,
-            agent=resolved.agent,
-            agent_index=agent_index,
-            strategy=resolved.iteration_strategy,
-            provider=resolved.provider_name,
-            step=FIRST_ITERATION_STEP,
-            max_iterations=resolved.max_iterations,
+async def _start_next_stage(message: StepMessage, deps: Deps) -> None:
+    session = await deps.store.get_session(message.session_id)
+    if session is None or session.status.is_terminal:
+        return
+    if session.cancel_requested:
+        await deps.store.update_session(
+            session.session_id,
+            {"status": ExecutionStatus.CANCELLED.value, "completed_at": utcnow()},
         )
-        executions.append(execution)
-        opening[execution.execution_id] = initial_messages(resolved, session, previous_context)
-    stage = Stage(
-        index=index,
-        name=stage_config.name,
-        status=ExecutionStatus.ACTIVE,
-        parallel_type="single" if len(executions) == 1 else "multi_agent",
-        agents=[e.agent for e in executions],
-        execution_ids=[e.execution_id for e in executions],
-        started_at=utcnow(),
-    )
-    session_fields: dict[str, Any] = {
-        "status": ExecutionStatus.ACTIVE.value,
-        "current_stage": index,
-    }
-    if index == 0:
-        session_fields["started_at"] = utcnow()
-    created = await deps.store.start_stage(
-        session.session_id, stage, executions, opening, session_fields
-    )
-    for execution in executions:
-        if not created:
-            # A redelivered start: publish only what may never have gone out.
-            current = await deps.store.get_execution(execution.execution_id)
-            if current is None or current.published_step >= FIRST_ITERATION_STEP:
-                continue
-            if current.status.is_terminal or current.lease_owner:
-                continue
-        await deps.bus.publish(iterate_message(execution, FIRST_ITERATION_STEP))
-
-
-def iterate_message(execution: AgentExecution, step: int) -> StepMessage:
-    """The message that runs ``step`` of ``execution``."""
-    return StepMessage(
-        session_id=execution.session_id,
-        execution_id=execution.execution_id,
-        step=step,
-        kind="iterate",
-    )
+        return
+    await chains.start_stage(session, message.step, deps)
 
 
 # ─── iterate ──────────────────────────────────────────────────────────────────
@@ -189,7 +139,10 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         logger.error("execution %s or its session is missing; dropping", message.execution_id)
         return
     if message.step < execution.step:
-        await _heal_publish(execution, deps)
+        if execution.status.is_terminal:
+            await chains.after_execution(execution, deps)  # the fan-in may not have run
+        else:
+            await _heal_publish(execution, deps)
         return
     if message.step > execution.step:
         logger.warning(
@@ -299,6 +252,12 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         commit.provider_state_expire_at = utcnow() + PROVIDER_STATE_TTL
     if not await deps.store.commit_step(commit):
         return  # another invocation took over after our lease expired; it owns the step now
+    if commit.finished_status is not None:
+        finished = execution.model_copy(
+            update={"status": commit.finished_status, "final_analysis": outcome.final_analysis}
+        )
+        await chains.after_execution(finished, deps)
+        return
     if outcome.next == "continue":
         # Cancellation may have been asked for while the model was thinking.
         current = await deps.store.get_session(session.session_id)
@@ -341,27 +300,21 @@ def _commit_for(
     execution_fields: dict[str, Any] = {"iteration": execution.iteration + 1}
     stage_fields: dict[str, Any] = {}
     session_fields: dict[str, Any] = {}
+    finished: ExecutionStatus | None = None
     if outcome.next == "complete":
+        finished = ExecutionStatus.COMPLETED
         execution_fields.update(
-            status=ExecutionStatus.COMPLETED.value,
-            final_analysis=outcome.final_analysis,
-            completed_at=now,
-        )
-        stage_fields.update(status=ExecutionStatus.COMPLETED.value, completed_at=now)
-        session_fields.update(
-            status=ExecutionStatus.COMPLETED.value,
-            final_analysis=outcome.final_analysis,
-            completed_at=now,
+            status=finished.value, final_analysis=outcome.final_analysis, completed_at=now
         )
     elif outcome.next == "fail":
+        finished = ExecutionStatus.FAILED
         error = outcome.error.model_dump() if outcome.error else None
-        execution_fields.update(status=ExecutionStatus.FAILED.value, error=error, completed_at=now)
-        stage_fields.update(status=ExecutionStatus.FAILED.value, completed_at=now)
-        session_fields.update(status=ExecutionStatus.FAILED.value, error=error, completed_at=now)
+        execution_fields.update(status=finished.value, error=error, completed_at=now)
     elif outcome.next == "pause":
         error = outcome.error.model_dump() if outcome.error else None
         execution_fields.update(status=ExecutionStatus.PAUSED.value, error=error)
-        stage_fields.update(status=ExecutionStatus.PAUSED.value)
+        if execution.role == "agent":
+            stage_fields.update(status=ExecutionStatus.PAUSED.value)
         session_fields.update(status=ExecutionStatus.PAUSED.value, error=error)
     return StepCommit(
         execution_id=execution.execution_id,
@@ -374,9 +327,11 @@ def _commit_for(
         execution_fields=execution_fields,
         usage=interaction.tokens,
         cost=interaction.cost,
-        stage_index=execution.stage,
+        stage_index=execution.stage if execution.stage >= 0 else None,
         stage_fields=stage_fields,
         session_fields=session_fields,
+        finished_status=finished,
+        role=execution.role,
     )
 
 

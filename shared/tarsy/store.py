@@ -58,6 +58,8 @@ LLM_INTERACTIONS = "llm_interactions"
 MCP_INTERACTIONS = "mcp_interactions"
 THOUGHT_SIGNATURES = "thought_signatures"
 TOOL_LISTS = "mcp_tool_lists"
+DONE = "done"  # sessions/{sid}/stages/{NN}/done/{execution_id}: one per finished execution
+MARKERS = "markers"  # sessions/{sid}/stages/{NN}/markers/{name}: claimed once, by create()
 
 
 def record_id(step: int, n: int) -> str:
@@ -102,6 +104,9 @@ class StepCommit(BaseModel):
     timeline: list[TimelineEvent] = Field(default_factory=list)
     llm_interaction: LLMInteraction | None = None
     mcp_interactions: list[MCPInteraction] = Field(default_factory=list)
+    # Set when the execution ends: written as its stage's completion marker, atomically.
+    finished_status: ExecutionStatus | None = None
+    role: str = "agent"
     execution_fields: dict[str, Any] = Field(default_factory=dict)
     usage: TokenUsage = Field(default_factory=TokenUsage)
     cost: float = 0.0
@@ -306,10 +311,15 @@ class Store:
             raise LeaseHeldError(f"execution {execution_id!r} changed while claiming") from e
         return Claim(owner=owner, until=until, update_time=result.update_time)
 
-    async def mark_published(self, execution_id: str, step: int) -> None:
-        """Record that the message for ``step`` was (re-)published."""
-        self.round_trips.add("update")
-        await self._execution(execution_id).update({"published_step": step})
+    async def mark_published(self, execution_ids: Sequence[str], step: int) -> None:
+        """Record that the messages for ``step`` of these executions went out (one batch)."""
+        if not execution_ids:
+            return
+        batch = self._db.batch()
+        for execution_id in execution_ids:
+            batch.update(self._execution(execution_id), {"published_step": step})
+        self.round_trips.add("commit")
+        await batch.commit()
 
     async def load_messages(self, execution_id: str) -> list[ConversationMessage]:
         """Return the conversation of an execution, in order."""
@@ -332,6 +342,12 @@ class Store:
         if commit.llm_interaction is not None:
             ref = exec_ref.collection(LLM_INTERACTIONS).document(f"{commit.step:04d}")
             self._write(batch, ref, _doc(commit.llm_interaction))
+        if commit.finished_status is not None and commit.stage_index is not None:
+            marker = self._stage(commit.session_id, commit.stage_index).collection(DONE)
+            batch.set(
+                marker.document(commit.execution_id),
+                {"status": commit.finished_status.value, "role": commit.role, "at": utcnow()},
+            )
         for n, record in enumerate(commit.mcp_interactions):
             ref = exec_ref.collection(MCP_INTERACTIONS).document(record_id(commit.step, n))
             self._write(batch, ref, _doc(record))
@@ -374,6 +390,56 @@ class Store:
             logger.warning(
                 "step %s of %s lost its lease; nothing written", commit.step, commit.execution_id
             )
+            return False
+        return True
+
+    # ─── executions and stages ───────────────────────────────────────────────
+
+    async def create_execution(
+        self, execution: AgentExecution, opening: Sequence[ConversationMessage]
+    ) -> bool:
+        """Create an execution with its opening messages; False if it already exists."""
+        batch = self._db.batch()
+        ref = self._execution(execution.execution_id)
+        batch.create(ref, _doc(execution))
+        for n, message in enumerate(opening):
+            self._write(batch, ref.collection(MESSAGES).document(record_id(0, n)), _doc(message))
+        self.round_trips.add("commit")
+        try:
+            await batch.commit()
+        except gexc.AlreadyExists:
+            return False
+        return True
+
+    async def get_stage(self, session_id: str, index: int) -> Stage | None:
+        """Return one stage, or None."""
+        self.round_trips.add("get")
+        snap = await self._stage(session_id, index).get()
+        return Stage.model_validate(snap.to_dict()) if snap.exists else None
+
+    async def update_stage(self, session_id: str, index: int, fields: dict[str, Any]) -> None:
+        """Blind update of stage fields."""
+        self.round_trips.add("update")
+        await self._stage(session_id, index).update(fields)
+
+    async def finished_agents(self, session_id: str, index: int) -> dict[str, str]:
+        """``{execution_id: status}`` of the stage's agent executions that have finished."""
+        self.round_trips.add("query")
+        query = self._stage(session_id, index).collection(DONE)
+        finished: dict[str, str] = {}
+        async for snap in query.stream():
+            data = snap.to_dict() or {}
+            if data.get("role", "agent") == "agent":
+                finished[snap.id] = str(data.get("status"))
+        return finished
+
+    async def claim_marker(self, session_id: str, index: int, name: str) -> bool:
+        """Create a stage marker; True only for the one caller that created it."""
+        self.round_trips.add("create")
+        ref = self._stage(session_id, index).collection(MARKERS).document(name)
+        try:
+            await ref.create({"name": name, "at": utcnow()})
+        except gexc.AlreadyExists:
             return False
         return True
 
@@ -421,7 +487,11 @@ class Store:
             filter=firestore.FieldFilter("session_id", "==", session_id)
         )
         executions = [AgentExecution.model_validate(s.to_dict()) async for s in query.stream()]
-        return sorted(executions, key=lambda e: (e.stage, e.created_at, e.execution_id))
+        # Stage order; the executive summary (stage -1, no stage) comes last.
+        return sorted(
+            executions,
+            key=lambda e: (e.stage < 0, e.stage, e.created_at, e.execution_id),
+        )
 
     async def list_timeline(self, execution_id: str) -> list[TimelineEvent]:
         """Return an execution's timeline in order."""

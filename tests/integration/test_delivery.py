@@ -24,12 +24,19 @@ from tarsy.client import TarsyClient
 from tarsy.errors import LeaseHeldError, TransientError
 from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.steps import Deps, execution_id_for, handle
+from tarsy.chains import execution_id_for, summary_id_for
+from tarsy.steps import Deps, handle
 from tarsy.store import Store
 from tarsy.testing.fake_gemini import FakeGemini, FakeReply
 
 ALERT = {"alert_type": "kubernetes", "data": {"pod": "payments-api-0", "reason": "CrashLoop"}}
 ANALYSIS = "The payments-api config map lost DB_URL."
+SUMMARY = "payments-api down: DB_URL missing from its config map; restore it."
+
+
+def script_session(fake: FakeGemini, *, delay: float = 0.0) -> None:
+    """One investigation call, then the executive summary call."""
+    fake.script(FakeReply(text=ANALYSIS, delay=delay), FakeReply(text=SUMMARY))
 
 
 def step_log(stack: Stack) -> str:
@@ -58,21 +65,31 @@ async def assert_exactly_once(store: Store, session_id: str) -> None:
     assert session is not None
     assert session.status is ExecutionStatus.COMPLETED
     assert session.final_analysis == ANALYSIS
-    assert session.tokens.total_tokens == 30  # counted once, not once per delivery
-    [execution] = await store.list_executions(session_id)
-    assert execution.status is ExecutionStatus.COMPLETED
-    assert execution.iteration == 1
-    timeline = await store.list_timeline(execution.execution_id)
-    assert [e.type.value for e in timeline] == ["llm_response", "final_analysis"]
-    assert len(await store.list_llm_interactions(execution.execution_id)) == 1
-    assert len(await store.list_stages(session_id)) == 1
+    assert session.executive_summary == SUMMARY
+    assert session.tokens.total_tokens == 60  # two calls, each counted once
+    agent, summary = await store.list_executions(session_id)
+    assert (agent.role, summary.role) == ("agent", "summary")
+    for execution in (agent, summary):
+        assert execution.status is ExecutionStatus.COMPLETED
+        assert execution.iteration == 1
+        assert len(await store.list_llm_interactions(execution.execution_id)) == 1
+    assert [e.type.value for e in await store.list_timeline(agent.execution_id)] == [
+        "llm_response",
+        "final_analysis",
+    ]
+    assert [e.type.value for e in await store.list_timeline(summary.execution_id)] == [
+        "executive_summary"
+    ]
+    [stage] = await store.list_stages(session_id)
+    assert stage.status is ExecutionStatus.COMPLETED
+    assert stage.finished_executions == {agent.execution_id: "completed"}
 
 
 async def test_concurrent_duplicates_through_pubsub(
     stack: Stack, client: TarsyClient, fake_gemini: FakeGemini, deps: Deps, store: Store
 ) -> None:
     # The model takes 1.5 s, so duplicates arrive while the first delivery holds the lease.
-    fake_gemini.script(FakeReply(text=ANALYSIS, delay=1.5))
+    script_session(fake_gemini, delay=1.5)
     session_id = client.submit(ALERT).session_id
     await asyncio.to_thread(wait_for, lambda: len(fake_gemini.calls) == 1, what="the LLM call")
     execution_id = execution_id_for(session_id, 0, 0)
@@ -90,14 +107,14 @@ async def test_concurrent_duplicates_through_pubsub(
         wait_for, lambda: deliveries(stack, session_id, "iterate") >= 5, what="redeliveries"
     )
     assert "is leased until" in step_log(stack)
-    assert len(fake_gemini.calls) == 1
+    assert len(fake_gemini.calls) == 2
     await assert_exactly_once(store, session_id)
 
 
 async def test_redelivery_after_completion_changes_nothing(
     stack: Stack, client: TarsyClient, fake_gemini: FakeGemini, deps: Deps, store: Store
 ) -> None:
-    fake_gemini.script(FakeReply(text=ANALYSIS))
+    script_session(fake_gemini)
     session_id = client.submit(ALERT).session_id
     await asyncio.to_thread(lambda: list(client.watch(session_id, poll_interval=0.2, timeout=30)))
     before_iterates = deliveries(stack, session_id, "iterate")
@@ -118,7 +135,7 @@ async def test_redelivery_after_completion_changes_nothing(
         what="the duplicate deliveries",
     )
     await asyncio.sleep(0.5)  # let the handler finish its (no-op) work
-    assert len(fake_gemini.calls) == 1
+    assert len(fake_gemini.calls) == 2
     await assert_exactly_once(store, session_id)
 
 
@@ -158,7 +175,7 @@ async def test_two_concurrent_deliveries_one_llm_call(
     session = await new_session(store)
     await handle(StepMessage(session_id=session.session_id, kind="start_session"), local)
     [iterate] = bus.published
-    fake_gemini.script(FakeReply(text=ANALYSIS, delay=1.0))
+    script_session(fake_gemini, delay=1.0)
 
     results = await asyncio.gather(
         handle(iterate, local), handle(iterate, local), return_exceptions=True
@@ -167,8 +184,11 @@ async def test_two_concurrent_deliveries_one_llm_call(
     assert sorted(type(r).__name__ for r in results) == ["LeaseHeldError", "NoneType"]
     # Pub/Sub redelivers the loser later: it finds the step committed and does nothing.
     await handle(iterate, local)
-    assert len(fake_gemini.calls) == 1
-    assert bus.published == [iterate]
+    [_, summary] = bus.published
+    assert summary.execution_id == summary_id_for(session.session_id)
+    await asyncio.gather(handle(summary, local), handle(iterate, local))
+    assert len(fake_gemini.calls) == 2
+    assert bus.published == [iterate, summary]
     await assert_exactly_once(store, session.session_id)
 
 
@@ -189,13 +209,23 @@ async def test_crash_between_commit_and_publish_heals_on_redelivery(
     await handle(start, replace(deps, bus=bus))
     assert [(m.kind, m.step) for m in bus.published] == [("iterate", 1)]
 
-    fake_gemini.script(FakeReply(text=ANALYSIS))
-    await handle(bus.published[0], replace(deps, bus=bus))
-    # Later duplicates of either message publish nothing and call no model.
-    await handle(start, replace(deps, bus=bus))
-    await handle(bus.published[0], replace(deps, bus=bus))
-    assert len(bus.published) == 1
+    script_session(fake_gemini)
+    local = replace(deps, bus=bus)
+    [iterate] = bus.published
+    # The agent's step commits; the process dies publishing the summary's first step.
+    with pytest.raises(ConnectionError):
+        await handle(iterate, replace(deps, bus=RecordingBus(fail=True)))
     assert len(fake_gemini.calls) == 1
+    # The redelivered iterate finds its step committed and re-drives the fan-in.
+    await handle(iterate, local)
+    [_, summary] = bus.published
+    assert summary.execution_id == summary_id_for(session.session_id)
+    await handle(summary, local)
+    # Later duplicates of every message publish nothing and call no model.
+    for message in (start, iterate, summary):
+        await handle(message, local)
+    assert bus.published == [iterate, summary]
+    assert len(fake_gemini.calls) == 2
     await assert_exactly_once(store, session.session_id)
 
 

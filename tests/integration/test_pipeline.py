@@ -29,7 +29,8 @@ async def test_alert_is_investigated_end_to_end(
     client: TarsyClient, fake_gemini: FakeGemini, store: Store, stack: Stack
 ) -> None:
     fake_gemini.script(
-        FakeReply(text="## Root cause\nThe config map lost its DB_URL key.", stream_chunks=3)
+        FakeReply(text="## Root cause\nThe config map lost its DB_URL key.", stream_chunks=3),
+        FakeReply(text="payments-api is down: DB_URL vanished from its config map."),
     )
     submitted = client.submit(ALERT)
     assert submitted.status_url == f"{stack.api_url}/sessions/{submitted.session_id}"
@@ -39,15 +40,24 @@ async def test_alert_is_investigated_end_to_end(
     assert view.status is ExecutionStatus.COMPLETED
     analysis = "## Root cause\nThe config map lost its DB_URL key."
     assert view.session["final_analysis"] == analysis
-    assert view.session["tokens"]["total_tokens"] == 30
+    assert view.session["executive_summary"] == (
+        "payments-api is down: DB_URL vanished from its config map."
+    )
+    assert view.session["tokens"]["total_tokens"] == 60
     assert [s["status"] for s in view.stages] == ["completed"]
-    [execution] = view.executions
-    assert execution["status"] == "completed"
-    assert [e["type"] for e in view.timeline] == ["llm_response", "final_analysis"]
-    assert view.timeline[-1]["content"] == analysis
+    execution, summary = view.executions
+    assert (execution["role"], summary["role"]) == ("agent", "summary")
+    assert execution["status"] == summary["status"] == "completed"
+    assert [e["type"] for e in view.timeline] == [
+        "llm_response",
+        "final_analysis",
+        "executive_summary",
+    ]
+    assert view.timeline[1]["content"] == analysis
 
     # The real SDK sent the alert, delimited as untrusted data, and the agent's instructions.
-    [call] = fake_gemini.calls
+    call, summary_call = fake_gemini.calls
+    assert analysis in summary_call.last_user_text()
     assert call.streaming
     assert "KubePodCrashLooping" in call.last_user_text()
     assert "BEGIN ALERT DATA" in call.last_user_text()

@@ -161,12 +161,49 @@ class StageAgentConfig(_Strict):
     mcp_servers: list[str] | None = None
 
 
+class SynthesisConfig(_Strict):
+    """The agent that merges a parallel stage's results."""
+
+    agent: str = Field(default="synthesizer", pattern=NAME_PATTERN)
+    iteration_strategy: Literal["synthesis", "synthesis-native-thinking"] = "synthesis"
+    llm_provider: str | None = None
+
+
 class StageConfig(_Strict):
-    """One stage of a chain. ``agent: name`` is shorthand for one stage agent."""
+    """One stage of a chain. ``agent: name`` is shorthand for one stage agent.
+
+    Several agents (or one agent with ``replicas: N``) run in parallel and need
+    ``parallel: true``; a synthesis agent then merges their results.
+    ``success_policy`` says whether the stage goes on when some agents failed.
+    """
 
     name: str = Field(min_length=1)
     agents: list[StageAgentConfig] = Field(min_length=1)
+    parallel: bool = False
+    replicas: int = Field(default=1, ge=1, le=10)
+    success_policy: Literal["all", "any"] = "all"
+    synthesis: SynthesisConfig = Field(default_factory=SynthesisConfig)
     max_iterations: int | None = Field(default=None, ge=1, le=200)
+
+    @model_validator(mode="after")
+    def _parallel_declared(self) -> StageConfig:
+        if self.replicas > 1 and len(self.agents) > 1:
+            raise ValueError("'replicas' repeats a single agent; list one agent with it")
+        if (len(self.agents) > 1 or self.replicas > 1) and not self.parallel:
+            raise ValueError(
+                "a stage with several agents runs them in parallel: set parallel: true"
+            )
+        return self
+
+    @property
+    def placed_agents(self) -> list[StageAgentConfig]:
+        """The stage's agents with replicas expanded."""
+        return self.agents * self.replicas
+
+    @property
+    def is_parallel(self) -> bool:
+        """Whether more than one execution runs in this stage."""
+        return len(self.placed_agents) > 1
 
     @model_validator(mode="before")
     @classmethod
@@ -187,6 +224,9 @@ class ChainConfig(_Strict):
     stages: list[StageConfig] = Field(min_length=1)
     llm_provider: str | None = None
     max_iterations: int | None = Field(default=None, ge=1, le=200)
+    # After the last stage: a single-call summary of the final analysis for people.
+    executive_summary: bool = True
+    summary_agent: str = Field(default="executive-summarizer", pattern=NAME_PATTERN)
 
 
 class ResolvedAgentConfig(_Strict):
@@ -249,7 +289,22 @@ class TarsyConfig(_Strict):
         for chain_id, chain in self.agent_chains.items():
             where = f"agent_chains.{chain_id}"
             check_provider(f"{where}.llm_provider", chain.llm_provider)
+            if chain.executive_summary and chain.summary_agent not in self.agents:
+                problems.append(
+                    (f"{where}.summary_agent", f"unknown agent {chain.summary_agent!r}")
+                )
+            stage_names = [stage.name for stage in chain.stages]
+            for duplicate in sorted({n for n in stage_names if stage_names.count(n) > 1}):
+                problems.append((f"{where}.stages", f"duplicate stage name {duplicate!r}"))
             for s, stage in enumerate(chain.stages):
+                if stage.is_parallel:
+                    if stage.synthesis.agent not in self.agents:
+                        problems.append(
+                            (f"{where}.stages.{s}.synthesis.agent",
+                             f"unknown agent {stage.synthesis.agent!r}")
+                        )  # fmt: skip
+                    check_provider(f"{where}.stages.{s}.synthesis.llm_provider",
+                                   stage.synthesis.llm_provider)  # fmt: skip
                 for a, stage_agent in enumerate(stage.agents):
                     at = f"{where}.stages.{s}.agents.{a}"
                     if stage_agent.name not in self.agents:
@@ -269,7 +324,7 @@ class TarsyConfig(_Strict):
         """Apply the hierarchy for one stage agent of one chain."""
         chain = self.agent_chains[chain_id]
         stage = chain.stages[stage_index]
-        placed = stage.agents[agent_index]
+        placed = stage.placed_agents[agent_index]
         definition = self.agents[placed.name]
         provider_name = _first(
             placed.llm_provider,
@@ -303,6 +358,38 @@ class TarsyConfig(_Strict):
             mcp_servers=list(
                 placed.mcp_servers if placed.mcp_servers is not None else definition.mcp_servers
             ),
+        )
+
+    def resolve_role(
+        self, chain_id: str, stage_index: int | None, role: Literal["synthesis", "summary"]
+    ) -> ResolvedAgentConfig:
+        """The configuration of a stage's synthesis agent or of the chain's summary agent."""
+        chain = self.agent_chains[chain_id]
+        strategy: IterationStrategy
+        if role == "synthesis":
+            assert stage_index is not None
+            synthesis = chain.stages[stage_index].synthesis
+            name, strategy, provider_override = (
+                synthesis.agent,
+                synthesis.iteration_strategy,
+                synthesis.llm_provider,
+            )
+        else:
+            name, strategy, provider_override = chain.summary_agent, "single-call", None
+        definition = self.agents[name]
+        provider_name = _first(
+            provider_override, chain.llm_provider, definition.llm_provider,
+            self.defaults.llm_provider,
+        )  # fmt: skip
+        return ResolvedAgentConfig(
+            agent=name,
+            instructions=definition.instructions,
+            custom_instructions=definition.custom_instructions,
+            iteration_strategy=strategy,
+            provider_name=provider_name,
+            provider=self.llm_providers[provider_name],
+            max_iterations=1,
+            mcp_servers=[],
         )
 
 

@@ -18,4 +18,8 @@ def get_provider(config: LLMProviderConfig, settings: Settings) -> LLMProvider:
         from tarsy.llm.google_native import GoogleNativeProvider
 
         return GoogleNativeProvider(settings)
+    if config.backend == "langchain":
+        from tarsy.llm.langchain_provider import LangChainProvider
+
+        return LangChainProvider(settings)
     raise ConfigError(f"LLM backend {config.backend!r} is not available in this build")

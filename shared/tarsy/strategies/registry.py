@@ -6,11 +6,23 @@ from tarsy.errors import ConfigError
 from tarsy.strategies.base import Strategy
 from tarsy.strategies.native_thinking import NativeThinkingStrategy
 from tarsy.strategies.react import ReActStrategy
-from tarsy.strategies.single_call import SingleCallStrategy
+from tarsy.strategies.single_call import (
+    ExecutiveSummaryStrategy,
+    NativeThinkingSynthesisStrategy,
+    SingleCallStrategy,
+    SynthesisStrategy,
+)
 
 _STRATEGIES: dict[str, Strategy] = {
     strategy.name: strategy
-    for strategy in (SingleCallStrategy(), NativeThinkingStrategy(), ReActStrategy())
+    for strategy in (
+        SingleCallStrategy(),
+        NativeThinkingStrategy(),
+        ReActStrategy(),
+        SynthesisStrategy(),
+        NativeThinkingSynthesisStrategy(),
+        ExecutiveSummaryStrategy(),
+    )
 }
 
 

@@ -62,3 +62,54 @@ class SingleCallStrategy:
             next="complete",
             final_analysis=analysis,
         )
+
+
+class SynthesisStrategy(SingleCallStrategy):
+    """``synthesis``: one call that merges a parallel stage's results (its opening prompt)."""
+
+    name = "synthesis"
+
+
+class NativeThinkingSynthesisStrategy(SingleCallStrategy):
+    """``synthesis-native-thinking``: the same, on a provider that thinks natively."""
+
+    name = "synthesis-native-thinking"
+    requires = Capabilities(thinking=True)
+
+
+class ExecutiveSummaryStrategy:
+    """The closing summary of a session: one call, recorded as ``executive_summary``."""
+
+    name = "executive-summary"
+    requires = Capabilities(streaming=False)
+    uses_tools = False
+
+    def build_request(self, state: IterationState) -> GenerateRequest:
+        """The summary prompt, without thinking (a short rewrite needs none)."""
+        return GenerateRequest(
+            execution_id=state.execution.execution_id,
+            messages=state.messages,
+            config=state.config.provider.model_copy(update={"thinking": False, "native_tools": []}),
+        )
+
+    def tool_calls(self, state: IterationState, result: LLMResult) -> list[ToolCall]:
+        """No tools."""
+        return []
+
+    def on_result(
+        self, state: IterationState, result: LLMResult, tool_results: list[ToolResult]
+    ) -> IterationOutcome:
+        """Record the summary."""
+        summary = result.text.strip()
+        return IterationOutcome(
+            messages=[ConversationMessage(role="assistant", content=result.text)],
+            timeline=[
+                TimelineEvent(
+                    type=TimelineEventType.EXECUTIVE_SUMMARY,
+                    content=summary,
+                    metadata={"agent": state.config.agent},
+                )
+            ],
+            next="complete",
+            final_analysis=summary,
+        )

@@ -1,0 +1,363 @@
+"""Agent chains: starting stages, and what happens when an execution ends.
+
+Every agent, synthesis and executive summary is an execution with its own chain
+of step messages. Fan-out is publishing one ``iterate`` per execution; fan-in
+is contention-free (invariant 1): each finished execution writes its own
+completion marker in the commit of its last step, and the handler that sees the
+stage complete claims the stage's ``advance`` marker with ``create()``; only
+that one publishes what comes next (a synthesis execution, the next stage, the
+executive summary) or closes the session. Every downstream action is itself
+idempotent (``create()`` of deterministic documents, heal-publish of unstarted
+executions), so a crash between claim and publish heals on redelivery.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from tarsy.config.schema import ResolvedAgentConfig
+from tarsy.context_formatter import ExecutionRecord, format_stage, format_stages
+from tarsy.log import fields
+from tarsy.models import (
+    AgentExecution,
+    ConversationMessage,
+    ErrorInfo,
+    ExecutionRole,
+    ExecutionStatus,
+    Session,
+    Stage,
+    StepMessage,
+    utcnow,
+)
+from tarsy.prompts import delimit, initial_messages, system_prompt
+
+if TYPE_CHECKING:
+    from tarsy.steps import Deps
+
+logger = logging.getLogger(__name__)
+
+FIRST_ITERATION_STEP = 1  # step 0 is the set-up that writes the opening messages
+SUMMARY_STAGE = -1  # the executive summary belongs to no stage
+ADVANCE_MARKER = "advance"
+SYNTHESIS_DONE_MARKER = "synthesis-advance"
+
+
+def execution_id_for(session_id: str, stage_index: int, agent_index: int) -> str:
+    """The deterministic id of an agent execution (redelivery creates nothing new)."""
+    return f"{session_id}-s{stage_index:02d}-a{agent_index:02d}"
+
+
+def synthesis_id_for(session_id: str, stage_index: int) -> str:
+    """The id of a parallel stage's synthesis execution."""
+    return f"{session_id}-s{stage_index:02d}-synthesis"
+
+
+def summary_id_for(session_id: str) -> str:
+    """The id of a session's executive-summary execution."""
+    return f"{session_id}-summary"
+
+
+def iterate_message(execution: AgentExecution, step: int) -> StepMessage:
+    """The message that runs ``step`` of ``execution``."""
+    return StepMessage(
+        session_id=execution.session_id,
+        execution_id=execution.execution_id,
+        step=step,
+        kind="iterate",
+    )
+
+
+def _new_execution(
+    session: Session, stage: int, index: int, role: ExecutionRole, config: ResolvedAgentConfig,
+    execution_id: str,
+) -> AgentExecution:  # fmt: skip
+    strategy: str = config.iteration_strategy
+    if role == "summary":
+        strategy = "executive-summary"
+    return AgentExecution(
+        execution_id=execution_id,
+        session_id=session.session_id,
+        stage=stage,
+        role=role,
+        agent=config.agent,
+        agent_index=index,
+        strategy=strategy,
+        provider=config.provider_name,
+        step=FIRST_ITERATION_STEP,
+        max_iterations=config.max_iterations,
+    )
+
+
+def stage_status(statuses: list[str], policy: str) -> ExecutionStatus:
+    """A stage's status from its agents' (seed 003's aggregation, with success_policy)."""
+    values = [ExecutionStatus(s) for s in statuses]
+    completed = sum(1 for s in values if s is ExecutionStatus.COMPLETED)
+    if values and all(s is ExecutionStatus.CANCELLED for s in values):
+        return ExecutionStatus.CANCELLED
+    if policy == "any":
+        return ExecutionStatus.COMPLETED if completed else ExecutionStatus.FAILED
+    if completed == len(values):
+        return ExecutionStatus.COMPLETED
+    if any(s is ExecutionStatus.TIMED_OUT for s in values):
+        return ExecutionStatus.TIMED_OUT
+    if any(s is ExecutionStatus.CANCELLED for s in values):
+        return ExecutionStatus.CANCELLED
+    return ExecutionStatus.FAILED
+
+
+# ─── starting ─────────────────────────────────────────────────────────────────
+
+
+async def start_execution(
+    execution: AgentExecution, opening: list[ConversationMessage], deps: Deps
+) -> None:
+    """Create an execution and publish its first step; a redelivered start heals."""
+    created = await deps.store.create_execution(execution, opening)
+    if not created:
+        current = await deps.store.get_execution(execution.execution_id)
+        if current is None or current.published_step >= FIRST_ITERATION_STEP:
+            return
+        if current.status.is_terminal or current.lease_owner:
+            return
+    await deps.bus.publish(iterate_message(execution, FIRST_ITERATION_STEP))
+    # So that a redelivered fan-in does not publish it again (a crash before this
+    # line only costs a duplicate message, which the step's claim absorbs).
+    await deps.store.mark_published([execution.execution_id], FIRST_ITERATION_STEP)
+
+
+async def previous_context(session: Session, before: int, deps: Deps) -> str:
+    """The ContextFormatter text of stages ``0 .. before-1``."""
+    chain = deps.config.agent_chains[session.chain_id]
+    executions = await deps.store.list_executions(session.session_id)
+    stages: list[tuple[str, list[ExecutionRecord]]] = []
+    for index in range(before):
+        in_stage = [e for e in executions if e.stage == index]
+        synthesis = [e for e in in_stage if e.role == "synthesis"]
+        chosen = synthesis or [e for e in in_stage if e.role == "agent"]
+        records = [
+            ExecutionRecord(execution=e, timeline=await deps.store.list_timeline(e.execution_id))
+            for e in chosen
+        ]
+        stages.append((chain.stages[index].name, records))
+    return format_stages(stages)
+
+
+async def start_stage(session: Session, index: int, deps: Deps) -> None:
+    """Create stage ``index`` with its executions (atomically) and publish their first steps."""
+    chain = deps.config.agent_chains[session.chain_id]
+    stage_config = chain.stages[index]
+    context = await previous_context(session, index, deps) if index else ""
+    executions: list[AgentExecution] = []
+    opening: dict[str, list[ConversationMessage]] = {}
+    for agent_index, _ in enumerate(stage_config.placed_agents):
+        resolved = deps.config.resolve(session.chain_id, index, agent_index)
+        execution = _new_execution(
+            session, index, agent_index, "agent", resolved,
+            execution_id_for(session.session_id, index, agent_index),
+        )  # fmt: skip
+        executions.append(execution)
+        opening[execution.execution_id] = initial_messages(resolved, session, context)
+    parallel_type = "single"
+    if len(executions) > 1:
+        parallel_type = "replica" if stage_config.replicas > 1 else "multi_agent"
+    stage = Stage(
+        index=index,
+        name=stage_config.name,
+        status=ExecutionStatus.ACTIVE,
+        parallel_type=parallel_type,
+        agents=[e.agent for e in executions],
+        execution_ids=[e.execution_id for e in executions],
+        success_policy=stage_config.success_policy,
+        started_at=utcnow(),
+    )
+    session_fields: dict[str, Any] = {
+        "status": ExecutionStatus.ACTIVE.value,
+        "current_stage": index,
+    }
+    if index == 0:
+        session_fields["started_at"] = utcnow()
+    created = await deps.store.start_stage(
+        session.session_id, stage, executions, opening, session_fields
+    )
+    published: list[str] = []
+    for execution in executions:
+        if not created:
+            # A redelivered start: publish only what may never have gone out.
+            current = await deps.store.get_execution(execution.execution_id)
+            if current is None or current.published_step >= FIRST_ITERATION_STEP:
+                continue
+            if current.status.is_terminal or current.lease_owner:
+                continue
+        await deps.bus.publish(iterate_message(execution, FIRST_ITERATION_STEP))
+        published.append(execution.execution_id)
+    await deps.store.mark_published(published, FIRST_ITERATION_STEP)
+
+
+# ─── after an execution ends ──────────────────────────────────────────────────
+
+
+async def after_execution(execution: AgentExecution, deps: Deps) -> None:
+    """Decide what comes next once ``execution`` is terminal (safe to repeat)."""
+    session = await deps.store.get_session(execution.session_id)
+    if session is None or (session.status.is_terminal and execution.role != "summary"):
+        return
+    if execution.role == "summary":
+        await _finish_session(session, execution, deps)
+    elif execution.role == "synthesis":
+        await _after_stage(session, execution.stage, execution.status, execution, deps)
+    else:
+        await _after_agent(session, execution, deps)
+
+
+async def _after_agent(session: Session, execution: AgentExecution, deps: Deps) -> None:
+    stage = await deps.store.get_stage(session.session_id, execution.stage)
+    if stage is None:
+        return
+    finished = await deps.store.finished_agents(session.session_id, execution.stage)
+    if len(finished) < stage.expected_executions:
+        return  # others are still running; the last one to finish moves on
+    if not await deps.store.claim_marker(session.session_id, execution.stage, ADVANCE_MARKER):
+        # Another handler moved on, or crashed while doing so. Everything below is
+        # idempotent (deterministic creates, heal-publish of unstarted executions),
+        # so running it again completes a crashed advance and duplicates nothing.
+        logger.info("stage %s advance already claimed; re-checking", stage.index)
+    status = stage_status(list(finished.values()), stage.success_policy)
+    await deps.store.update_stage(
+        session.session_id, stage.index, {"finished_executions": finished}
+    )
+    log = fields(session_id=session.session_id, stage=stage.index)
+    logger.info("stage %s agents done: %s", stage.name, status.value, extra=log)
+    chain = deps.config.agent_chains[session.chain_id]
+    if status is ExecutionStatus.COMPLETED and chain.stages[stage.index].is_parallel:
+        await _start_synthesis(session, stage, finished, deps)
+        return
+    await _after_stage(session, stage.index, status, None, deps)
+
+
+async def _start_synthesis(
+    session: Session, stage: Stage, finished: dict[str, str], deps: Deps
+) -> None:
+    resolved = deps.config.resolve_role(session.chain_id, stage.index, "synthesis")
+    executions = [
+        e
+        for e in await deps.store.list_executions(session.session_id)
+        if e.stage == stage.index and e.role == "agent"
+    ]
+    records = [
+        ExecutionRecord(execution=e, timeline=await deps.store.list_timeline(e.execution_id))
+        for e in executions
+    ]
+    results = format_stage(stage.name, records)
+    opening = [
+        ConversationMessage(role="system", content=system_prompt(resolved)),
+        ConversationMessage(
+            role="user",
+            content=(
+                f"Alert type: {session.alert_type}\n\n{delimit('ALERT DATA', session.alert_data)}"
+                f"\n\nResults of the agents that investigated in parallel:\n"
+                f"{delimit('PARALLEL RESULTS', results)}\n\n"
+                "Write the merged analysis in Markdown."
+            ),
+        ),
+    ]
+    synthesis_id = synthesis_id_for(session.session_id, stage.index)
+    execution = _new_execution(session, stage.index, len(finished), "synthesis", resolved,
+                               synthesis_id)  # fmt: skip
+    await deps.store.update_stage(
+        session.session_id, stage.index, {"synthesis_execution_id": synthesis_id}
+    )
+    await start_execution(execution, opening, deps)
+
+
+async def _after_stage(
+    session: Session,
+    index: int,
+    status: ExecutionStatus,
+    synthesis: AgentExecution | None,
+    deps: Deps,
+) -> None:
+    """A stage has its result (and its synthesis, if any): record it and move on."""
+    if synthesis is not None and not await deps.store.claim_marker(
+        session.session_id, index, SYNTHESIS_DONE_MARKER
+    ):
+        logger.info("stage %s synthesis advance already claimed; re-checking", index)
+    now = utcnow()
+    stage_fields: dict[str, Any] = {"status": status.value, "completed_at": now}
+    await deps.store.update_stage(session.session_id, index, stage_fields)
+    chain = deps.config.agent_chains[session.chain_id]
+    if status is not ExecutionStatus.COMPLETED:
+        reasons = [
+            f"{e.agent}: {e.error.message}"
+            for e in await deps.store.list_executions(session.session_id)
+            if e.stage == index and e.error is not None
+        ]
+        error = ErrorInfo(
+            message=f"stage {chain.stages[index].name!r} ended {status.value}"
+            + (f" ({'; '.join(reasons)})" if reasons else ""),
+            code=f"stage_{status.value}",
+            retryable=False,
+        )
+        await deps.store.update_session(
+            session.session_id,
+            {"status": status.value, "error": error.model_dump(), "completed_at": now},
+        )
+        return
+    if index + 1 < len(chain.stages):
+        if await deps.store.get_stage(session.session_id, index + 1) is None:
+            await deps.bus.publish(
+                StepMessage(session_id=session.session_id, step=index + 1, kind="start_stage")
+            )
+        return
+    analysis = await _stage_analysis(session, index, synthesis, deps)
+    await deps.store.update_session(session.session_id, {"final_analysis": analysis})
+    if chain.executive_summary:
+        await _start_summary(session, analysis, deps)
+    else:
+        await deps.store.update_session(
+            session.session_id,
+            {"status": ExecutionStatus.COMPLETED.value, "completed_at": now},
+        )
+
+
+async def _stage_analysis(
+    session: Session, index: int, synthesis: AgentExecution | None, deps: Deps
+) -> str:
+    if synthesis is not None:
+        return synthesis.final_analysis or ""
+    executions = await deps.store.list_executions(session.session_id)
+    analyses = [
+        e.final_analysis
+        for e in executions
+        if e.stage == index and e.role == "agent" and e.final_analysis
+    ]
+    return "\n\n".join(analyses)
+
+
+async def _start_summary(session: Session, analysis: str, deps: Deps) -> None:
+    resolved = deps.config.resolve_role(session.chain_id, None, "summary")
+    opening = [
+        ConversationMessage(role="system", content=system_prompt(resolved)),
+        ConversationMessage(
+            role="user",
+            content=f"Final analysis of the investigation:\n{delimit('ANALYSIS', analysis)}",
+        ),
+    ]
+    execution = _new_execution(session, SUMMARY_STAGE, 0, "summary", resolved,
+                               summary_id_for(session.session_id))  # fmt: skip
+    await start_execution(execution, opening, deps)
+
+
+async def _finish_session(session: Session, summary: AgentExecution, deps: Deps) -> None:
+    if session.status.is_terminal:
+        return
+    fields_: dict[str, Any] = {"completed_at": utcnow()}
+    if summary.status is ExecutionStatus.COMPLETED:
+        fields_.update(
+            status=ExecutionStatus.COMPLETED.value, executive_summary=summary.final_analysis
+        )
+    else:
+        # The investigation itself succeeded; only its summary did not.
+        fields_.update(status=ExecutionStatus.COMPLETED.value, executive_summary=None)
+        logger.warning("executive summary of %s failed", session.session_id)
+    await deps.store.update_session(session.session_id, fields_)

@@ -1,0 +1,75 @@
+"""How a finished stage's results reach the next stage (seed 003's ContextFormatter).
+
+Each stage becomes ``### Results from '<stage>' stage:``; each execution's
+content sits between ``<!-- Analysis Result START -->`` and ``END`` markers, so
+that markdown in it cannot run into the next part; comment markers inside the
+content are escaped so that it cannot close the block early. Parallel stages
+get a header per agent with its status. Pure functions over stored records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from tarsy.models import AgentExecution, TimelineEvent, TimelineEventType
+
+START_MARKER = "<!-- Analysis Result START -->"
+END_MARKER = "<!-- Analysis Result END -->"
+
+
+class ExecutionRecord(BaseModel):
+    """One execution with its timeline, as the formatter reads it."""
+
+    execution: AgentExecution
+    timeline: list[TimelineEvent]
+
+
+def escape_markers(text: str) -> str:
+    """Defuse HTML comment markers inside content (so it cannot fake a block boundary)."""
+    return text.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
+
+
+def format_execution(events: Sequence[TimelineEvent]) -> str:
+    """An execution's investigation trail: responses, tool calls and results, the analysis."""
+    lines: list[str] = []
+    for event in events:
+        tool = str(event.metadata.get("tool", ""))
+        match event.type:
+            case TimelineEventType.FINAL_ANALYSIS:
+                lines.append(f"## Analysis Result\n\n{event.content}\n")
+            case TimelineEventType.LLM_RESPONSE:
+                if event.metadata.get("error"):
+                    continue  # a malformed ReAct answer; its correction follows
+                lines.append(f"### LLM Response\n\n{event.content}\n")
+            case TimelineEventType.LLM_TOOL_CALL:
+                lines.append(f"Tool request [{tool}]: {event.metadata.get('arguments', '')}")
+            case TimelineEventType.MCP_TOOL_CALL:
+                lines.append(f"Tool call [{tool}]: {event.content}")
+            case TimelineEventType.MCP_TOOL_SUMMARY:
+                lines.append(f"Tool result summary [{tool}]: {event.content}")
+            case TimelineEventType.LLM_THINKING | TimelineEventType.EXECUTIVE_SUMMARY:
+                continue  # internal reasoning / the closing summary: not stage output
+            case TimelineEventType.USER_QUESTION:
+                lines.append(f"User question: {event.content}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def format_stage(stage_name: str, records: Sequence[ExecutionRecord]) -> str:
+    """One stage's results, with per-agent headers when several agents ran."""
+    parts = [f"### Results from '{stage_name}' stage:\n"]
+    for number, record in enumerate(records, start=1):
+        if len(records) > 1:
+            execution = record.execution
+            parts.append(f"#### Agent {number}: {execution.agent}")
+            parts.append(f"**Status**: {execution.status.value}\n")
+        parts.append(START_MARKER)
+        parts.append(escape_markers(format_execution(record.timeline)).rstrip("\n"))
+        parts.append(END_MARKER + "\n")
+    return "\n".join(parts)
+
+
+def format_stages(stages: Sequence[tuple[str, Sequence[ExecutionRecord]]]) -> str:
+    """All finished stages, in order: the previous-stage context of the next one."""
+    return "\n".join(format_stage(name, records) for name, records in stages)
