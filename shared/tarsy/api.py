@@ -11,10 +11,11 @@ from pydantic import BaseModel, Field, ValidationError
 
 from tarsy.chains import iterate_message
 from tarsy.errors import InputError, NotFoundError
-from tarsy.http import HttpRequest, HttpResponse, check_api_key, error_response
+from tarsy.http import HttpRequest, HttpResponse, check_api_key, check_sweeper, error_response
 from tarsy.models import ExecutionStatus, utcnow
 from tarsy.steps import Deps
 from tarsy.store import Store
+from tarsy.sweeper import sweep
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +130,12 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
     if path == "/healthz":
         return HttpResponse(status=200, body={"status": "ok"})
     try:
+        if path == "/sweep":
+            check_sweeper(request.headers, deps.settings)
+            if request.method != "POST":
+                raise InputError("method not allowed", status=405, details={"allow": "POST"})
+            report = await sweep(deps)
+            return HttpResponse(status=200, body=report.model_dump())
         check_api_key(request.headers, deps.settings)
         match = _SESSION_PATH.match(path)
         if match is None:

@@ -89,6 +89,17 @@ def _new_execution(
     )
 
 
+def resolve_execution(
+    deps: Deps, session: Session, execution: AgentExecution
+) -> ResolvedAgentConfig:
+    """The configuration an execution runs with, by its role."""
+    if execution.role == "agent":
+        return deps.config.resolve(session.chain_id, execution.stage, execution.agent_index)
+    if execution.role == "synthesis":
+        return deps.config.resolve_role(session.chain_id, execution.stage, "synthesis")
+    return deps.config.resolve_role(session.chain_id, None, "summary")
+
+
 def stage_status(statuses: list[str], policy: str) -> ExecutionStatus:
     """A stage's status from its agents' (seed 003's aggregation, with success_policy)."""
     values = [ExecutionStatus(s) for s in statuses]
@@ -119,6 +130,8 @@ async def start_execution(
         if current is None or current.published_step >= FIRST_ITERATION_STEP:
             return
         if current.status.is_terminal or current.lease_owner:
+            return
+        if await deps.store.was_published(execution.execution_id, FIRST_ITERATION_STEP):
             return
     await deps.bus.publish(iterate_message(execution, FIRST_ITERATION_STEP))
     # So that a redelivered fan-in does not publish it again (a crash before this
@@ -201,6 +214,13 @@ async def after_execution(execution: AgentExecution, deps: Deps) -> None:
     """Decide what comes next once ``execution`` is terminal (safe to repeat)."""
     session = await deps.store.get_session(execution.session_id)
     if session is None or (session.status.is_terminal and execution.role != "summary"):
+        return
+    if session.cancel_requested:
+        # Nothing further starts for a cancelled session.
+        await deps.store.update_session(
+            session.session_id,
+            {"status": ExecutionStatus.CANCELLED.value, "completed_at": utcnow()},
+        )
         return
     if execution.role == "summary":
         await _finish_session(session, execution, deps)

@@ -73,6 +73,28 @@ def check_api_key(headers: dict[str, str], settings: Settings) -> None:
         raise AuthError("invalid API key")
 
 
+def check_sweeper(headers: dict[str, str], settings: Settings) -> None:
+    """Authorize a sweep: Cloud Scheduler's OIDC token in the cloud, the API key locally."""
+    if not settings.sweeper_invoker:
+        check_api_key(headers, settings)
+        return
+    token = presented_key(headers)
+    if token is None:
+        raise AuthError("the sweeper needs a Google OIDC token (Authorization: Bearer)")
+    # Imported here: only the api function's /sweep route needs google-auth's verifier.
+    from google.auth.transport import requests as google_requests
+    from google.oauth2 import id_token
+
+    try:
+        claims = id_token.verify_oauth2_token(  # type: ignore[no-untyped-call]
+            token, google_requests.Request(), audience=settings.sweeper_audience or None
+        )
+    except ValueError as e:
+        raise AuthError(f"invalid OIDC token: {e}") from e
+    if claims.get("email") != settings.sweeper_invoker or not claims.get("email_verified"):
+        raise AuthError("this identity may not run the sweeper")
+
+
 class _WsgiStream(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
 

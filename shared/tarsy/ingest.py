@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,7 +20,7 @@ from tarsy.config.schema import TarsyConfig
 from tarsy.errors import InputError
 from tarsy.http import HttpRequest, HttpResponse, check_api_key, error_response
 from tarsy.log import fields
-from tarsy.models import AlertSubmission, Session, StepMessage
+from tarsy.models import AlertSubmission, Session, StepMessage, utcnow
 from tarsy.settings import Settings
 from tarsy.store import Store
 
@@ -96,13 +97,15 @@ async def handle(
     except InputError as e:
         logger.info("rejected alert: %s %s", e.status, e)
         return error_response(e)
+    chain_id = config.chain_for(submission.alert_type)
     session = Session(
         session_id=str(uuid.uuid4()),
         alert_type=submission.alert_type,
         alert_data=submission.data_as_text(),
         runbook=submission.runbook,
         metadata=submission.metadata,
-        chain_id=config.chain_for(submission.alert_type),
+        chain_id=chain_id,
+        deadline=utcnow() + timedelta(seconds=config.session_timeout(chain_id)),
     )
     await store.create_session(session)
     try:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -133,48 +134,65 @@ class JsonMaskResult:
 
 @dataclass(frozen=True)
 class _Rule:
-    """One named rule: a function from text to (text, number of values masked)."""
+    """A function from text to (masked text, values masked per pattern name)."""
 
-    name: str
+    names: tuple[str, ...]  # the pattern names it counts under
     group: str
-    apply: Callable[[str], tuple[str, int]]
+    apply: Callable[[str], tuple[str, dict[str, int]]]
+
+
+def _single(name: str, group: str, apply: Callable[[str], tuple[str, int]]) -> _Rule:
+    """A rule counting under one name."""
+
+    def counted(text: str) -> tuple[str, dict[str, int]]:
+        text, count = apply(text)
+        return text, ({name: count} if count else {})
+
+    return _Rule((name,), group, counted)
+
+
+def _replace_secrets(match: re.Match[str], groups: list[str], token: str) -> str:
+    """The match with each participating ``secret*`` group (or all of it) replaced by ``token``.
+
+    Values that are blank or already masked are kept, which makes every rule idempotent.
+    """
+    spans = [match.span(g) for g in groups if match.start(g) >= 0] if groups else [match.span()]
+    pieces: list[str] = []
+    cursor = match.start()
+    for start, end in spans:
+        value = match.string[start:end]
+        if not value.strip() or _is_masked(value) or value == token:
+            continue
+        pieces.append(match.string[cursor:start])
+        pieces.append(token)
+        cursor = end
+    if not pieces:
+        return match.group(0)
+    pieces.append(match.string[cursor : match.end()])
+    return "".join(pieces)
+
+
+def _secret_groups(pattern: re.Pattern[str]) -> list[str]:
+    return [g for g in pattern.groupindex if g.startswith("secret")]
 
 
 def _regex_rule(name: str, group: str, pattern: re.Pattern[str], token: str) -> _Rule:
     """A rule replacing each group whose name starts with ``secret`` (or the whole match)."""
-    secret_groups = [g for g in pattern.groupindex if g.startswith("secret")]
-
-    def replace(match: re.Match[str]) -> str:
-        spans = [match.span(g) for g in secret_groups if match.start(g) >= 0]
-        if not secret_groups:
-            spans = [match.span()]
-        pieces: list[str] = []
-        cursor = match.start()
-        for start, end in spans:
-            value = match.string[start:end]
-            if not value.strip() or _is_masked(value) or value == token:
-                continue
-            pieces.append(match.string[cursor:start])
-            pieces.append(token)
-            cursor = end
-        if not pieces:
-            return match.group(0)
-        pieces.append(match.string[cursor : match.end()])
-        return "".join(pieces)
+    groups = _secret_groups(pattern)
 
     def apply(text: str) -> tuple[str, int]:
         count = 0
 
         def counted(match: re.Match[str]) -> str:
             nonlocal count
-            new = replace(match)
+            new = _replace_secrets(match, groups, token)
             if new != match.group(0):
                 count += 1
             return new
 
         return pattern.sub(counted, text), count
 
-    return _Rule(name, group, apply)
+    return _single(name, group, apply)
 
 
 # Values a key=value rule leaves alone: mask tokens, references, placeholders, booleans.
@@ -182,41 +200,112 @@ _NOT_A_VALUE = r"(?!\[MASKED_|\$\{|\$\(|<|(?:true|false|null|none)[\"']?(?:[\s,}
 
 # Keys whose value is a password, secret or token (group "passwords").
 _PASSWORD_KEY = (
-    r"(?:(?i:[a-z0-9_.\-]*(?:password|passwd|passphrase))"
-    r"|(?i:[a-z0-9_.\-]*[_.\-](?:secret|token|pwd|credentials?|private[_\-]?key))"
+    r"(?:(?i:[a-z0-9_.\-]{0,64}(?:password|passwd|passphrase))"
+    r"|(?i:[a-z0-9_.\-]{0,64}[_.\-](?:secret|token|pwd|credentials?|private[_\-]?key))"
     r"|[a-z][A-Za-z0-9]*(?:Secret|Token)"
     r"|(?i:secret|token))"
 )
+_PASSWORD_KEY_RE = re.compile(_PASSWORD_KEY)
 # Keys whose value is an API or access key (group "tokens").
 _API_KEY = (
-    r"(?i:[a-z0-9_.\-]*(?:api[_\-]?key|access[_\-]?key(?:[_\-]?id)?|secret[_\-]?key"
+    r"(?i:[a-z0-9_.\-]{0,64}(?:api[_\-]?key|access[_\-]?key(?:[_\-]?id)?|secret[_\-]?key"
     r"|auth[_\-]?key|private[_\-]?token))"
 )
+_API_KEY_RE = re.compile(_API_KEY)
 
 
-def _key_value_patterns(key: str) -> dict[str, re.Pattern[str]]:
-    """Patterns for ``key=value``, ``key: value`` and ``"key": "value"`` with the given keys."""
-    start = r"(?<![A-Za-z0-9])"
-    return {
-        # "key": "value" (JSON)
-        "json": re.compile(rf'"{key}"\s*:\s*"{_NOT_A_VALUE}(?P<secret>(?:[^"\\\n]|\\.)+)"'),
-        # key: value, on a line of its own (YAML, describe, HTTP headers): the rest of the line
-        "line": re.compile(
-            rf"(?m)^[ \t]*(?:-[ \t]+)?{key}[ \t]*:[ \t]+{_NOT_A_VALUE}"
-            rf"(?:\"(?P<secret1>[^\"\n]*)\"|'(?P<secret2>[^'\n]*)'|(?P<secret3>[^\s|>#][^\n]*?))"
-            rf"(?:[ \t]+#.*)?[ \t]*$"
-        ),
-        # key=value, key="value" (env dumps, logs, query strings, flags)
-        "assign": re.compile(
-            rf"{start}{key}[ \t]*=[ \t]*{_NOT_A_VALUE}"
-            rf"(?:\"(?P<secret1>[^\"\n]*)\"|'(?P<secret2>[^'\n]*)'|(?P<secret3>[^\s\"'&;,]+))"
-        ),
-        # key: value inside a line of log text
-        "colon": re.compile(
-            rf"{start}{key}[ \t]*:[ \t]+{_NOT_A_VALUE}"
-            rf"(?:\"(?P<secret1>[^\"\n]*)\"|'(?P<secret2>[^'\n]*)'|(?P<secret3>[^\s\"',;}}]+))"
-        ),
-    }
+def _value(bare: str) -> str:
+    """A value: double-quoted, single-quoted or bare (``bare`` is its regex)."""
+    return rf"(?:\"(?P<secret1>[^\"\n]*)\"|'(?P<secret2>[^'\n]*)'|(?P<secret3>{bare}))"
+
+
+_LINE_VALUE = _value(r"[^\s|>#][^\n]*?")
+_ASSIGN_VALUE = _value(r"""[^\s"'&;,]+""")
+_COLON_VALUE = _value(r"""[^\s"',;}]+""")
+
+# What follows a sensitive key, per form; the key itself is found by _keyed_rule.
+_KEY_FORMS: dict[str, re.Pattern[str]] = {
+    # "key": "value" (JSON)
+    "json": re.compile(rf'"\s*:\s*"{_NOT_A_VALUE}(?P<secret>(?:[^"\\\n]|\\.)+)"'),
+    # key: value, on a line of its own (YAML, describe, HTTP headers): the rest of the line
+    "line": re.compile(
+        rf"[ \t]*:[ \t]+{_NOT_A_VALUE}{_LINE_VALUE}(?:[ \t]+#.*)?[ \t]*$", re.MULTILINE
+    ),
+    # key=value, key="value" (env dumps, logs, query strings, flags)
+    "assign": re.compile(rf"[ \t]*=[ \t]*{_NOT_A_VALUE}{_ASSIGN_VALUE}"),
+    # key: value inside a line of log text
+    "colon": re.compile(rf"[ \t]*:[ \t]+{_NOT_A_VALUE}{_COLON_VALUE}"),
+}
+# Where a sensitive key may be: every key regex above contains one of these words.
+_KEYWORD = re.compile(
+    r"passw(?:or)?d|passphrase|secret|token|pwd|credential"
+    r"|api[_\-]?key|access[_\-]?key|auth[_\-]?key|private[_\-]?key"
+)
+_KEY_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
+_LINE_PREFIX = re.compile(r"[ \t]*(?:-[ \t]+)?")
+
+
+_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def _keyed_rule(prefix: str, group: str, key: re.Pattern[str], token: str) -> _Rule:
+    """A rule masking the value after a sensitive key, in any of the forms of ``_KEY_FORMS``.
+
+    It finds the key words first (in an ASCII-lowercased copy, same length) and only then
+    looks at the key around them: a regex starting with an open-ended key would be tried at
+    every position of the text. Counts go to ``<prefix>_<form>``.
+    """
+    forms = [
+        (f"{prefix}_{form}", form, tail, _secret_groups(tail)) for form, tail in _KEY_FORMS.items()
+    ]
+
+    def key_fits(text: str, start: int, form: str) -> bool:
+        if form == "json":
+            return start > 0 and text[start - 1] == '"'
+        if form == "line":
+            line_start = text.rfind("\n", 0, start) + 1
+            return _LINE_PREFIX.fullmatch(text, line_start, start) is not None
+        return True
+
+    def apply(text: str) -> tuple[str, dict[str, int]]:
+        pieces: list[str] = []
+        cursor = 0
+        counts: Counter[str] = Counter()
+        done = 0
+        for hit in _KEYWORD.finditer(text.translate(_LOWER)):
+            if hit.start() < done:
+                continue
+            start = hit.start()
+            while start > hit.start() - 64 and start > 0 and text[start - 1] in _KEY_CHARS:
+                start -= 1
+            while start < hit.start() and text[start] in "_.-":
+                start += 1
+            end = hit.end()
+            while end < len(text) and end - start < 128 and text[end] in _KEY_CHARS:
+                end += 1
+            done = end
+            if start > 0 and text[start - 1].isalnum():
+                continue  # the key is longer than we looked
+            if key.fullmatch(text, start, end) is None:
+                continue
+            for name, form, tail, groups in forms:
+                match = tail.match(text, end)
+                if match is None or not key_fits(text, start, form):
+                    continue
+                done = match.end()
+                new = _replace_secrets(match, groups, token)
+                if new != match.group(0):
+                    pieces.append(text[cursor : match.start()])
+                    pieces.append(new)
+                    cursor = match.end()
+                    counts[name] += 1
+                break
+        if not counts:
+            return text, {}
+        pieces.append(text[cursor:])
+        return "".join(pieces), dict(counts)
+
+    return _Rule(tuple(name for name, *_ in forms), group, apply)
 
 
 _PEM = re.compile(
@@ -228,7 +317,7 @@ _PEM_BASE64 = re.compile(r"(?<![A-Za-z0-9+/])LS0tLS1CRUdJTi[A-Za-z0-9+/]{8,}={0,
 
 _TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
     "bearer_token": re.compile(
-        r"(?i:\bbearer)[ \t]+(?P<secret>(?=[A-Za-z0-9\-._~+/]*\d)[A-Za-z0-9\-._~+/]{10,}=*)"
+        r"(?i:\bbearer)[ \t]+(?P<secret>(?=[A-Za-z0-9\-._~+/]{0,4096}\d)[A-Za-z0-9\-._~+/]{10,}=*)"
     ),
     "basic_auth": re.compile(
         r"(?i:authorization)[\"']?[ \t]*[:=][ \t]*[\"']?(?i:basic)[ \t]+"
@@ -248,7 +337,7 @@ _TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
 }
 
 _URL_PASSWORD = re.compile(
-    r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@\"'<>]*:(?P<secret>[^\s@/\"'<>]+)@(?=[A-Za-z0-9\[])"
+    r"\b[a-zA-Z][a-zA-Z0-9+.\-]{0,30}://[^\s:/@\"'<>]{0,256}:(?P<secret>[^\s@/\"'<>]+)@(?=[A-Za-z0-9\[])"
 )
 _ENV_ENTRY_YAML = re.compile(
     rf"(?m)^[ \t]*(?:-[ \t]+)?name:[ \t]*[\"']?(?:{_PASSWORD_KEY}|{_API_KEY})[\"']?[ \t]*\n"
@@ -288,6 +377,10 @@ def _yaml_line(line: str) -> _YamlLine | None:
     )
 
 
+def _eol(line: str) -> str:
+    return line[len(line.rstrip("\r\n")) :]
+
+
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
@@ -303,46 +396,48 @@ def _is_doc_marker(line: str) -> bool:
 
 def _yaml_mapping_is_secret(lines: list[str], index: int, col: int) -> bool:
     """Whether the mapping holding the key on line ``index`` (at column ``col``) has kind Secret."""
+    this = _yaml_line(lines[index])
+    own_key = {this.key} if this is not None else set()
+
+    def sibling(i: int, seen: set[str]) -> _YamlLine | bool | None:
+        """The key at ``col`` on line ``i``; None: skip the line; False: the mapping ended."""
+        line = lines[i]
+        if _is_doc_marker(line):
+            return False
+        if _is_blank(line):
+            return None
+        indent = _indent(line)
+        if indent > col:
+            return None  # inside a sibling's value
+        parsed = _yaml_line(line)
+        if parsed is None or parsed.col != col or parsed.key in seen:
+            return False  # a shallower line, or a repeated key: another mapping
+        seen.add(parsed.key)
+        return parsed
 
     def is_secret_kind(parsed: _YamlLine) -> bool:
         return parsed.key == "kind" and parsed.value.strip("\"' ") == "Secret"
 
-    this = _yaml_line(lines[index])
-    starts_here = this is not None and this.dash
-    # Backwards, to the start of the mapping (unless it starts on this line).
-    for i in range(index - 1, -1, -1):
-        if starts_here:
-            break
-        line = lines[i]
-        if _is_doc_marker(line):
-            break
-        if _is_blank(line):
-            continue
-        parsed = _yaml_line(line)
-        if parsed is not None and parsed.col == col:
-            if is_secret_kind(parsed):
-                return True
-            if parsed.dash:
+    # Backwards, to the start of the mapping (a "- " line), unless it starts on this line.
+    if this is not None and not this.dash:
+        seen = set(own_key)
+        for i in range(index - 1, -1, -1):
+            found = sibling(i, seen)
+            if found is False:
                 break
-            continue
-        if _indent(line) < col:
-            break
-    # Forwards, to its end.
+            if isinstance(found, _YamlLine):
+                if is_secret_kind(found):
+                    return True
+                if found.dash:
+                    break
+    # Forwards, to its end (a shallower line, or the next "- " item).
+    seen = set(own_key)
     for i in range(index + 1, len(lines)):
-        line = lines[i]
-        if _is_doc_marker(line):
+        found = sibling(i, seen)
+        if found is False or (isinstance(found, _YamlLine) and found.dash):
             break
-        if _is_blank(line):
-            continue
-        parsed = _yaml_line(line)
-        if parsed is not None and parsed.col == col:
-            if parsed.dash:
-                break
-            if is_secret_kind(parsed):
-                return True
-            continue
-        if _indent(line) < col:
-            break
+        if isinstance(found, _YamlLine) and is_secret_kind(found):
+            return True
     return False
 
 
@@ -354,10 +449,20 @@ def _mask_yaml_secret_data(text: str, token: str) -> tuple[str, int]:
     drop: set[int] = set()
     count = 0
     for i, line in enumerate(lines):
+        if "ata:" not in line:
+            continue
         parsed = _yaml_line(line)
-        if parsed is None or parsed.key not in ("data", "stringData") or parsed.value:
+        if parsed is None or parsed.key not in ("data", "stringData"):
+            continue
+        flow = parsed.value.strip()
+        if flow and (flow == "{}" or not flow.startswith("{") or _is_masked(flow)):
             continue
         if not _yaml_mapping_is_secret(lines, i, parsed.col):
+            continue
+        if flow:  # data: {key: value, ...} on one line: mask it whole
+            key_end = line.index(":", parsed.col) + 1
+            lines[i] = f"{line[:key_end]} {token}{_eol(line)}"
+            count += 1
             continue
         child_col: int | None = None
         in_value = False
@@ -385,9 +490,8 @@ def _mask_yaml_secret_data(text: str, token: str) -> tuple[str, int]:
             in_value = True
             if _is_masked(value):
                 continue
-            ending = child[len(child.rstrip("\r\n")) :]
             key_end = child.index(":", entry.col) + 1
-            lines[j] = f"{child[:key_end]} {token}{ending}"
+            lines[j] = f"{child[:key_end]} {token}{_eol(child)}"
             count += 1
     if not count and not drop:
         return text, 0
@@ -525,9 +629,9 @@ def _kubernetes_secret_rules() -> list[_Rule]:
     token = mask_token("kubernetes_secrets")
     group = "kubernetes_secrets"
     return [
-        _Rule("k8s_secret_yaml", group, lambda text: _mask_yaml_secret_data(text, token)),
-        _Rule("k8s_secret_json", group, lambda text: _mask_json_secret_data(text, token)),
-        _Rule("k8s_secret_escaped", group, lambda text: _mask_escaped_secret_data(text, token)),
+        _single("k8s_secret_yaml", group, lambda text: _mask_yaml_secret_data(text, token)),
+        _single("k8s_secret_json", group, lambda text: _mask_json_secret_data(text, token)),
+        _single("k8s_secret_escaped", group, lambda text: _mask_escaped_secret_data(text, token)),
     ]
 
 
@@ -542,21 +646,13 @@ def _builtin_rules(group: PatternGroup) -> list[_Rule]:
         ]
     if group == "tokens":
         rules = [_regex_rule(name, group, p, token) for name, p in _TOKEN_PATTERNS.items()]
-        rules += [
-            _regex_rule(f"api_key_{form}", group, p, token)
-            for form, p in _key_value_patterns(_API_KEY).items()
-        ]
-        return rules
+        return [*rules, _keyed_rule("api_key", group, _API_KEY_RE, token)]
     rules = [
         _regex_rule("url_password", group, _URL_PASSWORD, token),
         _regex_rule("env_entry_yaml", group, _ENV_ENTRY_YAML, token),
         _regex_rule("env_entry_json", group, _ENV_ENTRY_JSON, token),
     ]
-    rules += [
-        _regex_rule(f"password_{form}", group, p, token)
-        for form, p in _key_value_patterns(_PASSWORD_KEY).items()
-    ]
-    return rules
+    return [*rules, _keyed_rule("password", group, _PASSWORD_KEY_RE, token)]
 
 
 # Order matters: structure first (a Secret's data), then whole blocks, then single values.
@@ -566,10 +662,12 @@ _GROUP_ORDER: tuple[PatternGroup, ...] = (
     "tokens",
     "passwords",
 )
-_BUILTIN_RULE_NAMES = frozenset(rule.name for g in _GROUP_ORDER for rule in _builtin_rules(g))
+_BUILTIN_RULE_NAMES = frozenset(
+    name for g in _GROUP_ORDER for rule in _builtin_rules(g) for name in rule.names
+)
 _SENSITIVE_KEY = {
-    "tokens": re.compile(_API_KEY + "|(?i:x-api-key|authorization)"),
-    "passwords": re.compile(_PASSWORD_KEY),
+    "tokens": re.compile(_API_KEY + "|(?i:authorization)"),
+    "passwords": _PASSWORD_KEY_RE,
 }
 
 
@@ -601,9 +699,8 @@ class Masker:
         """Return ``text`` with every secret the enabled rules recognise replaced."""
         counts: Counter[str] = Counter()
         for rule in self._rules:
-            text, count = rule.apply(text)
-            if count:
-                counts[rule.name] += count
+            text, rule_counts = rule.apply(text)
+            counts.update(rule_counts)
         return MaskResult(text=text, counts=dict(counts))
 
     def mask_json(self, value: Any) -> JsonMaskResult:

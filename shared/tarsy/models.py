@@ -130,6 +130,7 @@ class Session(_Model):
     tokens: TokenUsage = Field(default_factory=TokenUsage)
     cost: float = 0.0
     cancel_requested: bool = False
+    deadline: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     completed_at: datetime | None = None

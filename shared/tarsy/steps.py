@@ -158,6 +158,9 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         await _cancel_execution(execution, deps)
         return
     now = utcnow()
+    if session.deadline is not None and now > session.deadline:
+        await time_out(session.session_id, deps)
+        return
     if execution.lease_owner and execution.lease_until and execution.lease_until > now:
         raise LeaseHeldError(
             f"execution {execution.execution_id!r} step {execution.step} is leased until "
@@ -170,7 +173,7 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         read_time=read_time,
         step=message.step,
     )
-    resolved = deps.config.resolve(session.chain_id, execution.stage, execution.agent_index)
+    resolved = chains.resolve_execution(deps, session, execution)
     strategy = get_strategy(execution.strategy)
     listing = ToolListing()
     if strategy.uses_tools and resolved.mcp_servers and deps.tools is not None:
@@ -350,6 +353,24 @@ async def _cancel_execution(execution: AgentExecution, deps: Deps) -> None:
         "cancelled",
         extra=fields(session_id=execution.session_id, execution_id=execution.execution_id),
     )
+
+
+async def time_out(session_id: str, deps: Deps) -> None:
+    """End a session past its deadline: it and its unfinished executions become timed_out."""
+    now = utcnow()
+    timed_out = ExecutionStatus.TIMED_OUT.value
+    error = ErrorInfo(message="the session passed its deadline", code="deadline", retryable=False)
+    for execution in await deps.store.list_executions(session_id):
+        if not execution.status.is_terminal:
+            await deps.store.update_execution(
+                execution.execution_id,
+                {"status": timed_out, "completed_at": now, "lease_owner": None,
+                 "lease_until": None, "error": error.model_dump()},
+            )  # fmt: skip
+    await deps.store.update_session(
+        session_id, {"status": timed_out, "completed_at": now, "error": error.model_dump()}
+    )
+    logger.warning("session timed out", extra=fields(session_id=session_id))
 
 
 async def _heal_publish(execution: AgentExecution, deps: Deps) -> None:

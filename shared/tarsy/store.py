@@ -60,6 +60,7 @@ THOUGHT_SIGNATURES = "thought_signatures"
 TOOL_LISTS = "mcp_tool_lists"
 DONE = "done"  # sessions/{sid}/stages/{NN}/done/{execution_id}: one per finished execution
 MARKERS = "markers"  # sessions/{sid}/stages/{NN}/markers/{name}: claimed once, by create()
+PUBLISHED = "published"  # executions/{eid}/published/{step}: that step's message went out
 
 
 def record_id(step: int, n: int) -> str:
@@ -312,14 +313,26 @@ class Store:
         return Claim(owner=owner, until=until, update_time=result.update_time)
 
     async def mark_published(self, execution_ids: Sequence[str], step: int) -> None:
-        """Record that the messages for ``step`` of these executions went out (one batch)."""
+        """Record that the messages for ``step`` of these executions went out (one batch).
+
+        The record is a document of its own (``executions/{eid}/published/{step}``):
+        a write to the execution document itself would race with the step's claim
+        and void the claim's precondition.
+        """
         if not execution_ids:
             return
         batch = self._db.batch()
         for execution_id in execution_ids:
-            batch.update(self._execution(execution_id), {"published_step": step})
+            ref = self._execution(execution_id).collection(PUBLISHED).document(f"{step:04d}")
+            batch.set(ref, {"step": step, "at": utcnow()})
         self.round_trips.add("commit")
         await batch.commit()
+
+    async def was_published(self, execution_id: str, step: int) -> bool:
+        """Whether the message for ``step`` is known to have gone out."""
+        self.round_trips.add("get")
+        ref = self._execution(execution_id).collection(PUBLISHED).document(f"{step:04d}")
+        return bool((await ref.get()).exists)
 
     async def load_messages(self, execution_id: str) -> list[ConversationMessage]:
         """Return the conversation of an execution, in order."""
@@ -465,6 +478,33 @@ class Store:
         self._write(batch, self._db.collection(TOOL_LISTS).document(server), _doc(cached))
         self.round_trips.add("commit")
         await batch.commit()
+
+    # ─── the sweeper's queries ───────────────────────────────────────────────
+
+    async def expired_leases(self, now: datetime, limit: int = 100) -> list[AgentExecution]:
+        """Active executions whose step lease ran out (its process died mid-step)."""
+        self.round_trips.add("query")
+        query = (
+            self._db.collection(EXECUTIONS)
+            .where(filter=firestore.FieldFilter("status", "==", ExecutionStatus.ACTIVE.value))
+            .where(filter=firestore.FieldFilter("lease_until", "<", now))
+            .limit(limit)
+        )
+        return [AgentExecution.model_validate(s.to_dict()) async for s in query.stream()]
+
+    async def overdue_sessions(self, now: datetime, limit: int = 100) -> list[str]:
+        """Ids of unfinished sessions past their deadline."""
+        overdue: list[str] = []
+        for status in (ExecutionStatus.PENDING, ExecutionStatus.ACTIVE, ExecutionStatus.PAUSED):
+            self.round_trips.add("query")
+            query = (
+                self._db.collection(SESSIONS)
+                .where(filter=firestore.FieldFilter("status", "==", status.value))
+                .where(filter=firestore.FieldFilter("deadline", "<", now))
+                .limit(limit)
+            )
+            overdue.extend([s.id async for s in query.stream()])
+        return overdue
 
     async def list_mcp_interactions(self, execution_id: str) -> list[MCPInteraction]:
         """Return an execution's MCP interaction records in order."""

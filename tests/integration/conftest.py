@@ -27,9 +27,10 @@ from tarsy.models import StepMessage
 from tarsy.settings import Settings
 from tarsy.steps import Deps
 from tarsy.store import Store, get_store
-from tarsy.testing.fake_gemini import FakeGemini
+from tarsy.testing.fake_gemini import FakeGemini, StandInResponder
 
 ROOT = Path(__file__).resolve().parents[2]
+CONFIG = Path(__file__).with_name("chains.yaml")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -52,13 +53,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory, fake_gemini: FakeGemini) -> 
         root=ROOT,
         state_dir=state_dir,
         gemini_base_url=fake_gemini.url,
+        config_path=CONFIG,
         # A short lease keeps the redelivery tests quick; steps here take milliseconds.
         function_env={"TARSY_STEP_LEASE_SECONDS": "30", "TARSY_LOG_LEVEL": "INFO"},
     )
     running = start_stack(options, Settings())
-    saved = {key: os.environ.get(key) for key in running.client_env()}
     # This process talks to the same emulators (in-process engine tests, assertions).
-    os.environ.update(running.client_env())
+    emulators = {
+        key: value
+        for key, value in running.client_env().items()
+        if key in ("GOOGLE_CLOUD_PROJECT", "FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST")
+    }
+    saved = {key: os.environ.get(key) for key in emulators}
+    os.environ.update(emulators)
     try:
         yield running
     finally:
@@ -80,6 +87,7 @@ def stack_settings(stack: Stack, fake_gemini: FakeGemini) -> Settings:
         GEMINI_API_KEY="local-fake-key",
         GEMINI_BASE_URL=fake_gemini.url,
         TARSY_STEP_LEASE_SECONDS=30,
+        TARSY_CONFIG_PATH=str(CONFIG),
     )
 
 
@@ -107,6 +115,7 @@ def clean(request: pytest.FixtureRequest) -> None:
     fake: FakeGemini = request.getfixturevalue("fake_gemini")
     clear_firestore(running.firestore_host, running.project_id)
     fake.reset()
+    fake.responder = StandInResponder()
 
 
 @pytest.fixture

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from tarsy.chains import execution_id_for, summary_id_for
 from tarsy.client import TarsyClient
 from tarsy.errors import LeaseHeldError, TransientError
 from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.chains import execution_id_for, summary_id_for
 from tarsy.steps import Deps, handle
 from tarsy.store import Store
 from tarsy.testing.fake_gemini import FakeGemini, FakeReply

@@ -135,6 +135,8 @@ class Defaults(_Strict):
     iteration_strategy: IterationStrategy = "single-call"
     max_iterations: int = Field(default=20, ge=1, le=200)
     on_max_iterations: OnMaxIterations = "conclude"
+    # A session still running this long after it was accepted is timed out by the sweeper.
+    session_timeout_seconds: float = Field(default=1800.0, gt=0)
 
 
 class AgentDefinition(_Strict):
@@ -224,6 +226,7 @@ class ChainConfig(_Strict):
     stages: list[StageConfig] = Field(min_length=1)
     llm_provider: str | None = None
     max_iterations: int | None = Field(default=None, ge=1, le=200)
+    session_timeout_seconds: float | None = Field(default=None, gt=0)
     # After the last stage: a single-call summary of the final analysis for people.
     executive_summary: bool = True
     summary_agent: str = Field(default="executive-summarizer", pattern=NAME_PATTERN)
@@ -312,6 +315,11 @@ class TarsyConfig(_Strict):
                     check_provider(f"{at}.llm_provider", stage_agent.llm_provider)
                     check_servers(f"{at}.mcp_servers", stage_agent.mcp_servers)
         return problems
+
+    def session_timeout(self, chain_id: str) -> float:
+        """Seconds a session of this chain may run before it is timed out."""
+        chain_timeout = self.agent_chains[chain_id].session_timeout_seconds
+        return chain_timeout or self.defaults.session_timeout_seconds
 
     def chain_for(self, alert_type: str) -> str:
         """Return the id of the chain that handles ``alert_type`` (the default chain if none)."""

@@ -73,7 +73,8 @@ class Container(_Model):
     liveness_probe: dict[str, Any] | None = None
     readiness_probe: dict[str, Any] | None = None
     state: dict[str, Any] | None = Field(
-        default=None, description="A Kubernetes ContainerState; default: running since the pod started."
+        default=None,
+        description="A Kubernetes ContainerState; default: running since the pod started.",
     )
     last_state: dict[str, Any] = Field(default_factory=dict)
     ready: bool | None = Field(default=None, description="Default: whether it is running.")
@@ -85,7 +86,9 @@ class Container(_Model):
     @field_validator("state", "last_state")
     @classmethod
     def _one_state(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value and (len(value) != 1 or next(iter(value)) not in ("running", "waiting", "terminated")):
+        if value and (
+            len(value) != 1 or next(iter(value)) not in ("running", "waiting", "terminated")
+        ):
             raise ValueError("a container state has exactly one of running, waiting, terminated")
         return value
 
@@ -221,7 +224,9 @@ class ClusterState(_Model):
         for obj in self.objects:
             namespace = obj["metadata"].get("namespace", "")
             if namespace and namespace not in namespaces:
-                raise ValueError(f"{obj['kind']}/{obj['metadata']['name']}: no namespace {namespace!r}")
+                raise ValueError(
+                    f"{obj['kind']}/{obj['metadata']['name']}: no namespace {namespace!r}"
+                )
             key = (obj["kind"], namespace, obj["metadata"]["name"])
             if key in keys:
                 raise ValueError(f"{key[0]} {key[1]}/{key[2]} is defined twice")

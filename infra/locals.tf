@@ -1,0 +1,75 @@
+locals {
+  names = {
+    ingest      = "${var.name_prefix}-ingest"
+    step        = "${var.name_prefix}-step"
+    api         = "${var.name_prefix}-api"
+    dead_letter = "${var.name_prefix}-dead-letter"
+  }
+
+  # Known before the function exists, so the api can name its own URL (sweeper
+  # audience) without a dependency cycle. 2nd gen functions answer on it too.
+  api_url = "https://${var.region}-${var.project_id}.cloudfunctions.net/${local.names.api}"
+
+  packages = {
+    for name in ["ingest", "step", "api"] :
+    name => abspath(startswith(var.package_dir, "/") ? "${var.package_dir}/${name}.zip" : "${path.module}/${var.package_dir}/${name}.zip")
+  }
+
+  # Plain environment per function as the code sees it: keys are the first
+  # environment name of a field of tarsy.settings.Settings, and a function gets
+  # only the fields whose json_schema_extra lists it (tests/infra checks both).
+  # null leaves the variable unset, so the Settings default applies. The
+  # dead-letter function runs the step code and uses the step environment.
+  function_env = {
+    ingest = {
+      GOOGLE_CLOUD_PROJECT     = var.project_id
+      TARSY_FIRESTORE_DATABASE = google_firestore_database.main.name
+      TARSY_STEPS_TOPIC        = google_pubsub_topic.steps.name
+      TARSY_PUBLIC_API_URL     = var.public_api_url != "" ? var.public_api_url : local.api_url
+      TARSY_MAX_ALERT_BYTES    = tostring(var.max_alert_bytes)
+      TARSY_CONFIG_PATH        = var.config_packaged ? "/workspace/tarsy.yaml" : null
+      TARSY_LOG_FORMAT         = "json"
+      TARSY_LOG_LEVEL          = var.log_level
+    }
+    step = {
+      GOOGLE_CLOUD_PROJECT     = var.project_id
+      TARSY_FIRESTORE_DATABASE = google_firestore_database.main.name
+      TARSY_STEPS_TOPIC        = google_pubsub_topic.steps.name
+      TARSY_CONFIG_PATH        = var.config_packaged ? "/workspace/tarsy.yaml" : null
+      TARSY_DEFAULT_MODEL      = var.default_model
+      TARSY_VERTEX_PROJECT     = var.vertex_project
+      TARSY_VERTEX_LOCATION    = var.vertex_location
+      GEMINI_BASE_URL          = var.gemini_base_url
+      TARSY_STEP_LEASE_SECONDS = tostring(local.step_lease_seconds)
+      TARSY_LOG_FORMAT         = "json"
+      TARSY_LOG_LEVEL          = var.log_level
+    }
+    api = {
+      GOOGLE_CLOUD_PROJECT     = var.project_id
+      TARSY_FIRESTORE_DATABASE = google_firestore_database.main.name
+      TARSY_STEPS_TOPIC        = google_pubsub_topic.steps.name
+      TARSY_CONFIG_PATH        = var.config_packaged ? "/workspace/tarsy.yaml" : null
+      TARSY_STEP_LEASE_SECONDS = tostring(local.step_lease_seconds)
+      TARSY_SWEEPER_INVOKER    = google_service_account.sweeper.email
+      TARSY_SWEEPER_AUDIENCE   = local.api_url
+      TARSY_LOG_FORMAT         = "json"
+      TARSY_LOG_LEVEL          = var.log_level
+    }
+  }
+
+  # Settings fields served from Secret Manager: env name => secret id. null: not set.
+  function_secret_env = {
+    ingest = { TARSY_API_KEY = google_secret_manager_secret.api_key.secret_id }
+    api    = { TARSY_API_KEY = google_secret_manager_secret.api_key.secret_id }
+    step   = { GEMINI_API_KEY = one(google_secret_manager_secret.gemini_api_key[*].secret_id) }
+  }
+
+  # Not settings: variables that the user's configuration names ({env: MCP_...}).
+  mcp_token_env = {
+    for name, secret in var.mcp_server_tokens :
+    name => google_secret_manager_secret.mcp_token[name].secret_id
+  }
+
+  # A lease outlives the step that holds it (Settings.step_lease_seconds).
+  step_lease_seconds = var.step_function.timeout_seconds + 60
+}

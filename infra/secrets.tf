@@ -1,0 +1,60 @@
+# Terraform creates the secrets but never their values, so no key lands in the
+# state: add a version with `gcloud secrets versions add` (docs/deploy.md) before
+# the functions are created. Encryption is Google-managed.
+
+resource "google_secret_manager_secret" "api_key" {
+  secret_id = "${var.name_prefix}-api-key"
+  replication {
+    auto {}
+  }
+  depends_on = [google_project_service.enabled]
+}
+
+resource "google_secret_manager_secret" "gemini_api_key" {
+  count     = var.use_vertex_ai ? 0 : 1
+  secret_id = "${var.name_prefix}-gemini-api-key"
+  replication {
+    auto {}
+  }
+  depends_on = [google_project_service.enabled]
+}
+
+resource "google_secret_manager_secret" "mcp_token" {
+  for_each  = var.mcp_server_tokens
+  secret_id = each.value
+  labels = {
+    tarsy-env = lower(replace(each.key, "_", "-"))
+  }
+  replication {
+    auto {}
+  }
+  depends_on = [google_project_service.enabled]
+}
+
+# Accessors: each secret to the functions that read it, and to no one else.
+resource "google_secret_manager_secret_iam_member" "api_key" {
+  for_each = {
+    ingest = google_service_account.ingest.member
+    api    = google_service_account.api.member
+  }
+
+  secret_id = google_secret_manager_secret.api_key.id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = each.value
+}
+
+resource "google_secret_manager_secret_iam_member" "gemini_api_key" {
+  count = var.use_vertex_ai ? 0 : 1
+
+  secret_id = google_secret_manager_secret.gemini_api_key[0].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.step.member
+}
+
+resource "google_secret_manager_secret_iam_member" "mcp_token" {
+  for_each = var.mcp_server_tokens
+
+  secret_id = google_secret_manager_secret.mcp_token[each.key].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.step.member
+}

@@ -1,0 +1,271 @@
+# ─── project and names ────────────────────────────────────────────────────────
+
+variable "project_id" {
+  description = "Google Cloud project that holds everything."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the functions, Pub/Sub push endpoints, the source bucket and the scheduler job."
+  type        = string
+  default     = "us-central1"
+}
+
+variable "name_prefix" {
+  description = "Prefix of function, service account, secret, bucket and job names."
+  type        = string
+  default     = "tarsy"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,14}$", var.name_prefix))
+    error_message = "name_prefix: 2-15 lowercase letters, digits or hyphens, starting with a letter (service account ids are at most 30 characters)."
+  }
+}
+
+variable "steps_topic" {
+  description = "Pub/Sub topic that carries step messages (TARSY_STEPS_TOPIC)."
+  type        = string
+  default     = "tarsy-steps"
+}
+
+# ─── Firestore ────────────────────────────────────────────────────────────────
+
+variable "firestore_database" {
+  description = "Firestore database id (TARSY_FIRESTORE_DATABASE). \"(default)\" is the project's default database."
+  type        = string
+  default     = "(default)"
+}
+
+variable "firestore_location" {
+  description = "Firestore location: a multi-region such as nam5 or eur3, or a region."
+  type        = string
+  default     = "nam5"
+}
+
+variable "firestore_delete_protection" {
+  description = "Refuse to delete the Firestore database (terraform destroy leaves it in place)."
+  type        = bool
+  default     = true
+}
+
+# ─── functions ────────────────────────────────────────────────────────────────
+
+variable "python_runtime" {
+  description = "Cloud Functions runtime of every function."
+  type        = string
+  default     = "python312"
+}
+
+variable "package_dir" {
+  description = "Where scripts/package_functions.py wrote <function>.zip (relative to infra/ or absolute)."
+  type        = string
+  default     = "../build/functions"
+}
+
+variable "ingest_function" {
+  description = "Size of the ingest function (HTTP, public, API key)."
+  type = object({
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    min_instances   = number
+    max_instances   = number
+    concurrency     = number
+  })
+  default = {
+    memory          = "512Mi"
+    cpu             = "1"
+    timeout_seconds = 60
+    min_instances   = 0
+    max_instances   = 20
+    concurrency     = 40
+  }
+}
+
+variable "step_function" {
+  description = "Size of the step function (Pub/Sub push). timeout_seconds bounds one step, LLM call included."
+  type = object({
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    min_instances   = number
+    max_instances   = number
+    concurrency     = number
+  })
+  default = {
+    memory          = "1Gi"
+    cpu             = "1"
+    timeout_seconds = 540
+    min_instances   = 0
+    max_instances   = 25
+    concurrency     = 4
+  }
+
+  validation {
+    # The push subscription's ack deadline (at most 600 s) must outlast a step.
+    condition     = var.step_function.timeout_seconds >= 60 && var.step_function.timeout_seconds <= 540
+    error_message = "step_function.timeout_seconds must be between 60 and 540 (Pub/Sub push ack deadline is at most 600 s)."
+  }
+}
+
+variable "api_function" {
+  description = "Size of the api function (HTTP, public, API key; the sweeper calls it with an OIDC token)."
+  type = object({
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    min_instances   = number
+    max_instances   = number
+    concurrency     = number
+  })
+  default = {
+    memory          = "512Mi"
+    cpu             = "1"
+    timeout_seconds = 120
+    min_instances   = 0
+    max_instances   = 10
+    concurrency     = 40
+  }
+}
+
+variable "dead_letter_function" {
+  description = "Size of the dead-letter function (step archive, entry point dead_letter)."
+  type = object({
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    min_instances   = number
+    max_instances   = number
+    concurrency     = number
+  })
+  default = {
+    memory          = "512Mi"
+    cpu             = "1"
+    timeout_seconds = 120
+    min_instances   = 0
+    max_instances   = 5
+    concurrency     = 4
+  }
+}
+
+# ─── settings the functions read (see shared/tarsy/settings.py) ───────────────
+
+variable "public_api_url" {
+  description = "Base URL clients use for the api (TARSY_PUBLIC_API_URL, status_url in ingest replies). Empty: the api function's cloudfunctions.net URL."
+  type        = string
+  default     = ""
+}
+
+variable "max_alert_bytes" {
+  description = "Largest accepted ingest body in bytes (TARSY_MAX_ALERT_BYTES)."
+  type        = number
+  default     = 1048576
+}
+
+variable "config_packaged" {
+  description = "The zips were built with --config FILE: point TARSY_CONFIG_PATH at the packed tarsy.yaml."
+  type        = bool
+  default     = false
+}
+
+variable "default_model" {
+  description = "Model of the built-in default LLM provider (TARSY_DEFAULT_MODEL)."
+  type        = string
+  default     = "gemini-2.5-flash"
+}
+
+variable "use_vertex_ai" {
+  description = "true: Gemini through Vertex AI with the step service account. false: Gemini API key from Secret Manager (GEMINI_API_KEY)."
+  type        = bool
+  default     = true
+}
+
+variable "vertex_project" {
+  description = "Vertex AI project when it is not project_id (TARSY_VERTEX_PROJECT)."
+  type        = string
+  default     = null
+}
+
+variable "vertex_location" {
+  description = "Vertex AI location (TARSY_VERTEX_LOCATION)."
+  type        = string
+  default     = "us-central1"
+}
+
+variable "gemini_base_url" {
+  description = "Gemini endpoint override, e.g. a proxy (GEMINI_BASE_URL). null: the public endpoint."
+  type        = string
+  default     = null
+}
+
+variable "log_level" {
+  description = "Root log level of every function (TARSY_LOG_LEVEL)."
+  type        = string
+  default     = "INFO"
+}
+
+# ─── secrets ──────────────────────────────────────────────────────────────────
+
+variable "mcp_server_tokens" {
+  description = <<-EOT
+    MCP server credentials for the step function: environment variable name => Secret Manager
+    secret id. Terraform creates each secret (add its value with `gcloud secrets versions add`)
+    and exposes it to the step function under that name; the configuration refers to it as
+    `{env: NAME}`. Names must start with MCP_ so they cannot shadow a TARSy setting.
+  EOT
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition = alltrue([
+      for name, secret in var.mcp_server_tokens :
+      can(regex("^MCP_[A-Z0-9_]+$", name)) && can(regex("^[A-Za-z0-9_-]{1,255}$", secret))
+    ])
+    error_message = "mcp_server_tokens: keys must match ^MCP_[A-Z0-9_]+$ and values must be plain secret ids."
+  }
+}
+
+# ─── Pub/Sub delivery ─────────────────────────────────────────────────────────
+
+variable "max_delivery_attempts" {
+  description = "Deliveries of a step message before it goes to the dead-letter topic (5-100)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
+    error_message = "Pub/Sub accepts 5 to 100 delivery attempts."
+  }
+}
+
+variable "retry_minimum_backoff" {
+  description = "Shortest wait before a step message is redelivered."
+  type        = string
+  default     = "10s"
+}
+
+variable "retry_maximum_backoff" {
+  description = "Longest wait before a step message is redelivered (at most 600s)."
+  type        = string
+  default     = "600s"
+}
+
+variable "message_retention" {
+  description = "How long unacknowledged step messages are kept (topic and subscriptions)."
+  type        = string
+  default     = "86400s"
+}
+
+variable "dead_letter_retention" {
+  description = "How long dead-lettered messages are kept."
+  type        = string
+  default     = "604800s"
+}
+
+# ─── sweeper ──────────────────────────────────────────────────────────────────
+
+variable "sweep_schedule" {
+  description = "Cron schedule of the sweeper job (POST {api}/sweep)."
+  type        = string
+  default     = "*/5 * * * *"
+}

@@ -1,0 +1,19 @@
+"""A simulated Kubernetes cluster served over MCP, with scripted incidents.
+
+``tarsy-demo-cluster --scenario NAME`` serves one scenario with the tools of
+kubernetes-mcp-server (``pods_list``, ``pods_log``, ``resources_get``...), so an
+investigation can run end to end without a real cluster.
+"""
+
+from tarsy.mcp.demo_cluster.loader import DEFAULT_SCENARIO, load_scenario, scenario_names
+from tarsy.mcp.demo_cluster.models import TOOL_NAMES, Scenario
+from tarsy.mcp.demo_cluster.server import build_server
+
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "TOOL_NAMES",
+    "Scenario",
+    "build_server",
+    "load_scenario",
+    "scenario_names",
+]

@@ -1,0 +1,618 @@
+"""Static checks of infra/*.tf against the code it deploys (no network, no provider).
+
+``terraform validate`` needs the google provider, which cannot be fetched
+offline, so these tests parse the configuration with python-hcl2 and check what
+matters: which environment each function gets (against ``tarsy.settings``),
+the identities and grants, the delivery policies and the packaging.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import re
+import shutil
+import tomllib
+import zipfile
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import hcl2
+import pytest
+from hcl2 import SerializationOptions
+from pydantic import SecretStr
+
+from tarsy.models import AgentExecution, Session
+from tarsy.settings import ALL_FUNCTIONS, Settings, env_names, functions_reading
+from tarsy.store import EXECUTIONS, SESSIONS, THOUGHT_SIGNATURES
+
+ROOT = Path(__file__).resolve().parents[2]
+INFRA = ROOT / "infra"
+OPTIONS = SerializationOptions(strip_string_quotes=True, explicit_blocks=False, with_comments=False)
+
+# Terraform function resource -> (code that runs in it, entry point).
+FUNCTIONS = {
+    "ingest": ("ingest", "ingest"),
+    "step": ("step", "step"),
+    "api": ("api", "api"),
+    "dead_letter": ("step", "dead_letter"),
+}
+
+# Settings with no safe default in the cloud, per function (plain environment).
+REQUIRED_IN_CLOUD: dict[str, set[str]] = {
+    "ingest": {"project_id", "steps_topic", "firestore_database", "public_api_url"},
+    "step": {"project_id", "steps_topic", "firestore_database", "step_lease_seconds"},
+    "api": {
+        "project_id",
+        "steps_topic",
+        "firestore_database",
+        "step_lease_seconds",
+        "sweeper_invoker",
+        "sweeper_audience",
+    },
+}
+# Settings that must come from Secret Manager, per function.
+REQUIRED_SECRETS: dict[str, set[str]] = {"ingest": {"api_key"}, "api": {"api_key"}}
+# Settings that must never be set in the cloud.
+LOCAL_ONLY = {"auth_disabled"}
+
+BASIC_ROLE = re.compile(r"roles/(owner|editor|viewer)\b")
+
+
+# ─── parsing ──────────────────────────────────────────────────────────────────
+
+
+@cache
+def _parsed() -> dict[str, list[Any]]:
+    merged: dict[str, list[Any]] = {}
+    for path in sorted(INFRA.glob("*.tf")):
+        for key, blocks in hcl2.loads(path.read_text(), serialization_options=OPTIONS).items():
+            merged.setdefault(key, []).extend(blocks)
+    return merged
+
+
+def _tf_text() -> str:
+    return "\n".join(p.read_text() for p in sorted(INFRA.glob("*.tf")))
+
+
+def resources(kind: str) -> dict[str, dict[str, Any]]:
+    """All resources of one type, by name."""
+    found: dict[str, dict[str, Any]] = {}
+    for block in _parsed().get("resource", []):
+        for name, body in block.get(kind, {}).items():
+            found[name] = body
+    return found
+
+
+def all_resources() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for block in _parsed().get("resource", []):
+        for kind, named in block.items():
+            for name, body in named.items():
+                yield kind, name, body
+
+
+def locals_() -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for block in _parsed().get("locals", []):
+        merged.update(block)
+    return merged
+
+
+def variables() -> dict[str, dict[str, Any]]:
+    merged: dict[str, dict[str, Any]] = {}
+    for block in _parsed().get("variable", []):
+        merged.update(block)
+    return merged
+
+
+def one(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    assert isinstance(blocks, list) and len(blocks) == 1, blocks
+    return blocks[0]
+
+
+def var_default(expression: str) -> Any:
+    """Default of ``${var.name}`` or ``${var.name.attr}``."""
+    match = re.fullmatch(r"\$\{var\.(\w+)(?:\.(\w+))?\}", expression)
+    assert match, f"not a plain variable reference: {expression}"
+    default = variables()[match[1]]["default"]
+    return default[match[2]] if match[2] else default
+
+
+def strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def sa_of(expression: str) -> str:
+    match = re.fullmatch(r"\$\{google_service_account\.(\w+)\.(?:email|member|id)\}", expression)
+    assert match, f"not a service account reference: {expression}"
+    return match[1]
+
+
+# ─── structure ────────────────────────────────────────────────────────────────
+
+
+def test_providers_are_pinned() -> None:
+    providers = {}
+    for block in _parsed()["terraform"]:
+        for required in block.get("required_providers", []):
+            providers.update(required)
+    assert set(providers) >= {"google", "google-beta"}
+    for name in ("google", "google-beta"):
+        assert providers[name]["source"] == f"hashicorp/{name}"
+        assert re.fullmatch(r"~> \d+\.\d+(\.\d+)?", providers[name]["version"])
+
+
+def test_references_point_at_declared_things() -> None:
+    text = _tf_text()
+    declared_vars = set(variables())
+    used_vars = set(re.findall(r"\bvar\.(\w+)", text))
+    assert used_vars <= declared_vars, used_vars - declared_vars
+    assert declared_vars <= used_vars, f"unused variables: {declared_vars - used_vars}"
+
+    used_locals = set(re.findall(r"\blocal\.(\w+)", text))
+    assert used_locals <= set(locals_()), used_locals - set(locals_())
+
+    declared = {(kind, name) for kind, name, _ in all_resources()}
+    data = {(k, n) for block in _parsed().get("data", []) for k, v in block.items() for n in v}
+    for kind, name in re.findall(r"(?<![\w./])(google_\w+)\.(\w+)", text):
+        assert (kind, name) in declared | data, f"{kind}.{name} is referenced but not declared"
+
+
+def test_tfvars_example_names_only_declared_variables() -> None:
+    example = (INFRA / "terraform.tfvars.example").read_text()
+    # Top-level assignments, set or commented out ("# name = value"); not object members.
+    names = set(re.findall(r"^(?:# )?([a-z_]+)\s*=", example, flags=re.MULTILINE))
+    assert "project_id" in names
+    assert names <= set(variables()), names - set(variables())
+
+
+def test_every_function_runs_an_existing_entry_point() -> None:
+    functions = resources("google_cloudfunctions2_function")
+    assert set(functions) == set(FUNCTIONS)
+    for name, (code, entry_point) in FUNCTIONS.items():
+        build = one(functions[name]["build_config"])
+        assert build["entry_point"] == entry_point
+        source = one(one(build["source"])["storage_source"])
+        assert source["object"] == f'${{google_storage_bucket_object.source["{code}"].name}}'
+        tree = ast.parse((ROOT / "functions" / code / "main.py").read_text())
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert entry_point in defined
+
+
+def test_sources_are_uploaded_under_their_md5() -> None:
+    obj = resources("google_storage_bucket_object")["source"]
+    assert obj["for_each"] == "${local.packages}"
+    assert "filemd5(each.value)" in obj["name"]
+    packages = locals_()["packages"]
+    for function in _packager().FUNCTIONS:
+        assert f'"{function}"' in packages
+    assert "${name}.zip" in packages
+
+
+# ─── identities and grants ────────────────────────────────────────────────────
+
+
+def test_every_function_has_its_own_service_account() -> None:
+    functions = resources("google_cloudfunctions2_function")
+    accounts = set(resources("google_service_account"))
+    runtime = {
+        name: sa_of(one(f["service_config"])["service_account_email"])
+        for name, f in functions.items()
+    }
+    assert len(set(runtime.values())) == len(runtime), runtime
+    assert set(runtime.values()) <= accounts
+    builders = {sa_of(one(f["build_config"])["service_account"]) for f in functions.values()}
+    assert builders.isdisjoint(runtime.values())
+
+
+def test_no_basic_roles_and_no_authoritative_bindings() -> None:
+    assert not BASIC_ROLE.search(_tf_text())
+    for kind, name, body in all_resources():
+        assert not kind.endswith(("_iam_binding", "_iam_policy")), f"{kind}.{name} is authoritative"
+        for value in strings(body):
+            assert not BASIC_ROLE.search(value), f"{kind}.{name}: {value}"
+
+
+def test_project_level_roles_are_the_expected_few() -> None:
+    grants = resources("google_project_iam_member")
+    firestore = grants["firestore_user"]
+    assert firestore["role"] == "roles/datastore.user"
+    assert firestore["for_each"] == "${local.function_accounts}"
+    assert (
+        "databases/${google_firestore_database.main.name}"
+        in one(firestore["condition"])["expression"]
+    )
+    accounts = locals_()["function_accounts"]
+    assert {
+        re.sub(r"^\$\{google_service_account\.(\w+)\}$", r"\1", v) for v in accounts.values()
+    } == {
+        sa_of(one(f["service_config"])["service_account_email"])
+        for f in resources("google_cloudfunctions2_function").values()
+    }
+
+    vertex = grants["step_vertex"]
+    assert (vertex["role"], sa_of(vertex["member"])) == ("roles/aiplatform.user", "step")
+
+    build = grants["build"]
+    assert sa_of(build["member"]) == "build"
+    assert "roles/logging.logWriter" in build["for_each"]
+    assert set(grants) == {"firestore_user", "step_vertex", "build"}
+
+
+def test_publishers_and_secret_accessors_are_per_resource() -> None:
+    publishers = resources("google_pubsub_topic_iam_member")
+    steps = publishers["steps_publisher"]
+    assert steps["topic"] == "${google_pubsub_topic.steps.id}"
+    assert steps["role"] == "roles/pubsub.publisher"
+    assert {sa_of(m) for m in steps["for_each"].values()} == {"ingest", "step", "api"}
+
+    accessors = resources("google_secret_manager_secret_iam_member")
+    for grant in accessors.values():
+        assert grant["role"] == "roles/secretmanager.secretAccessor"
+    assert accessors["api_key"]["secret_id"] == "${google_secret_manager_secret.api_key.id}"
+    assert {sa_of(m) for m in accessors["api_key"]["for_each"].values()} == {"ingest", "api"}
+    assert sa_of(accessors["gemini_api_key"]["member"]) == "step"
+    assert sa_of(accessors["mcp_token"]["member"]) == "step"
+    assert "mcp_token[each.key]" in accessors["mcp_token"]["secret_id"]
+
+
+def test_only_ingest_and_api_are_public() -> None:
+    invokers = resources("google_cloud_run_v2_service_iam_member")
+    public = {name for name, grant in invokers.items() if grant["member"] == "allUsers"}
+    assert {invokers[n]["name"] for n in public} == {
+        "${google_cloudfunctions2_function.ingest.service_config[0].service}",
+        "${google_cloudfunctions2_function.api.service_config[0].service}",
+    }
+    functions = resources("google_cloudfunctions2_function")
+    for name in ("step", "dead_letter"):
+        assert one(functions[name]["service_config"])["ingress_settings"] == "ALLOW_INTERNAL_ONLY"
+        grants = [
+            g
+            for g in invokers.values()
+            if g["name"] == f"${{google_cloudfunctions2_function.{name}.service_config[0].service}}"
+        ]
+        assert [sa_of(g["member"]) for g in grants] == ["pubsub_push"]
+        assert all(g["role"] == "roles/run.invoker" for g in grants)
+
+
+def test_pubsub_service_agent_can_dead_letter() -> None:
+    agent = "${google_project_service_identity.pubsub.member}"
+    publisher = resources("google_pubsub_topic_iam_member")["dead_letter_publisher"]
+    assert (publisher["topic"], publisher["member"]) == (
+        "${google_pubsub_topic.dead_letter.id}",
+        agent,
+    )
+    subscriber = resources("google_pubsub_subscription_iam_member")["dead_letter_subscriber"]
+    assert subscriber["subscription"] == "${google_pubsub_subscription.step.id}"
+    assert (subscriber["role"], subscriber["member"]) == ("roles/pubsub.subscriber", agent)
+    token = resources("google_service_account_iam_member")["pubsub_push_token"]
+    assert token["member"] == agent
+    assert token["service_account_id"] == "${google_service_account.pubsub_push.name}"
+
+
+# ─── delivery ─────────────────────────────────────────────────────────────────
+
+
+def test_step_trigger_retries_with_backoff_then_dead_letters() -> None:
+    subscriptions = resources("google_pubsub_subscription")
+    step = subscriptions["step"]
+    assert step["topic"] == "${google_pubsub_topic.steps.id}"
+    retry = one(step["retry_policy"])
+    assert var_default(retry["minimum_backoff"]) == "10s"
+    assert var_default(retry["maximum_backoff"]) == "600s"
+    dead = one(step["dead_letter_policy"])
+    assert dead["dead_letter_topic"] == "${google_pubsub_topic.dead_letter.id}"
+    assert 5 <= var_default(dead["max_delivery_attempts"]) <= 100
+    push = one(step["push_config"])
+    assert push["push_endpoint"] == "${google_cloudfunctions2_function.step.service_config[0].uri}"
+    assert sa_of(one(push["oidc_token"])["service_account_email"]) == "pubsub_push"
+    # A step must finish inside the ack deadline, or Pub/Sub delivers it again meanwhile.
+    timeout = var_default(
+        one(resources("google_cloudfunctions2_function")["step"]["service_config"])[
+            "timeout_seconds"
+        ]
+    )
+    assert step["ack_deadline_seconds"] == "${min(600, var.step_function.timeout_seconds + 30)}"
+    assert timeout < min(600, timeout + 30)
+
+    handler = subscriptions["dead_letter"]
+    assert handler["topic"] == "${google_pubsub_topic.dead_letter.id}"
+    assert "retry_policy" in handler and "dead_letter_policy" not in handler
+    endpoint = one(handler["push_config"])["push_endpoint"]
+    assert endpoint == "${google_cloudfunctions2_function.dead_letter.service_config[0].uri}"
+
+
+def test_messages_are_retained() -> None:
+    topics = resources("google_pubsub_topic")
+    assert topics["steps"]["name"] == "${var.steps_topic}"
+    assert variables()["steps_topic"]["default"] == Settings.model_fields["steps_topic"].default
+    for body in [*topics.values(), *resources("google_pubsub_subscription").values()]:
+        assert re.fullmatch(r"\d+s", var_default(body["message_retention_duration"]))
+
+
+def test_sweeper_job_calls_the_api_with_the_identity_the_api_expects() -> None:
+    job = resources("google_cloud_scheduler_job")["sweeper"]
+    target = one(job["http_target"])
+    assert target["http_method"] == "POST"
+    assert target["uri"] == "${local.api_url}/sweep"
+    token = one(target["oidc_token"])
+    api_env = locals_()["function_env"]["api"]
+    assert token["service_account_email"] == api_env[env_names("sweeper_invoker")[0]]
+    assert token["audience"] == api_env[env_names("sweeper_audience")[0]] == "${local.api_url}"
+    assert locals_()["api_url"].endswith("/${local.names.api}")
+
+
+# ─── Firestore ────────────────────────────────────────────────────────────────
+
+
+def test_thought_signatures_expire_by_ttl() -> None:
+    fields = resources("google_firestore_field")
+    ttl = [f for f in fields.values() if "ttl_config" in f]
+    assert [(f["collection"], f["field"]) for f in ttl] == [(THOUGHT_SIGNATURES, "expire_at")]
+    assert "expire_at" in (ROOT / "shared" / "tarsy" / "store.py").read_text()
+
+
+def _store_queries() -> list[tuple[str, tuple[str, ...]]]:
+    """(collection, filtered fields) of every top-level-collection query in tarsy/store.py."""
+    constants = {"EXECUTIONS": EXECUTIONS, "SESSIONS": SESSIONS}
+    tree = ast.parse((ROOT / "shared" / "tarsy" / "store.py").read_text())
+    queries = []
+    inner: set[int] = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if id(node) in inner:
+            continue
+        fields: list[str] = []
+        current: ast.expr = node
+        while isinstance(current, ast.Call) and isinstance(current.func, ast.Attribute):
+            inner.add(id(current))
+            if current.func.attr == "where":
+                (keyword,) = [k for k in current.keywords if k.arg == "filter"]
+                assert isinstance(keyword.value, ast.Call)
+                field = keyword.value.args[0]
+                assert isinstance(field, ast.Constant)
+                fields.insert(0, str(field.value))
+            if current.func.attr == "collection" and isinstance(current.func.value, ast.Attribute):
+                name = current.args[0]
+                if current.func.value.attr == "_db" and isinstance(name, ast.Name):
+                    if fields and name.id in constants:
+                        queries.append((constants[name.id], tuple(fields)))
+                break
+            current = current.func.value
+    return queries
+
+
+def test_store_queries_have_composite_indexes() -> None:
+    indexes = {
+        (i["collection"], tuple(f["field_path"] for f in i["fields"]))
+        for i in resources("google_firestore_index").values()
+    }
+    queries = _store_queries()
+    # The sweeper's two queries, found in the code rather than copied here.
+    assert (EXECUTIONS, ("status", "lease_until")) in queries
+    assert (SESSIONS, ("status", "deadline")) in queries
+    for collection, fields in queries:
+        if len(set(fields)) > 1:
+            assert (collection, fields) in indexes, f"no composite index for {collection} {fields}"
+    model_fields: dict[str, set[str]] = {
+        EXECUTIONS: set(AgentExecution.model_fields),
+        SESSIONS: set(Session.model_fields),
+    }
+    for collection, paths in indexes:
+        assert set(paths) <= model_fields[collection], (collection, paths)
+
+
+def test_firestore_is_native_and_named_by_the_variable() -> None:
+    database = resources("google_firestore_database")["main"]
+    assert database["type"] == "FIRESTORE_NATIVE"
+    assert database["name"] == "${var.firestore_database}"
+    default = Settings.model_fields["firestore_database"].default
+    assert variables()["firestore_database"]["default"] == default
+
+
+# ─── sizes ────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_memory_timeout_and_scaling_are_set(name: str) -> None:
+    service = one(resources("google_cloudfunctions2_function")[name]["service_config"])
+    memory = var_default(service["available_memory"])
+    assert re.fullmatch(r"\d+(Mi|Gi)", memory)
+    timeout = var_default(service["timeout_seconds"])
+    assert 0 < timeout <= 3600
+    assert var_default(service["max_instance_count"]) >= 1
+    concurrency = var_default(service["max_instance_request_concurrency"])
+    # More than one request per instance needs at least one whole CPU.
+    assert concurrency == 1 or float(var_default(service["available_cpu"])) >= 1
+
+
+def test_step_lease_outlives_the_step_timeout() -> None:
+    lease = locals_()["step_lease_seconds"]
+    assert lease == "${var.step_function.timeout_seconds + 60}"
+    assert locals_()["function_env"]["step"]["TARSY_STEP_LEASE_SECONDS"] == (
+        "${tostring(local.step_lease_seconds)}"
+    )
+
+
+# ─── environment vs. tarsy.settings ───────────────────────────────────────────
+
+
+def _field_by_env_name() -> dict[str, str]:
+    return {env_names(field)[0]: field for field in Settings.model_fields}
+
+
+def _is_secret(field: str) -> bool:
+    annotation = Settings.model_fields[field].annotation
+    return annotation is SecretStr or SecretStr in getattr(annotation, "__args__", ())
+
+
+def test_settings_metadata_is_consistent() -> None:
+    for field in Settings.model_fields:
+        assert env_names(field), field
+        assert set(functions_reading(field)) <= set(ALL_FUNCTIONS), field
+    assert set(REQUIRED_IN_CLOUD) | set(REQUIRED_SECRETS) <= set(ALL_FUNCTIONS)
+
+
+def test_functions_use_the_environment_of_their_code() -> None:
+    for name, (code, _) in FUNCTIONS.items():
+        service = one(resources("google_cloudfunctions2_function")[name]["service_config"])
+        assert f"local.function_env.{code} " in service["environment_variables"]
+        secret_blocks = [
+            d["secret_environment_variables"]
+            for d in service.get("dynamic", [])
+            if "secret_environment_variables" in d
+        ]
+        if name == "dead_letter":
+            # Same code and settings as step; it only writes Firestore, so no secrets.
+            assert secret_blocks == []
+            continue
+        block = one(secret_blocks)
+        assert f"local.function_secret_env.{code}" in block["for_each"]
+        content = one(block["content"])
+        assert content["key"] == "${secret_environment_variables.key}"
+        assert content["secret"] == "${secret_environment_variables.value}"
+
+
+@pytest.mark.parametrize("function", ALL_FUNCTIONS)
+def test_environment_matches_settings(function: str) -> None:
+    plain: dict[str, Any] = locals_()["function_env"][function]
+    secret: dict[str, Any] = locals_()["function_secret_env"].get(function, {})
+    by_env = _field_by_env_name()
+
+    assert not set(plain) & set(secret)
+    for env, value in {**plain, **secret}.items():
+        assert env in by_env, f"{function}: {env} is not the first env name of any Settings field"
+        field = by_env[env]
+        assert function in functions_reading(field), f"{function} does not read {field} ({env})"
+        assert field not in LOCAL_ONLY, f"{function}: {env} is for local runs only"
+        assert value is not None, f"{function}: {env} is always null; leave it out instead"
+
+    for env in plain:
+        assert not _is_secret(by_env[env]), f"{function}: {env} is a secret in plain environment"
+    for env in secret:
+        assert _is_secret(by_env[env]), f"{function}: {env} is not a secret setting"
+
+    for field in REQUIRED_IN_CLOUD.get(function, set()):
+        assert env_names(field)[0] in plain, f"{function} must get {field}"
+        assert "null" not in str(plain[env_names(field)[0]]), f"{function}: {field} may be unset"
+    for field in REQUIRED_SECRETS.get(function, set()):
+        assert env_names(field)[0] in secret, f"{function} must get {field} from Secret Manager"
+
+
+def test_every_setting_a_function_needs_in_the_cloud_is_listed() -> None:
+    """A field without a default that a function reads must be in REQUIRED_IN_CLOUD."""
+    for field, info in Settings.model_fields.items():
+        if info.is_required():
+            for function in functions_reading(field):
+                assert field in REQUIRED_IN_CLOUD[function] | REQUIRED_SECRETS.get(function, set())
+
+
+def test_mcp_tokens_cannot_shadow_settings() -> None:
+    validation = one(variables()["mcp_server_tokens"]["validation"])["condition"]
+    assert 'regex("^MCP_[A-Z0-9_]+$", name)' in validation
+    every_env_name = {name for field in Settings.model_fields for name in env_names(field)}
+    assert not {n for n in every_env_name if n.startswith("MCP_")}
+    assert "local.mcp_token_env" in _tf_text()
+    uses = [
+        name
+        for name, f in resources("google_cloudfunctions2_function").items()
+        if "local.mcp_token_env" in str(f)
+    ]
+    assert uses == ["step"]
+
+
+# ─── outputs and skips ────────────────────────────────────────────────────────
+
+
+def test_outputs() -> None:
+    outputs: dict[str, Any] = {}
+    for block in _parsed()["output"]:
+        outputs.update(block)
+    assert outputs["ingest_url"]["value"] == "${google_cloudfunctions2_function.ingest.url}"
+    assert outputs["api_url"]["value"] == "${google_cloudfunctions2_function.api.url}"
+    assert "console.cloud.google.com/firestore" in outputs["firestore_console_url"]["value"]
+
+
+def test_every_checkov_skip_is_justified() -> None:
+    skips = re.findall(r"#\s*checkov:skip=([A-Z_0-9]+)(?::(.*))?", _tf_text())
+    assert skips
+    for check, reason in skips:
+        assert check.startswith("CKV_")
+        assert reason and len(reason.strip()) >= 20, f"{check} skipped without a reason"
+
+
+# ─── packaging ────────────────────────────────────────────────────────────────
+
+
+@cache
+def _packager() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "package_functions", ROOT / "scripts" / "package_functions.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_packaging_is_reproducible(tmp_path: Path) -> None:
+    packager = _packager()
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert packager.main(["--out", str(first)]) == 0
+    assert packager.main(["--out", str(second)]) == 0
+    for function in packager.FUNCTIONS:
+        one_zip, other_zip = first / f"{function}.zip", second / f"{function}.zip"
+        assert one_zip.read_bytes() == other_zip.read_bytes(), function
+
+
+@pytest.mark.parametrize("function", ["ingest", "step", "api"])
+def test_package_contents(tmp_path: Path, function: str) -> None:
+    path = _packager().build_zip(function, tmp_path)
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        assert names == sorted(names)
+        assert {"main.py", "tarsy/__init__.py", "requirements.txt"} <= set(names)
+        assert "tarsy/settings.py" in names and "tarsy/config/builtin.yaml" in names
+        assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+        assert all(info.date_time == (1980, 1, 1, 0, 0, 0) for info in archive.infolist())
+        main = ROOT / "functions" / function / "main.py"
+        assert archive.read("main.py") == main.read_bytes()
+        requirements = archive.read("requirements.txt").decode().splitlines()
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert [line for line in requirements if not line.startswith("#")] == dependencies
+
+
+def test_package_changes_with_its_input(tmp_path: Path) -> None:
+    packager = _packager()
+    root = tmp_path / "src"
+    shutil.copytree(ROOT / "shared" / "tarsy", root / "shared" / "tarsy")
+    shutil.copytree(ROOT / "functions", root / "functions")
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    (root / "shared" / "tarsy" / "__pycache__").mkdir(exist_ok=True)
+    (root / "shared" / "tarsy" / "__pycache__" / "junk.cpython-311.pyc").write_bytes(b"x")
+
+    before = packager.build_zip("api", tmp_path / "one", root=root).read_bytes()
+    (root / "shared" / "tarsy" / "api.py").write_text("# changed\n", encoding="utf-8")
+    after = packager.build_zip("api", tmp_path / "two", root=root).read_bytes()
+    assert hashlib.md5(before).digest() != hashlib.md5(after).digest()
+
+    config = tmp_path / "mine.yaml"
+    config.write_text("agents: {}\n", encoding="utf-8")
+    with_config = packager.build_zip("api", tmp_path / "three", root=root, config=config)
+    with zipfile.ZipFile(with_config) as archive:
+        assert archive.read(packager.CONFIG_NAME) == config.read_bytes()
+        assert not [n for n in archive.namelist() if "__pycache__" in n]
+    assert '"/workspace/tarsy.yaml"' in locals_()["function_env"]["step"]["TARSY_CONFIG_PATH"]

@@ -1,0 +1,212 @@
+"""The step engine's pure parts: ids, step messages, cost, and the commit of each outcome."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from tarsy.chains import (
+    execution_id_for,
+    iterate_message,
+    stage_status,
+    summary_id_for,
+    synthesis_id_for,
+)
+from tarsy.config.schema import ModelPrice
+from tarsy.models import (
+    AgentExecution,
+    ConversationMessage,
+    ErrorInfo,
+    ExecutionStatus,
+    LLMInteraction,
+    Session,
+    StepMessage,
+    TimelineEvent,
+    TimelineEventType,
+    TokenUsage,
+)
+from tarsy.steps import _commit_for, cost_of
+from tarsy.strategies.base import IterationOutcome
+
+SID = "0b7e5c1a-1111-4222-8333-444455556666"
+
+
+# ─── ids and messages ────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("stage", "agent", "expected"),
+    [(0, 0, f"{SID}-s00-a00"), (1, 2, f"{SID}-s01-a02"), (12, 10, f"{SID}-s12-a10")],
+)
+def test_execution_id_for(stage: int, agent: int, expected: str) -> None:
+    assert execution_id_for(SID, stage, agent) == expected
+
+
+def test_execution_ids_are_deterministic_and_distinct() -> None:
+    ids = {execution_id_for(SID, s, a) for s in range(5) for a in range(5)}
+    ids |= {synthesis_id_for(SID, s) for s in range(5)} | {summary_id_for(SID)}
+    assert len(ids) == 25 + 5 + 1
+    assert execution_id_for(SID, 3, 1) == execution_id_for(SID, 3, 1)
+    assert execution_id_for(SID, 1, 0) != execution_id_for("other-session", 1, 0)
+    assert synthesis_id_for(SID, 2) == f"{SID}-s02-synthesis"
+    assert summary_id_for(SID) == f"{SID}-summary"
+
+
+def execution(**overrides: Any) -> AgentExecution:
+    values: dict[str, Any] = {
+        "execution_id": execution_id_for(SID, 1, 0),
+        "session_id": SID,
+        "stage": 1,
+        "agent": "investigator",
+        "strategy": "react",
+        "provider": "default",
+        "step": 4,
+        "iteration": 3,
+    }
+    values.update(overrides)
+    return AgentExecution.model_validate(values)
+
+
+def test_iterate_message() -> None:
+    message = iterate_message(execution(), 5)
+    assert message == StepMessage(
+        session_id=SID, execution_id=execution_id_for(SID, 1, 0), step=5, kind="iterate"
+    )
+    assert message.dedup_key() == f"{SID}/{execution_id_for(SID, 1, 0)}/iterate/5"
+
+
+# ─── cost ────────────────────────────────────────────────────────────────────
+
+
+def test_cost_without_price_is_zero() -> None:
+    assert cost_of(None, TokenUsage(input_tokens=10**6, output_tokens=10**6)) == 0.0
+
+
+def test_cost_bills_thinking_as_output() -> None:
+    price = ModelPrice(input_per_million=0.30, output_per_million=2.50)
+    usage = TokenUsage(input_tokens=1_000_000, output_tokens=200_000, thinking_tokens=800_000)
+    assert cost_of(price, usage) == pytest.approx(0.30 + 2.50)
+    assert cost_of(price, TokenUsage(input_tokens=1000)) == pytest.approx(0.0003)
+    assert cost_of(price, TokenUsage()) == 0.0
+
+
+# ─── the commit of one step ──────────────────────────────────────────────────
+
+SESSION = Session(session_id=SID, alert_type="t", alert_data="d", chain_id="default")
+USAGE = TokenUsage(input_tokens=100, output_tokens=20, total_tokens=130, thinking_tokens=10)
+
+
+def interaction() -> LLMInteraction:
+    return LLMInteraction(
+        step=4, model="gemini-2.5-flash", provider="google-native", request={}, tokens=USAGE,
+        cost=0.125,
+    )  # fmt: skip
+
+
+def commit(outcome: IterationOutcome, **execution_overrides: Any) -> Any:
+    message = StepMessage(
+        session_id=SID, execution_id=execution_id_for(SID, 1, 0), step=4, kind="iterate"
+    )
+    return _commit_for(message, execution(**execution_overrides), SESSION, outcome, interaction())
+
+
+def test_continue_only_counts_the_iteration() -> None:
+    messages = [ConversationMessage(role="assistant", content="thinking aloud")]
+    timeline = [TimelineEvent(type=TimelineEventType.LLM_RESPONSE, content="thinking aloud")]
+    result = commit(IterationOutcome(next="continue", messages=messages, timeline=timeline))
+    assert result.execution_id == execution_id_for(SID, 1, 0)
+    assert result.session_id == SID
+    assert (result.step, result.next_step) == (4, 5)
+    assert result.execution_fields == {"iteration": 4}
+    assert result.stage_fields == {}
+    assert result.session_fields == {}
+    assert result.finished_status is None
+    assert result.messages == messages
+    assert result.timeline == timeline
+    assert result.usage == USAGE
+    assert result.cost == 0.125
+    assert result.stage_index == 1
+    assert result.llm_interaction == interaction().model_copy(
+        update={"created_at": result.llm_interaction.created_at}
+    )
+
+
+def test_complete_finishes_the_execution() -> None:
+    result = commit(IterationOutcome(next="complete", final_analysis="## Root cause\nconfig"))
+    fields = result.execution_fields
+    assert fields["iteration"] == 4
+    assert fields["status"] == "completed"
+    assert fields["final_analysis"] == "## Root cause\nconfig"
+    assert isinstance(fields["completed_at"], datetime)
+    assert fields["completed_at"].tzinfo is not None
+    assert result.finished_status is ExecutionStatus.COMPLETED
+    # The stage and the session are advanced by the fan-in, not by this commit.
+    assert result.stage_fields == {}
+    assert result.session_fields == {}
+
+
+def test_fail_records_the_error() -> None:
+    error = ErrorInfo(message="quota", code="429", retryable=True)
+    result = commit(IterationOutcome(next="fail", error=error))
+    assert result.execution_fields["status"] == "failed"
+    assert result.execution_fields["error"] == {
+        "message": "quota",
+        "code": "429",
+        "retryable": True,
+    }
+    assert "completed_at" in result.execution_fields
+    assert result.finished_status is ExecutionStatus.FAILED
+    assert result.session_fields == {}
+
+
+def test_fail_without_error_info() -> None:
+    result = commit(IterationOutcome(next="fail"))
+    assert result.execution_fields["error"] is None
+    assert result.finished_status is ExecutionStatus.FAILED
+
+
+def test_pause_pauses_execution_stage_and_session() -> None:
+    error = ErrorInfo(message="max iterations reached", code="max_iterations")
+    result = commit(IterationOutcome(next="pause", error=error))
+    dumped = error.model_dump()
+    assert result.execution_fields == {"iteration": 4, "status": "paused", "error": dumped}
+    assert result.stage_fields == {"status": "paused"}
+    assert result.session_fields == {"status": "paused", "error": dumped}
+    # A paused execution can resume: it is not finished and has no completion time.
+    assert result.finished_status is None
+    assert "completed_at" not in result.execution_fields
+
+
+def test_paused_synthesis_leaves_the_stage_alone() -> None:
+    result = commit(IterationOutcome(next="pause"), role="synthesis")
+    assert result.stage_fields == {}
+    assert result.session_fields["status"] == "paused"
+    assert result.role == "synthesis"
+
+
+def test_summary_execution_has_no_stage() -> None:
+    result = commit(IterationOutcome(next="complete", final_analysis="s"), stage=-1, role="summary")
+    assert result.stage_index is None
+    assert result.role == "summary"
+
+
+# ─── stage status from its agents ────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("statuses", "policy", "expected"),
+    [
+        (["completed", "completed"], "all", "completed"),
+        (["completed", "failed"], "all", "failed"),
+        (["completed", "failed"], "any", "completed"),
+        (["failed", "failed"], "any", "failed"),
+        (["completed", "timed_out", "failed"], "all", "timed_out"),
+        (["completed", "cancelled"], "all", "cancelled"),
+        (["cancelled", "cancelled"], "any", "cancelled"),
+        (["cancelled"], "all", "cancelled"),
+    ],
+)
+def test_stage_status(statuses: list[str], policy: str, expected: str) -> None:
+    assert stage_status(statuses, policy) is ExecutionStatus(expected)
