@@ -86,7 +86,9 @@ def print_event(console: Console, event: dict[str, Any]) -> None:
     if kind in ("final_analysis", "executive_summary"):
         console.print(Panel(Markdown(content), border_style="green"))
     elif content:
-        console.print(content if len(content) < 2000 else content[:2000] + " …", style=style)
+        # Model and tool text is not Rich markup: "[/data]" must print as written.
+        text = content if len(content) < 2000 else content[:2000] + " …"
+        console.print(text, style=style, markup=False)
 
 
 def _new_events(view: SessionView, seen: dict[str, int]) -> list[dict[str, Any]]:

@@ -43,11 +43,14 @@ class SessionView(BaseModel):
 
 def _error_message(response: httpx.Response) -> str:
     try:
-        error = response.json().get("error", {})
-        message = str(error.get("message", response.text))
-        details = error.get("details")
+        body = response.json()
     except ValueError:
         return f"HTTP {response.status_code}: {response.text[:300]}"
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return f"HTTP {response.status_code}: {response.text[:300]}"
+    message = str(error.get("message", response.text))
+    details = error.get("details")
     if isinstance(details, list):
         fields = "; ".join(f"{d.get('field')}: {d.get('message')}" for d in details)
         return f"HTTP {response.status_code}: {message} ({fields})"

@@ -166,12 +166,6 @@ def test_error_message_from_non_json_body() -> None:
     assert len(message) == len("HTTP 502: ") + 300
 
 
-@pytest.mark.xfail(
-    reason="BUG: client._error_message raises AttributeError (not ApiError) when an error "
-    "body is JSON but not {'error': {...}}, so the CLI crashes with a traceback",
-    strict=True,
-    raises=AttributeError,
-)
 @pytest.mark.parametrize("body", [{"error": "Not Found"}, ["x"], "oops"])
 def test_unexpected_json_error_body_is_an_api_error(body: object) -> None:
     recorder = Recorder(httpx.Response(503, json=body))
@@ -484,11 +478,6 @@ def test_long_event_content_is_cut() -> None:
     assert "…" in out
 
 
-@pytest.mark.xfail(
-    reason="BUG: cli.print_event prints model text with Rich markup enabled: '[/path]' raises "
-    "MarkupError and '[word]' silently disappears",
-    strict=True,
-)
 @pytest.mark.parametrize("content", ["volume mounted at [/data] is full", "check the [pod] status"])
 def test_event_content_is_printed_verbatim(content: str) -> None:
     buffer = io.StringIO()

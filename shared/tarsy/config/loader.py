@@ -37,10 +37,18 @@ def _read_yaml(text: str, source: str) -> dict[str, Any]:
     return data
 
 
-def merge_config(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def merge_config(
+    base: dict[str, Any], override: dict[str, Any], source: str = "user configuration"
+) -> dict[str, Any]:
     """Overlay ``override`` on ``base``: named entries replace, ``defaults`` merges by key."""
     merged = dict(base)
     for key, value in override.items():
+        if key in (*_NAMED_SECTIONS, "defaults") and not isinstance(value, dict):
+            kind = "empty" if value is None else f"a {type(value).__name__}"
+            raise ConfigError(
+                f"invalid configuration in {source}",
+                [(key, f"must be a mapping of names, got {kind}")],
+            )
         if key in _NAMED_SECTIONS and isinstance(value, dict):
             merged[key] = {**(base.get(key) or {}), **value}
         elif key == "defaults" and isinstance(value, dict):
@@ -117,8 +125,9 @@ def load_config(settings: Settings, *, user_text: str | None = None) -> TarsyCon
             raise ConfigError(f"cannot read TARSY_CONFIG_PATH={str(path)!r}: {e}") from e
         source = str(path)
     if user_text is not None:
-        raw = merge_config(raw, _read_yaml(user_text, source))
-        source = source if source != "built-in configuration" else "user configuration"
+        if source == "built-in configuration":
+            source = "user configuration"
+        raw = merge_config(raw, _read_yaml(user_text, source), source)
     default_provider = raw.get("llm_providers", {}).get("default")
     if isinstance(default_provider, dict):
         default_provider.setdefault("model", settings.default_model)

@@ -280,9 +280,14 @@ class TarsyConfig(_Strict):
 
         check_provider("defaults.llm_provider", self.defaults.llm_provider)
         for name in self.mcp_servers:
-            if not re.fullmatch(r"[\w\-]+", name):
+            # Gemini function names are server__tool: an id with "__" or a trailing "_"
+            # could not be told apart from its tool names on the way back.
+            if not re.fullmatch(r"[\w\-]+", name) or "__" in name or name.endswith("_"):
                 problems.append(
-                    (f"mcp_servers.{name}", "server ids may use letters, digits, _ and -")
+                    (
+                        f"mcp_servers.{name}",
+                        "server ids may use letters, digits, _ and - (no '__', no trailing '_')",
+                    )
                 )
         for name, agent in self.agents.items():
             check_provider(f"agents.{name}.llm_provider", agent.llm_provider)
