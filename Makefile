@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 CODE := shared functions tests bench scripts
 PYTEST_ARGS ?=
 ALERT ?=
+SCENARIO ?=
 
 .PHONY: help venv test test-unit test-integration demo up down lint format typecheck bench clean
 
@@ -36,10 +37,10 @@ test-integration: venv
 	$(BIN)/python -m pytest -q -m integration $(PYTEST_ARGS)
 
 demo: venv
-	$(BIN)/python -m tarsy.localstack demo $(if $(ALERT),--alert $(ALERT))
+	$(BIN)/python -m tarsy.localstack demo $(if $(ALERT),--alert $(ALERT)) $(if $(SCENARIO),--scenario $(SCENARIO))
 
 up: venv
-	$(BIN)/python -m tarsy.localstack up
+	$(BIN)/python -m tarsy.localstack up $(if $(SCENARIO),--scenario $(SCENARIO))
 
 down: venv
 	$(BIN)/python -m tarsy.localstack down

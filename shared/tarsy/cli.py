@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     watch.add_argument("session_id")
     watch.add_argument("--timeout", type=float, default=None, help="give up after N seconds")
     watch.add_argument("--interval", type=float, default=0.5, help="poll interval (s)")
+    cancel = commands.add_parser("cancel", help="stop a running session")
+    cancel.add_argument("session_id")
+    resume = commands.add_parser("resume", help="continue a session paused at max_iterations")
+    resume.add_argument("session_id")
+    resume.add_argument("--iterations", type=int, default=None, help="extra iterations")
+    resume.add_argument("--watch", action="store_true", help="then watch it to the end")
     show = commands.add_parser("show", help="print a session")
     show.add_argument("session_id")
     show.add_argument("--json", action="store_true", help="the raw API response")
@@ -114,8 +120,11 @@ def print_outcome(console: Console, view: SessionView) -> int:
         f"[dim]tokens in/out/thinking: {tokens.get('input_tokens', 0)}/"
         f"{tokens.get('output_tokens', 0)}/{tokens.get('thinking_tokens', 0)}[/]"
     )
+    if status is ExecutionStatus.PAUSED:
+        console.print(f"paused at max_iterations: [bold]tarsy resume {session['session_id']}[/]")
+        return EXIT_OK
     if session.get("error"):
-        console.print(f"[red]error: {session['error'].get('message')}[/]")
+        console.print(f"[red]error: {session['error'].get('message')}[/]", markup=True)
     return EXIT_OK if status is ExecutionStatus.COMPLETED else EXIT_SESSION_FAILED
 
 
@@ -181,6 +190,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     timeout=args.timeout,
                     interval=args.interval,
                 )
+            if args.command == "cancel":
+                client.cancel(args.session_id)
+                errors.print(f"cancel requested for {args.session_id}")
+                return EXIT_OK
+            if args.command == "resume":
+                client.resume(args.session_id, args.iterations)
+                errors.print(f"resumed {args.session_id}")
+                return watch_session(client, args.session_id, console) if args.watch else EXIT_OK
             view = client.session(args.session_id)
             if args.json:
                 print(view.model_dump_json(indent=2))

@@ -37,8 +37,8 @@ class SessionView(BaseModel):
 
     @property
     def is_finished(self) -> bool:
-        """Whether the session reached a terminal status."""
-        return self.status.is_terminal
+        """Whether nothing more happens without a person: terminal, or paused for a resume."""
+        return self.status.is_terminal or self.status is ExecutionStatus.PAUSED
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -118,6 +118,30 @@ class TarsyClient:
                 _error_message(response), status=response.status_code, body=response.text
             )
         return SessionView.model_validate(response.json())
+
+    def _post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        if self._api_url is None:
+            raise ApiError("no api URL: pass --api-url or set TARSY_API_URL")
+        url = f"{self._api_url}{path}"
+        try:
+            response = self._http.post(url, json=body or {})
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach api at {url}: {e}") from e
+        if response.status_code not in (200, 202):
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        result: dict[str, Any] = response.json()
+        return result
+
+    def cancel(self, session_id: str) -> dict[str, Any]:
+        """Ask the session to stop."""
+        return self._post(f"/sessions/{session_id}/cancel")
+
+    def resume(self, session_id: str, extra_iterations: int | None = None) -> dict[str, Any]:
+        """Continue a session paused at max_iterations."""
+        body = {"extra_iterations": extra_iterations} if extra_iterations else {}
+        return self._post(f"/sessions/{session_id}/resume", body)
 
     def watch(
         self,

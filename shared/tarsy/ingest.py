@@ -20,6 +20,7 @@ from tarsy.config.schema import TarsyConfig
 from tarsy.errors import InputError
 from tarsy.http import HttpRequest, HttpResponse, check_api_key, error_response
 from tarsy.log import fields
+from tarsy.masking import Masker
 from tarsy.models import AlertSubmission, Session, StepMessage, utcnow
 from tarsy.settings import Settings
 from tarsy.store import Store
@@ -101,7 +102,8 @@ async def handle(
     session = Session(
         session_id=str(uuid.uuid4()),
         alert_type=submission.alert_type,
-        alert_data=submission.data_as_text(),
+        # Secrets in the alert are masked before anything stores or reads it (invariant 5).
+        alert_data=Masker(config.alert_masking).mask(submission.data_as_text()).text,
         runbook=submission.runbook,
         metadata=submission.metadata,
         chain_id=chain_id,

@@ -31,6 +31,7 @@ from tarsy.testing.fake_gemini import FakeGemini, StandInResponder
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = Path(__file__).with_name("chains.yaml")
+SCENARIO = "crashloop-bad-configmap"  # the demo cluster behind the "kubernetes" MCP server
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -54,6 +55,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, fake_gemini: FakeGemini) -> 
         state_dir=state_dir,
         gemini_base_url=fake_gemini.url,
         config_path=CONFIG,
+        scenario=SCENARIO,
         # A short lease keeps the redelivery tests quick; steps here take milliseconds.
         function_env={"TARSY_STEP_LEASE_SECONDS": "30", "TARSY_LOG_LEVEL": "INFO"},
     )
@@ -77,6 +79,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory, fake_gemini: FakeGemini) -> 
                 os.environ[key] = old
 
 
+def stack_config_path(stack: Stack) -> Path:
+    """The config the functions run with (the test chains plus the demo cluster's URL)."""
+    [step] = [p for p in stack.processes if p.name == "step"]
+    return Path(step.log_path).parent.parent / "config.yaml"
+
+
 @pytest.fixture(scope="session")
 def stack_settings(stack: Stack, fake_gemini: FakeGemini) -> Settings:
     """Settings as the functions see them, for in-process use of the library."""
@@ -87,7 +95,7 @@ def stack_settings(stack: Stack, fake_gemini: FakeGemini) -> Settings:
         GEMINI_API_KEY="local-fake-key",
         GEMINI_BASE_URL=fake_gemini.url,
         TARSY_STEP_LEASE_SECONDS=30,
-        TARSY_CONFIG_PATH=str(CONFIG),
+        TARSY_CONFIG_PATH=str(stack_config_path(stack)),
     )
 
 

@@ -29,7 +29,7 @@ from tarsy.steps import Deps, handle
 from tarsy.store import Store
 from tarsy.testing.fake_gemini import FakeGemini, FakeReply
 
-ALERT = {"alert_type": "kubernetes", "data": {"pod": "payments-api-0", "reason": "CrashLoop"}}
+ALERT = {"alert_type": "generic", "data": {"pod": "payments-api-0", "reason": "CrashLoop"}}
 ANALYSIS = "The payments-api config map lost DB_URL."
 SUMMARY = "payments-api down: DB_URL missing from its config map; restore it."
 

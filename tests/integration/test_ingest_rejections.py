@@ -10,11 +10,12 @@ import httpx
 import pytest
 from google.cloud import firestore  # type: ignore[attr-defined]
 
+from tarsy.client import TarsyClient
 from tarsy.localstack.stack import Stack
 
 from .conftest import Tap
 
-GOOD = {"alert_type": "kubernetes", "data": {"pod": "api-0"}}
+GOOD = {"alert_type": "generic", "data": {"pod": "api-0"}}
 
 
 @pytest.fixture
@@ -114,7 +115,7 @@ def test_rejection(
 
 
 def test_x_api_key_is_accepted_and_publishes_one_start(
-    stack: Stack, http: httpx.Client, tap: Tap
+    stack: Stack, http: httpx.Client, tap: Tap, client: TarsyClient
 ) -> None:
     response = http.post("/alerts", json=GOOD, headers={"X-API-Key": stack.api_key})
     assert response.status_code == 202
@@ -122,6 +123,9 @@ def test_x_api_key_is_accepted_and_publishes_one_start(
     assert f"sessions/{session_id}" in documents(stack)
     starts = [m for m in tap.drain(wait=1.0) if m.kind == "start_session"]
     assert [m.session_id for m in starts] == [session_id]
+    # Let it finish, so that no later test sees its model calls.
+    *_, view = client.watch(session_id, poll_interval=0.2, timeout=60)
+    assert view.is_finished
 
 
 def test_healthz(http: httpx.Client) -> None:

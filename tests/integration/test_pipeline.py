@@ -11,7 +11,7 @@ from tarsy.store import Store
 from tarsy.testing.fake_gemini import FakeGemini, FakeReply
 
 ALERT = {
-    "alert_type": "kubernetes",
+    "alert_type": "generic",
     "data": {"labels": {"alertname": "KubePodCrashLooping", "pod": "payments-api-0"}},
     "runbook": "Check the pod's previous logs.",
 }
@@ -104,7 +104,7 @@ async def test_alert_of_almost_1mb_is_stored_in_chunks_and_read_back_whole(
     line = "pod payments-api-0 OOMKilled — échec de l'allocation mémoire\n"
     data = line * (1_000_000 // len(line.encode()))
     fake_gemini.script(FakeReply(text="memory limit too low"))
-    session_id = run_to_end(client, {"alert_type": "kubernetes", "data": data})
+    session_id = run_to_end(client, {"alert_type": "generic", "data": data})
 
     view = client.session(session_id)
     assert view.status is ExecutionStatus.COMPLETED

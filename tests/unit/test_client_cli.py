@@ -205,7 +205,7 @@ def test_session_view() -> None:
 
 @pytest.mark.parametrize(
     ("status", "finished"),
-    [("pending", False), ("active", False), ("paused", False), ("completed", True),
+    [("pending", False), ("active", False), ("paused", True), ("completed", True),
      ("failed", True), ("cancelled", True), ("timed_out", True)],
 )  # fmt: skip
 def test_session_view_is_finished(status: str, finished: bool) -> None:
@@ -449,7 +449,9 @@ def test_show_exit_codes(
     serve(ok(view(status)))
     assert cli.main(["--api-url", API, "show", SID]) == code
     out = capsys.readouterr().out
-    assert ("tokens in/out/thinking" in out) is (status == "failed")
+    # A settled session (failed, or paused for a resume) ends with its outcome line.
+    assert ("tokens in/out/thinking" in out) is (status != "active")
+    assert ("tarsy resume" in out) is (status == "paused")
 
 
 def test_show_json_is_the_raw_view(

@@ -83,7 +83,7 @@ def test_builtin_text_is_yaml_with_the_default_chain() -> None:
 
 def test_builtin_loads_with_default_model_from_settings() -> None:
     config = load()
-    assert list(config.agent_chains) == [DEFAULT_CHAIN]
+    assert set(config.agent_chains) == {DEFAULT_CHAIN, "kubernetes"}
     assert "investigator" in config.agents
     assert config.llm_providers["default"].model == "gemini-2.5-flash"
     assert config.llm_providers["default"].backend == "google-native"
@@ -126,10 +126,10 @@ pricing:
   gemini-2.5-flash: {input_per_million: 9, output_per_million: 9}
 """
     )
-    assert set(config.agent_chains) == {"default", "kube"}
+    assert set(config.agent_chains) == {"default", "kubernetes", "kube"}
     assert {"investigator", "k8s", "metrics"} <= set(config.agents)
     assert set(config.agents) - set(load().agents) == {"k8s", "metrics"}
-    assert set(config.llm_providers) == {"default", "pro", "lc"}
+    assert set(config.llm_providers) == {"default", "gemini-native", "pro", "lc"}
     assert config.pricing["gemini-2.5-flash"].input_per_million == 9
     assert config.pricing["gemini-2.5-pro"].input_per_million == 1.25
 
@@ -299,7 +299,8 @@ def test_reference_errors(text: str, expected: tuple[str, str]) -> None:
 
 def test_default_chain_is_required() -> None:
     raw = yaml.safe_load(builtin_config_text())
-    raw["llm_providers"]["default"]["model"] = "m"
+    for provider in raw["llm_providers"].values():
+        provider["model"] = "m"
     del raw["agent_chains"]["default"]
     raw["agent_chains"]["other"] = {"stages": [{"name": "s", "agent": "investigator"}]}
     with pytest.raises(ConfigError) as failure:
@@ -310,11 +311,13 @@ def test_default_chain_is_required() -> None:
 
 def test_unavailable_strategy_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     # A build whose registry lacks a strategy the schema knows by name.
-    monkeypatch.setattr(registry, "strategy_names", lambda: ["single-call"])
+    monkeypatch.setattr(registry, "strategy_names", lambda: ["single-call", "native-thinking"])
     error = config_error("agents:\n  investigator: {iteration_strategy: react}\n")
     [(location, message)] = error.errors
     assert location == "agent_chains.default.stages.0.agents.0.iteration_strategy"
-    assert message == "strategy 'react' is not available in this build; available: single-call"
+    assert message == (
+        "strategy 'react' is not available in this build; available: single-call, native-thinking"
+    )
 
 
 def test_strategy_needing_thinking_on_langchain_is_reported() -> None:

@@ -128,7 +128,9 @@ def load_config(settings: Settings, *, user_text: str | None = None) -> TarsyCon
         if source == "built-in configuration":
             source = "user configuration"
         raw = merge_config(raw, _read_yaml(user_text, source), source)
-    default_provider = raw.get("llm_providers", {}).get("default")
-    if isinstance(default_provider, dict):
-        default_provider.setdefault("model", settings.default_model)
+    # Providers that name no model (the built-in ones, and "default" in a user file)
+    # use TARSY_DEFAULT_MODEL.
+    for provider in (raw.get("llm_providers") or {}).values():
+        if isinstance(provider, dict):
+            provider.setdefault("model", settings.default_model)
     return validate_config(raw, source)

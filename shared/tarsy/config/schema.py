@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+from tarsy.masking import MaskingConfig
 
 NAME_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_\-]*$"
 
@@ -102,9 +104,11 @@ class MCPServerConfig(_Strict):
     # Results larger than this many tokens (about 4 characters each) are summarized or cut.
     max_result_tokens: int = Field(default=8000, gt=0)
     summarize_large_results: bool = True
-    # Built-in masking groups to apply (None: all) and the server's own patterns.
-    masking_groups: list[str] | None = None
-    masking_patterns: dict[str, str] = Field(default_factory=dict)
+    # What is masked in this server's results before the model or Firestore sees them
+    # (TARSy's ``data_masking`` key is accepted).
+    masking: MaskingConfig = Field(
+        default_factory=MaskingConfig, validation_alias=AliasChoices("masking", "data_masking")
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -257,6 +261,8 @@ class TarsyConfig(_Strict):
     agents: dict[str, AgentDefinition] = Field(default_factory=dict)
     agent_chains: dict[str, ChainConfig] = Field(default_factory=dict)
     mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
+    # Masking of alert data at ingest, before it is stored or shown to a model.
+    alert_masking: MaskingConfig = Field(default_factory=MaskingConfig)
     # Keyed by model name; the longest key that prefixes a model's name applies.
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
 

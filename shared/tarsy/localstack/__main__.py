@@ -24,6 +24,7 @@ from tarsy.localstack.stack import (
     start_stack,
     stop_stack,
 )
+from tarsy.mcp.demo_cluster.loader import DEFAULT_SCENARIO, scenario_names
 from tarsy.settings import get_settings
 
 DEMO_TIMEOUT_S = 300.0
@@ -35,6 +36,7 @@ def _options(args: argparse.Namespace) -> StackOptions:
         root=Path(args.root).resolve(),
         state_dir=Path(args.state_dir).resolve(),
         config_path=Path(args.config).resolve() if args.config else None,
+        scenario=args.scenario or None,
     )
 
 
@@ -42,6 +44,9 @@ def _banner(stack: Stack) -> None:
     console.print(f"[bold]ingest[/]  {stack.ingest_url}/alerts")
     console.print(f"[bold]api[/]     {stack.api_url}/sessions/<id>")
     console.print(f"[bold]model[/]   {stack.model}")
+    demo = next((p for p in stack.processes if p.name == "demo-cluster"), None)
+    if demo is not None:
+        console.print(f"[bold]mcp[/]     kubernetes → demo cluster at {demo.url}")
     console.print(
         f"[bold]firestore[/] {stack.firestore_host} (project {stack.project_id}); "
         f"pubsub {stack.pubsub_host}"
@@ -90,11 +95,16 @@ def _down(args: argparse.Namespace) -> int:
     return 0
 
 
-def demo_alert(path: str | None) -> dict[str, Any]:
-    """The alert the demo submits: a file, or the bundled crash-looping-pod sample."""
+def demo_alert(path: str | None, scenario: str | None) -> dict[str, Any]:
+    """The alert the demo submits: a file, the scenario's alert, or the bundled sample."""
     if path:
         data: dict[str, Any] = json.loads(Path(path).read_text())
         return data
+    if scenario:
+        from tarsy.mcp.demo_cluster import load_scenario
+
+        alert: dict[str, Any] = load_scenario(scenario).alert.model_dump(mode="json")
+        return alert
     sample = resources.files("tarsy.samples").joinpath("pod-crashloop.json")
     bundled: dict[str, Any] = json.loads(sample.read_text())
     return bundled
@@ -106,7 +116,7 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         stack = _start(args)
         _banner(stack)
-        alert = demo_alert(args.alert)
+        alert = demo_alert(args.alert, args.scenario)
         out = Console()
         with TarsyClient(
             ingest_url=stack.ingest_url, api_url=stack.api_url, api_key=stack.api_key
@@ -140,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("up", "demo"):
         command = commands.add_parser(name)
         command.add_argument("--config", help="YAML config adding agents and chains")
+        command.add_argument(
+            "--scenario",
+            default=DEFAULT_SCENARIO,
+            choices=scenario_names(),
+            help=f"demo-cluster incident served as the kubernetes MCP server ({DEFAULT_SCENARIO})",
+        )
     commands.choices["demo"].add_argument("--alert", help="alert JSON (default: bundled sample)")
     commands.add_parser("down")
     args = parser.parse_args(argv)

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import yaml
 from google.api_core.exceptions import AlreadyExists
 from pydantic import BaseModel, Field
 
@@ -77,6 +78,8 @@ class StackOptions(BaseModel):
     function_env: dict[str, str] = Field(default_factory=dict)
     # A Gemini base URL to use instead of starting the stand-in (tests run their own fake).
     gemini_base_url: str | None = None
+    # Serve this demo-cluster scenario over HTTP as the "kubernetes" MCP server.
+    scenario: str | None = None
 
 
 class Stack(BaseModel):
@@ -217,16 +220,18 @@ def start_stack(
             port = free_port()
             url = f"http://127.0.0.1:{port}"
             progress("no GEMINI_API_KEY or TARSY_VERTEX_PROJECT: starting the scripted stand-in")
-            fake = spawn(
-                "stand-in-model",
-                [sys.executable, "-m", "tarsy.testing.fake_gemini", "--port", str(port)],
-                log_dir=log_dir,
-                url=url,
-            )
+            argv = [sys.executable, "-m", "tarsy.testing.fake_gemini", "--port", str(port)]
+            if options.scenario is not None:
+                argv += ["--scenario", options.scenario]
+            fake = spawn("stand-in-model", argv, log_dir=log_dir, url=url)
             started.append(fake)
             wait_until(_port_open(port), timeout=30, what="stand-in model", process=fake)
             model_env = {"GEMINI_API_KEY": "local-stand-in", "GEMINI_BASE_URL": url}
             model = f"scripted stand-in at {url} (not a real LLM)"
+
+        config_path = options.config_path
+        if options.scenario is not None:
+            config_path = _start_demo_cluster(options, log_dir, started, progress)
 
         ports = {spec.name: free_port() for spec in FUNCTIONS}
         urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
@@ -243,7 +248,7 @@ def start_stack(
             "TARSY_PUBLIC_API_URL": urls["api"],
             "TARSY_STEPS_TOPIC": settings.steps_topic,
             "TARSY_LOG_FORMAT": "console",
-            **({"TARSY_CONFIG_PATH": str(options.config_path)} if options.config_path else {}),
+            **({"TARSY_CONFIG_PATH": str(config_path)} if config_path else {}),
             **options.function_env,
         }
         for spec in FUNCTIONS:
@@ -288,6 +293,35 @@ def start_stack(
         for info in reversed(started):
             stop(info)
         raise
+
+
+def _start_demo_cluster(
+    options: StackOptions, log_dir: Path, started: list[ProcessInfo], progress: Progress
+) -> Path:
+    """Serve the scenario's cluster over HTTP; return a config that points "kubernetes" at it."""
+    assert options.scenario is not None
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    progress(f"starting the demo cluster (scenario {options.scenario}) on {url}")
+    argv = [
+        sys.executable, "-m", "tarsy.mcp.demo_cluster", "--scenario", options.scenario,
+        "--transport", "http", "--port", str(port),
+    ]  # fmt: skip
+    info = spawn("demo-cluster", argv, log_dir=log_dir, url=url)
+    started.append(info)
+    wait_until(_port_open(port), timeout=30, what="demo cluster", process=info)
+    user = yaml.safe_load(options.config_path.read_text()) if options.config_path else None
+    config = dict(user or {})
+    servers = dict(config.get("mcp_servers") or {})
+    servers["kubernetes"] = {
+        "transport": "http",
+        "url": url,
+        "description": f"demo cluster, scenario {options.scenario}",
+    }
+    config["mcp_servers"] = servers
+    path = options.state_dir / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
 
 
 def _port_open(port: int) -> Callable[[], bool]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from typing import Any
@@ -25,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tarsy.config.schema import MCPServerConfig, TarsyConfig
 from tarsy.llm.base import ToolDefinition
+from tarsy.masking import Masker
 from tarsy.models import ToolCall, utcnow
 from tarsy.secrets import resolve_all
 from tarsy.settings import Settings
@@ -32,12 +34,6 @@ from tarsy.store import Store
 from tarsy.tools import ToolListing, ToolResult, check_call, error_result
 
 logger = logging.getLogger(__name__)
-
-Masker = Callable[[str, str], tuple[str, dict[str, int]]]
-
-
-def _no_masking(text: str, server: str) -> tuple[str, dict[str, int]]:
-    return text, {}
 
 
 def result_text(result: mcp_types.CallToolResult) -> str:
@@ -64,13 +60,19 @@ class MCPToolExecutor:
         config: TarsyConfig,
         settings: Settings,
         store: Store,
-        *,
-        masker: Masker = _no_masking,
     ) -> None:
         self._config = config
         self._settings = settings
         self._store = store
-        self._mask = masker
+        # Compiled once per process: pure functions of the (immutable) configuration.
+        self._maskers = {
+            server_id: Masker(server.masking) for server_id, server in config.mcp_servers.items()
+        }
+
+    def _mask(self, text: str, server_id: str) -> tuple[str, dict[str, int]]:
+        """Mask a result with its server's masking config (invariant 5)."""
+        result = self._maskers[server_id].mask(text)
+        return result.text, dict(result.counts)
 
     # ─── connections ─────────────────────────────────────────────────────────
 
@@ -80,7 +82,8 @@ class MCPToolExecutor:
         if server.transport == "stdio":
             assert server.command is not None
             target = StdioServerParameters(
-                command=server.command,
+                # "python" is this process's interpreter, so bundled servers run as installed.
+                command=sys.executable if server.command == "python" else server.command,
                 args=list(server.args),
                 env=resolve_all(server.env, self._settings) or None,
             )

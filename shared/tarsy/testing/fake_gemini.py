@@ -416,8 +416,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--responder", help="module:callable answering calls (default: the labelled stand-in)"
     )
+    parser.add_argument(
+        "--scenario", help="follow this demo-cluster scenario's playbook (a scripted stand-in)"
+    )
     args = parser.parse_args(argv)
     responder = _load_responder(args.responder) if args.responder else None
+    if args.scenario:
+        from tarsy.testing.standin import ScenarioStandIn
+
+        responder = ScenarioStandIn(args.scenario)
     fake = FakeGemini(host=args.host, port=args.port, responder=responder)
     print(f"fake-gemini listening on {fake.url} {STAND_IN_LABEL}", flush=True)
     try:

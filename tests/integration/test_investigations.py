@@ -1,0 +1,157 @@
+"""Multi-iteration investigations through the real step function, with the demo cluster as
+the real MCP server: native thinking (thought signatures across steps) and ReAct."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import timedelta
+
+from google.cloud import firestore  # type: ignore[attr-defined]
+
+from tarsy.client import SessionView, TarsyClient
+from tarsy.localstack.stack import Stack
+from tarsy.mcp.demo_cluster import load_scenario
+from tarsy.models import ExecutionStatus, utcnow
+from tarsy.store import Store
+from tarsy.testing.fake_gemini import STAND_IN_LABEL, FakeCall, FakeGemini, FakeReply
+from tarsy.testing.standin import ScenarioStandIn
+
+from .conftest import SCENARIO
+
+SCENARIO_DATA = load_scenario(SCENARIO)
+ALERT = SCENARIO_DATA.alert.model_dump(mode="json")
+STEPS = SCENARIO_DATA.playbook.steps
+
+
+def finish(client: TarsyClient, session_id: str) -> SessionView:
+    *_, view = client.watch(session_id, poll_interval=0.25, timeout=120)
+    return view
+
+
+def investigation_calls(fake: FakeGemini) -> list[FakeCall]:
+    return [c for c in fake.calls if "kubernetes-investigator" in c.system_text()]
+
+
+async def test_native_thinking_investigation_sends_each_signature_back(
+    stack: Stack, client: TarsyClient, fake_gemini: FakeGemini, store: Store
+) -> None:
+    fake_gemini.responder = ScenarioStandIn(SCENARIO)
+    session_id = client.submit(ALERT).session_id
+    view = finish(client, session_id)
+
+    assert view.status is ExecutionStatus.COMPLETED, view.session.get("error")
+    calls = investigation_calls(fake_gemini)
+    assert len(calls) == len(STEPS) + 1  # one call per tool step, then the analysis
+    # Every request after the first replays the earlier turns with their signatures,
+    # read back from Firestore by a different step invocation.
+    for n, call in enumerate(calls):
+        assert call.function_names()[:1] == ["kubernetes__pods_list"] or n == 0
+        replayed = call.model_parts()
+        assert len(replayed) == n
+        for turn, parts in enumerate(replayed):
+            [part] = parts
+            assert part["functionCall"]["name"] == f"kubernetes__{STEPS[turn].tool}"
+            assert (
+                part["thoughtSignature"]
+                == base64.b64encode(f"standin-signature-{turn}".encode()).decode()
+            )
+        assert "thinkingConfig" in call.generation_config()
+
+    execution = next(e for e in view.executions if e["role"] == "agent")
+    types = [e["type"] for e in execution["timeline"]]
+    assert types == ["llm_thinking", "llm_tool_call", "mcp_tool_call"] * len(STEPS) + [
+        "llm_thinking",
+        "final_analysis",
+    ]
+    tool_events = [e for e in execution["timeline"] if e["type"] == "mcp_tool_call"]
+    for event, step in zip(tool_events, STEPS, strict=True):
+        assert event["metadata"]["tool"] == step.tool
+        assert event["metadata"]["is_error"] is False
+        for expected in step.expect:
+            assert expected in event["content"]
+    records = await store.list_mcp_interactions(execution["execution_id"])
+    assert [(r.server, r.tool) for r in records] == [("kubernetes", s.tool) for s in STEPS]
+    assert view.session["final_analysis"].startswith(STAND_IN_LABEL)
+
+    # The signature document lives an hour for the TTL policy.
+    db = firestore.Client(project=stack.project_id)
+    try:
+        doc = db.collection("thought_signatures").document(execution["execution_id"]).get()
+    finally:
+        db.close()
+    assert doc.exists
+    expire_at = doc.to_dict()["expire_at"]
+    assert timedelta(minutes=55) < expire_at - utcnow() <= timedelta(hours=1)
+
+
+REACT_TOOLS = [(s.tool, s.arguments) for s in STEPS[:4]]
+
+
+def react_reply(call: FakeCall) -> FakeReply:
+    """A ReAct model: four actions (one malformed first), then the final answer."""
+    observations = call.last_user_text().count("Observation:") if call.texts("model") else 0
+    turns = len(call.texts("model"))
+    if "react-agent" not in call.system_text():
+        return FakeReply(text="summary of the ReAct investigation")
+    if turns == 0:
+        return FakeReply(text="Thought: I will look around first.")  # no Action: malformed
+    done = turns - 1
+    if done < len(REACT_TOOLS):
+        tool, arguments = REACT_TOOLS[done]
+        return FakeReply(
+            text=f"Thought: step {done + 1}.\nAction: kubernetes.{tool}\n"
+            f"Action Input: {json.dumps(arguments)}"
+        )
+    del observations
+    return FakeReply(text="Thought: I know the cause.\nFinal Answer: DATABASE_HOST is wrong.")
+
+
+def test_react_investigation_with_a_correction_round(
+    client: TarsyClient, fake_gemini: FakeGemini
+) -> None:
+    fake_gemini.responder = react_reply
+    session_id = client.submit({"alert_type": "test-react", "data": ALERT["data"]}).session_id
+    view = finish(client, session_id)
+
+    assert view.status is ExecutionStatus.COMPLETED, view.session.get("error")
+    react_calls = [c for c in fake_gemini.calls if "react-agent" in c.system_text()]
+    assert len(react_calls) == 6  # malformed, 4 actions, final answer
+    # The correction round named what was missing; observations came back as user turns.
+    assert "Error in reasoning" in react_calls[1].last_user_text()
+    assert react_calls[2].last_user_text().startswith("Observation:")
+    assert all(not c.function_names() for c in react_calls)  # text ReAct, no functions
+    execution = next(e for e in view.executions if e["role"] == "agent")
+    types = [e["type"] for e in execution["timeline"]]
+    assert types == (
+        ["llm_thinking", "llm_response"]
+        + ["llm_thinking", "llm_tool_call", "mcp_tool_call"] * 4
+        + ["llm_thinking", "final_analysis"]
+    )
+    assert view.session["final_analysis"] == "DATABASE_HOST is wrong."
+
+
+def test_max_iterations_pause_then_resume(
+    stack: Stack, client: TarsyClient, fake_gemini: FakeGemini
+) -> None:
+    import httpx
+
+    fake_gemini.responder = ScenarioStandIn(SCENARIO)
+    session_id = client.submit({"alert_type": "test-pause", "data": ALERT["data"]}).session_id
+    view = finish(client, session_id)
+    assert view.status is ExecutionStatus.PAUSED
+    assert len(investigation_calls(fake_gemini)) == 0  # a different agent name
+    paused_calls = len(fake_gemini.calls)
+    assert paused_calls == 2  # max_iterations: 2
+
+    response = httpx.post(
+        f"{stack.api_url}/sessions/{session_id}/resume",
+        headers={"X-API-Key": stack.api_key},
+        json={"extra_iterations": 10},
+        timeout=10,
+    )
+    assert response.status_code == 202
+    view = finish(client, session_id)
+    assert view.status is ExecutionStatus.COMPLETED
+    agent_calls = [c for c in fake_gemini.calls if "pausing-agent" in c.system_text()]
+    assert len(agent_calls) == len(STEPS) + 1
