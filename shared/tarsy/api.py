@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tarsy.chains import iterate_message
+from tarsy.chains import iterate_message, start_chat
 from tarsy.errors import InputError, NotFoundError
 from tarsy.http import HttpRequest, HttpResponse, check_api_key, check_sweeper, error_response
 from tarsy.models import ExecutionStatus, utcnow
@@ -19,7 +19,19 @@ from tarsy.sweeper import sweep
 
 logger = logging.getLogger(__name__)
 
-_SESSION_PATH = re.compile(r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume))?$")
+_Body = TypeVar("_Body", bound=BaseModel)
+
+_SESSION_PATH = re.compile(
+    r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume|chat))?$"
+)
+
+
+class ChatRequest(BaseModel):
+    """``POST /sessions/{id}/chat`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=8000)
 
 
 class ResumeRequest(BaseModel):
@@ -109,11 +121,24 @@ async def resume(deps: Deps, session_id: str, request: ResumeRequest) -> dict[st
     return {"session_id": session_id, "resumed": resumed}
 
 
-def _resume_body(request: HttpRequest) -> ResumeRequest:
-    if not request.body.strip():
-        return ResumeRequest()
+async def chat(deps: Deps, session_id: str, request: ChatRequest) -> dict[str, Any]:
+    """Ask a question about a finished investigation; the answer lands in the timeline."""
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    if not session.status.is_terminal or session.status is ExecutionStatus.CANCELLED:
+        raise InputError(
+            f"session {session_id} is {session.status.value}; ask when it has finished",
+            status=409,
+        )
+    execution = await start_chat(session, request.question, deps)
+    return {"session_id": session_id, "execution_id": execution.execution_id}
+
+
+def _body(request: HttpRequest, model: type[_Body]) -> _Body:
     try:
-        return ResumeRequest.model_validate(json.loads(request.body))
+        payload = json.loads(request.body) if request.body.strip() else {}
+        return model.model_validate(payload)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputError(f"malformed JSON: {e}", status=400) from e
     except ValidationError as e:
@@ -121,7 +146,7 @@ def _resume_body(request: HttpRequest) -> ResumeRequest:
             {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
             for err in e.errors()
         ]
-        raise InputError("invalid resume request", status=422, details=details) from e
+        raise InputError("invalid request body", status=422, details=details) from e
 
 
 async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
@@ -150,7 +175,11 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
             return HttpResponse(status=202, body=await cancel(deps, session_id))
         if action == "resume":
             return HttpResponse(
-                status=202, body=await resume(deps, session_id, _resume_body(request))
+                status=202, body=await resume(deps, session_id, _body(request, ResumeRequest))
+            )
+        if action == "chat":
+            return HttpResponse(
+                status=202, body=await chat(deps, session_id, _body(request, ChatRequest))
             )
         return HttpResponse(status=200, body=await session_view(deps.store, session_id))
     except InputError as e:

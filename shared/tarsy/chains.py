@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tarsy.config.schema import ResolvedAgentConfig
 from tarsy.context_formatter import ExecutionRecord, format_stage, format_stages
+from tarsy.errors import InputError
 from tarsy.log import fields
 from tarsy.models import (
     AgentExecution,
@@ -28,6 +29,8 @@ from tarsy.models import (
     Session,
     Stage,
     StepMessage,
+    TimelineEvent,
+    TimelineEventType,
     utcnow,
 )
 from tarsy.prompts import delimit, initial_messages, system_prompt
@@ -39,8 +42,16 @@ logger = logging.getLogger(__name__)
 
 FIRST_ITERATION_STEP = 1  # step 0 is the set-up that writes the opening messages
 SUMMARY_STAGE = -1  # the executive summary belongs to no stage
+CHAT_STAGE = -2  # nor do follow-up chats
 ADVANCE_MARKER = "advance"
 SYNTHESIS_DONE_MARKER = "synthesis-advance"
+
+
+class ChatConflictError(InputError):
+    """Two questions raced for the same chat number; the caller may retry."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=409)
 
 
 def execution_id_for(session_id: str, stage_index: int, agent_index: int) -> str:
@@ -97,6 +108,8 @@ def resolve_execution(
         return deps.config.resolve(session.chain_id, execution.stage, execution.agent_index)
     if execution.role == "synthesis":
         return deps.config.resolve_role(session.chain_id, execution.stage, "synthesis")
+    if execution.role == "chat":
+        return deps.config.resolve_role(session.chain_id, None, "chat")
     return deps.config.resolve_role(session.chain_id, None, "summary")
 
 
@@ -212,6 +225,8 @@ async def start_stage(session: Session, index: int, deps: Deps) -> None:
 
 async def after_execution(execution: AgentExecution, deps: Deps) -> None:
     """Decide what comes next once ``execution`` is terminal (safe to repeat)."""
+    if execution.role == "chat":
+        return  # a chat answers on a finished session; nothing follows it
     session = await deps.store.get_session(execution.session_id)
     if session is None or (session.status.is_terminal and execution.role != "summary"):
         return
@@ -381,3 +396,38 @@ async def _finish_session(session: Session, summary: AgentExecution, deps: Deps)
         fields_.update(status=ExecutionStatus.COMPLETED.value, executive_summary=None)
         logger.warning("executive summary of %s failed", session.session_id)
     await deps.store.update_session(session.session_id, fields_)
+
+
+# ─── chat ─────────────────────────────────────────────────────────────────────
+
+
+async def start_chat(session: Session, question: str, deps: Deps) -> AgentExecution:
+    """Start a chat execution that answers ``question`` with the investigation as context."""
+    chain = deps.config.agent_chains[session.chain_id]
+    resolved = deps.config.resolve_role(session.chain_id, None, "chat")
+    executions = await deps.store.list_executions(session.session_id)
+    number = sum(1 for e in executions if e.role == "chat")
+    context = await previous_context(session, len(chain.stages), deps)
+    parts = [
+        f"Alert type: {session.alert_type}\n\n{delimit('ALERT DATA', session.alert_data)}",
+        f"The investigation's results:\n{delimit('INVESTIGATION', context)}",
+    ]
+    if session.executive_summary:
+        parts.append(f"Executive summary:\n{delimit('SUMMARY', session.executive_summary)}")
+    parts.append(f"The engineer asks:\n{delimit('QUESTION', question)}")
+    opening = [
+        ConversationMessage(role="system", content=system_prompt(resolved)),
+        ConversationMessage(role="user", content="\n\n".join(parts)),
+    ]
+    execution = _new_execution(
+        session, CHAT_STAGE, number, "chat", resolved,
+        f"{session.session_id}-chat-{number:03d}",
+    )  # fmt: skip
+    asked = TimelineEvent(
+        type=TimelineEventType.USER_QUESTION, content=question, metadata={"chat": number}
+    )
+    if not await deps.store.create_execution(execution, opening, [asked]):
+        raise ChatConflictError(f"another question on {session.session_id} is being started")
+    await deps.bus.publish(iterate_message(execution, FIRST_ITERATION_STEP))
+    await deps.store.mark_published([execution.execution_id], FIRST_ITERATION_STEP)
+    return execution

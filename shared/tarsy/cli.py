@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     watch.add_argument("session_id")
     watch.add_argument("--timeout", type=float, default=None, help="give up after N seconds")
     watch.add_argument("--interval", type=float, default=0.5, help="poll interval (s)")
+    chat = commands.add_parser("chat", help="ask a follow-up question on a finished session")
+    chat.add_argument("session_id")
+    chat.add_argument("question")
+    chat.add_argument("--timeout", type=float, default=300.0, help="give up after N seconds")
     cancel = commands.add_parser("cancel", help="stop a running session")
     cancel.add_argument("session_id")
     resume = commands.add_parser("resume", help="continue a session paused at max_iterations")
@@ -152,6 +157,29 @@ def watch_session(
     return print_outcome(console, view)
 
 
+def chat_session(
+    client: TarsyClient, session_id: str, question: str, console: Console, timeout: float
+) -> int:
+    """Ask, then print the chat's timeline until its execution ends."""
+    execution_id = client.chat(session_id, question)
+    deadline = time.monotonic() + timeout
+    printed = 0
+    with console.status("the assistant is working…"):
+        while True:
+            view = client.session(session_id)
+            execution = next(e for e in view.executions if e["execution_id"] == execution_id)
+            events = execution["timeline"]
+            for event in events[printed:]:
+                print_event(console, {**event, "stage": "chat", "agent": execution["agent"]})
+            printed = len(events)
+            status = ExecutionStatus(execution["status"])
+            if status.is_terminal:
+                return EXIT_OK if status is ExecutionStatus.COMPLETED else EXIT_SESSION_FAILED
+            if time.monotonic() > deadline:
+                raise ApiError(f"no answer after {timeout:.0f}s")
+            time.sleep(0.5)
+
+
 def show_session(view: SessionView, console: Console) -> int:
     """Print a whole session once."""
     session = view.session
@@ -190,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     timeout=args.timeout,
                     interval=args.interval,
                 )
+            if args.command == "chat":
+                return chat_session(client, args.session_id, args.question, console, args.timeout)
             if args.command == "cancel":
                 client.cancel(args.session_id)
                 errors.print(f"cancel requested for {args.session_id}")

@@ -143,6 +143,12 @@ class TarsyClient:
         body = {"extra_iterations": extra_iterations} if extra_iterations else {}
         return self._post(f"/sessions/{session_id}/resume", body)
 
+    def chat(self, session_id: str, question: str) -> str:
+        """Ask a question about a finished session; return the chat's execution id."""
+        return str(
+            self._post(f"/sessions/{session_id}/chat", {"question": question})["execution_id"]
+        )
+
     def watch(
         self,
         session_id: str,

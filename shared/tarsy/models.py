@@ -136,7 +136,7 @@ class Session(_Model):
     completed_at: datetime | None = None
 
 
-ExecutionRole = Literal["agent", "synthesis", "summary"]
+ExecutionRole = Literal["agent", "synthesis", "summary", "chat"]
 
 
 class Stage(_Model):
@@ -185,6 +185,7 @@ class AgentExecution(_Model):
     published_step: int = -1
     iteration: int = 0
     max_iterations: int = 20
+    consecutive_failures: int = 0
     lease_owner: str | None = None
     lease_until: datetime | None = None
     final_analysis: str | None = None

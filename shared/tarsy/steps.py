@@ -56,6 +56,23 @@ INTERACTION_TEXT_CHARS = 64 * 1024  # per string in an interaction record's requ
 PROVIDER_STATE_TTL = timedelta(hours=1)
 
 
+# Strategy-layer retry (seed 000 Q5): after the transport layer gave up, a retryable
+# failure gets one more step; the second consecutive one fails the execution.
+MAX_CONSECUTIVE_FAILURES = 2
+
+
+def after_llm_failure(execution: AgentExecution, error: ErrorInfo) -> IterationOutcome:
+    """Retry the iteration in a later step, or fail on a second failure in a row."""
+    failures = execution.consecutive_failures + 1
+    if error.retryable and failures < MAX_CONSECUTIVE_FAILURES:
+        return IterationOutcome(next="continue", error=error, failed_attempt=True)
+    if error.retryable:
+        error = error.model_copy(
+            update={"message": f"{failures} consecutive failed iterations; last: {error.message}"}
+        )
+    return IterationOutcome(next="fail", error=error)
+
+
 def cost_of(price: ModelPrice | None, usage: TokenUsage) -> float:
     """USD cost of one call; thinking tokens are billed as output. 0 without a price."""
     if price is None:
@@ -154,13 +171,14 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         return
     if execution.status.is_terminal or execution.status == ExecutionStatus.PAUSED:
         return
-    if session.cancel_requested:
-        await _cancel_execution(execution, deps)
-        return
     now = utcnow()
-    if session.deadline is not None and now > session.deadline:
-        await time_out(session.session_id, deps)
-        return
+    if execution.role != "chat":  # a chat runs on a finished session
+        if session.cancel_requested:
+            await _cancel_execution(execution, deps)
+            return
+        if session.deadline is not None and now > session.deadline:
+            await time_out(session.session_id, deps)
+            return
     if execution.lease_owner and execution.lease_until and execution.lease_until > now:
         raise LeaseHeldError(
             f"execution {execution.execution_id!r} step {execution.step} is leased until "
@@ -207,7 +225,7 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
         interaction.duration_ms = (time.perf_counter() - started) * 1000
         interaction.error = e.info
         interaction.attempts = e.attempts
-        outcome = IterationOutcome(next="fail", error=e.info)
+        outcome = after_llm_failure(execution, e.info)
     else:
         interaction.duration_ms = (time.perf_counter() - started) * 1000
         interaction.response_text = result.text
@@ -264,7 +282,7 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
     if outcome.next == "continue":
         # Cancellation may have been asked for while the model was thinking.
         current = await deps.store.get_session(session.session_id)
-        if current is not None and current.cancel_requested:
+        if current is not None and current.cancel_requested and execution.role != "chat":
             await _cancel_execution(execution, deps)
             return
         await deps.bus.publish(iterate_message(execution, message.step + 1))
@@ -301,6 +319,11 @@ def _commit_for(
 ) -> StepCommit:
     now = utcnow()
     execution_fields: dict[str, Any] = {"iteration": execution.iteration + 1}
+    if outcome.failed_attempt:
+        # The same iteration runs again in the next step; only the failure is counted.
+        execution_fields = {"consecutive_failures": execution.consecutive_failures + 1}
+    else:
+        execution_fields["consecutive_failures"] = 0
     stage_fields: dict[str, Any] = {}
     session_fields: dict[str, Any] = {}
     finished: ExecutionStatus | None = None

@@ -409,14 +409,19 @@ class Store:
     # ─── executions and stages ───────────────────────────────────────────────
 
     async def create_execution(
-        self, execution: AgentExecution, opening: Sequence[ConversationMessage]
+        self,
+        execution: AgentExecution,
+        opening: Sequence[ConversationMessage],
+        timeline: Sequence[TimelineEvent] = (),
     ) -> bool:
-        """Create an execution with its opening messages; False if it already exists."""
+        """Create an execution with its opening messages (and events); False if it exists."""
         batch = self._db.batch()
         ref = self._execution(execution.execution_id)
         batch.create(ref, _doc(execution))
         for n, message in enumerate(opening):
             self._write(batch, ref.collection(MESSAGES).document(record_id(0, n)), _doc(message))
+        for n, event in enumerate(timeline):
+            self._write(batch, ref.collection(TIMELINE).document(record_id(0, n)), _doc(event))
         self.round_trips.add("commit")
         try:
             await batch.commit()

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from datetime import timedelta
 
+import httpx
 from google.cloud import firestore  # type: ignore[attr-defined]
 
 from tarsy.client import SessionView, TarsyClient
@@ -134,8 +136,6 @@ def test_react_investigation_with_a_correction_round(
 def test_max_iterations_pause_then_resume(
     stack: Stack, client: TarsyClient, fake_gemini: FakeGemini
 ) -> None:
-    import httpx
-
     fake_gemini.responder = ScenarioStandIn(SCENARIO)
     session_id = client.submit({"alert_type": "test-pause", "data": ALERT["data"]}).session_id
     view = finish(client, session_id)
@@ -155,3 +155,44 @@ def test_max_iterations_pause_then_resume(
     assert view.status is ExecutionStatus.COMPLETED
     agent_calls = [c for c in fake_gemini.calls if "pausing-agent" in c.system_text()]
     assert len(agent_calls) == len(STEPS) + 1
+
+
+def test_chat_answers_from_the_investigation(
+    stack: Stack, client: TarsyClient, fake_gemini: FakeGemini
+) -> None:
+    def respond(call: FakeCall) -> FakeReply:
+        if "chat-assistant" in call.system_text():
+            # Only a prompt that carries the earlier analysis lets this answer be given.
+            found = "ledger-42" in call.last_user_text()
+            return FakeReply(text="the ledger-42 migration" if found else "no idea")
+        if "executive-summarizer" in call.system_text():
+            return FakeReply(text="summary")
+        return FakeReply(text="Root cause: the ledger-42 migration locked the table.")
+
+    fake_gemini.responder = respond
+    session_id = client.submit({"alert_type": "generic", "data": "db slow"}).session_id
+    assert finish(client, session_id).status is ExecutionStatus.COMPLETED
+
+    response = httpx.post(
+        f"{stack.api_url}/sessions/{session_id}/chat",
+        headers={"X-API-Key": stack.api_key},
+        json={"question": "Which migration was it?"},
+        timeout=10,
+    )
+    assert response.status_code == 202
+    execution_id = response.json()["execution_id"]
+    deadline = time.monotonic() + 60
+    while True:
+        view = client.session(session_id)
+        chat = next(e for e in view.executions if e["execution_id"] == execution_id)
+        if chat["status"] in ("completed", "failed") or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+
+    assert chat["status"] == "completed"
+    assert [e["type"] for e in chat["timeline"]] == ["user_question", "final_analysis"]
+    assert chat["timeline"][0]["content"] == "Which migration was it?"
+    assert chat["timeline"][1]["content"] == "the ledger-42 migration"
+    [chat_call] = [c for c in fake_gemini.calls if "chat-assistant" in c.system_text()]
+    assert "Which migration was it?" in chat_call.last_user_text()
+    assert view.status is ExecutionStatus.COMPLETED  # the session itself is unchanged

@@ -27,7 +27,7 @@ from tarsy.models import (
     TimelineEventType,
     TokenUsage,
 )
-from tarsy.steps import _commit_for, cost_of
+from tarsy.steps import _commit_for, after_llm_failure, cost_of
 from tarsy.strategies.base import IterationOutcome
 
 SID = "0b7e5c1a-1111-4222-8333-444455556666"
@@ -119,7 +119,7 @@ def test_continue_only_counts_the_iteration() -> None:
     assert result.execution_id == execution_id_for(SID, 1, 0)
     assert result.session_id == SID
     assert (result.step, result.next_step) == (4, 5)
-    assert result.execution_fields == {"iteration": 4}
+    assert result.execution_fields == {"iteration": 4, "consecutive_failures": 0}
     assert result.stage_fields == {}
     assert result.session_fields == {}
     assert result.finished_status is None
@@ -171,7 +171,12 @@ def test_pause_pauses_execution_stage_and_session() -> None:
     error = ErrorInfo(message="max iterations reached", code="max_iterations")
     result = commit(IterationOutcome(next="pause", error=error))
     dumped = error.model_dump()
-    assert result.execution_fields == {"iteration": 4, "status": "paused", "error": dumped}
+    assert result.execution_fields == {
+        "iteration": 4,
+        "consecutive_failures": 0,
+        "status": "paused",
+        "error": dumped,
+    }
     assert result.stage_fields == {"status": "paused"}
     assert result.session_fields == {"status": "paused", "error": dumped}
     # A paused execution can resume: it is not finished and has no completion time.
@@ -210,3 +215,29 @@ def test_summary_execution_has_no_stage() -> None:
 )
 def test_stage_status(statuses: list[str], policy: str, expected: str) -> None:
     assert stage_status(statuses, policy) is ExecutionStatus(expected)
+
+
+RETRYABLE = ErrorInfo(message="503 backend unavailable", code="503", retryable=True)
+PERMANENT = ErrorInfo(message="400 bad request", code="400", retryable=False)
+
+
+def test_first_retryable_failure_retries_the_iteration_next_step() -> None:
+    outcome = after_llm_failure(execution(), RETRYABLE)
+    assert (outcome.next, outcome.failed_attempt) == ("continue", True)
+    result = commit(outcome)
+    # The iteration is not counted; the step advances so the retry is a new message.
+    assert result.execution_fields == {"consecutive_failures": 1}
+    assert (result.step, result.next_step) == (4, 5)
+    assert result.finished_status is None
+
+
+def test_second_consecutive_failure_fails_with_the_reason() -> None:
+    outcome = after_llm_failure(execution(consecutive_failures=1), RETRYABLE)
+    assert outcome.next == "fail"
+    assert outcome.error is not None
+    assert outcome.error.message == "2 consecutive failed iterations; last: 503 backend unavailable"
+
+
+def test_permanent_failure_fails_at_once() -> None:
+    outcome = after_llm_failure(execution(), PERMANENT)
+    assert (outcome.next, outcome.error) == ("fail", PERMANENT)

@@ -234,6 +234,8 @@ class ChainConfig(_Strict):
     # After the last stage: a single-call summary of the final analysis for people.
     executive_summary: bool = True
     summary_agent: str = Field(default="executive-summarizer", pattern=NAME_PATTERN)
+    # Answers follow-up questions on a finished session (POST /sessions/{id}/chat).
+    chat_agent: str = Field(default="chat-assistant", pattern=NAME_PATTERN)
 
 
 class ResolvedAgentConfig(_Strict):
@@ -303,6 +305,8 @@ class TarsyConfig(_Strict):
         for chain_id, chain in self.agent_chains.items():
             where = f"agent_chains.{chain_id}"
             check_provider(f"{where}.llm_provider", chain.llm_provider)
+            if chain.chat_agent not in self.agents:
+                problems.append((f"{where}.chat_agent", f"unknown agent {chain.chat_agent!r}"))
             if chain.executive_summary and chain.summary_agent not in self.agents:
                 problems.append(
                     (f"{where}.summary_agent", f"unknown agent {chain.summary_agent!r}")
@@ -380,11 +384,37 @@ class TarsyConfig(_Strict):
         )
 
     def resolve_role(
-        self, chain_id: str, stage_index: int | None, role: Literal["synthesis", "summary"]
+        self,
+        chain_id: str,
+        stage_index: int | None,
+        role: Literal["synthesis", "summary", "chat"],
     ) -> ResolvedAgentConfig:
-        """The configuration of a stage's synthesis agent or of the chain's summary agent."""
+        """The configuration of a synthesis, summary or chat agent of a chain."""
         chain = self.agent_chains[chain_id]
         strategy: IterationStrategy
+        if role == "chat":
+            definition = self.agents[chain.chat_agent]
+            # The chat may use every tool the chain's agents used.
+            servers = sorted(
+                {
+                    server
+                    for index, stage in enumerate(chain.stages)
+                    for n in range(len(stage.placed_agents))
+                    for server in self.resolve(chain_id, index, n).mcp_servers
+                }
+            )
+            provider_name = _first(definition.llm_provider, self.defaults.llm_provider)
+            return ResolvedAgentConfig(
+                agent=chain.chat_agent,
+                instructions=definition.instructions,
+                custom_instructions=definition.custom_instructions,
+                iteration_strategy="chat",
+                provider_name=provider_name,
+                provider=self.llm_providers[provider_name],
+                max_iterations=definition.max_iterations or self.defaults.max_iterations,
+                on_max_iterations="conclude",
+                mcp_servers=servers,
+            )
         if role == "synthesis":
             assert stage_index is not None
             synthesis = chain.stages[stage_index].synthesis

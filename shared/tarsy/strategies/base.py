@@ -59,6 +59,8 @@ class IterationOutcome(BaseModel):
     next: NextAction
     final_analysis: str | None = None
     error: ErrorInfo | None = None
+    # True when the LLM call failed and the same iteration is tried again next step.
+    failed_attempt: bool = False
 
 
 class Strategy(Protocol):

@@ -110,3 +110,9 @@ class NativeThinkingStrategy:
             ],
         ]
         return continue_or_stop(state, messages, timeline)
+
+
+class ChatStrategy(NativeThinkingStrategy):
+    """``chat``: a follow-up question on a finished session, with the same tool loop."""
+
+    name = "chat"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tarsy.errors import ConfigError
 from tarsy.strategies.base import Strategy
-from tarsy.strategies.native_thinking import NativeThinkingStrategy
+from tarsy.strategies.native_thinking import ChatStrategy, NativeThinkingStrategy
 from tarsy.strategies.react import ReActStrategy
 from tarsy.strategies.single_call import (
     ExecutiveSummaryStrategy,
@@ -22,6 +22,7 @@ _STRATEGIES: dict[str, Strategy] = {
         SynthesisStrategy(),
         NativeThinkingSynthesisStrategy(),
         ExecutiveSummaryStrategy(),
+        ChatStrategy(),
     )
 }
 
