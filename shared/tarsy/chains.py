@@ -240,50 +240,56 @@ async def after_execution(execution: AgentExecution, deps: Deps) -> None:
     if execution.role == "summary":
         await _finish_session(session, execution, deps)
     elif execution.role == "synthesis":
-        await _after_stage(session, execution.stage, execution.status, execution, deps)
+        await _after_stage(
+            session, execution.stage, execution.status, deps,
+            analysis=execution.final_analysis, synthesis=True,
+        )  # fmt: skip
     else:
         await _after_agent(session, execution, deps)
 
 
 async def _after_agent(session: Session, execution: AgentExecution, deps: Deps) -> None:
-    stage = await deps.store.get_stage(session.session_id, execution.stage)
-    if stage is None:
-        return
-    finished = await deps.store.finished_agents(session.session_id, execution.stage)
-    if len(finished) < stage.expected_executions:
-        return  # others are still running; the last one to finish moves on
-    if not await deps.store.claim_marker(session.session_id, execution.stage, ADVANCE_MARKER):
+    chain = deps.config.agent_chains[session.chain_id]
+    stage_config = chain.stages[execution.stage]
+    index = execution.stage
+    if stage_config.is_parallel:
+        finished = await deps.store.finished_agents(session.session_id, index)
+        if len(finished) < len(stage_config.placed_agents):
+            return  # others are still running; the last one to finish moves on
+    else:
+        finished = {execution.execution_id: execution.status.value}
+    if not await deps.store.claim_marker(session.session_id, index, ADVANCE_MARKER):
         # Another handler moved on, or crashed while doing so. Everything below is
         # idempotent (deterministic creates, heal-publish of unstarted executions),
         # so running it again completes a crashed advance and duplicates nothing.
-        logger.info("stage %s advance already claimed; re-checking", stage.index)
-    status = stage_status(list(finished.values()), stage.success_policy)
-    await deps.store.update_stage(
-        session.session_id, stage.index, {"finished_executions": finished}
-    )
-    log = fields(session_id=session.session_id, stage=stage.index)
-    logger.info("stage %s agents done: %s", stage.name, status.value, extra=log)
-    chain = deps.config.agent_chains[session.chain_id]
-    if status is ExecutionStatus.COMPLETED and chain.stages[stage.index].is_parallel:
-        await _start_synthesis(session, stage, finished, deps)
+        logger.info("stage %s advance already claimed; re-checking", index)
+    status = stage_status(list(finished.values()), stage_config.success_policy)
+    log = fields(session_id=session.session_id, stage=index)
+    logger.info("stage %s agents done: %s", stage_config.name, status.value, extra=log)
+    if status is ExecutionStatus.COMPLETED and stage_config.is_parallel:
+        await _start_synthesis(session, index, stage_config.name, finished, deps)
         return
-    await _after_stage(session, stage.index, status, None, deps)
+    analysis = execution.final_analysis or "" if not stage_config.is_parallel else None
+    await _after_stage(
+        session, index, status, deps, analysis=analysis,
+        stage_fields={"finished_executions": finished},
+    )  # fmt: skip
 
 
 async def _start_synthesis(
-    session: Session, stage: Stage, finished: dict[str, str], deps: Deps
+    session: Session, index: int, name: str, finished: dict[str, str], deps: Deps
 ) -> None:
-    resolved = deps.config.resolve_role(session.chain_id, stage.index, "synthesis")
+    resolved = deps.config.resolve_role(session.chain_id, index, "synthesis")
     executions = [
         e
         for e in await deps.store.list_executions(session.session_id)
-        if e.stage == stage.index and e.role == "agent"
+        if e.stage == index and e.role == "agent"
     ]
     records = [
         ExecutionRecord(execution=e, timeline=await deps.store.list_timeline(e.execution_id))
         for e in executions
     ]
-    results = format_stage(stage.name, records)
+    results = format_stage(name, records)
     opening = [
         ConversationMessage(role="system", content=system_prompt(resolved)),
         ConversationMessage(
@@ -296,11 +302,13 @@ async def _start_synthesis(
             ),
         ),
     ]
-    synthesis_id = synthesis_id_for(session.session_id, stage.index)
-    execution = _new_execution(session, stage.index, len(finished), "synthesis", resolved,
+    synthesis_id = synthesis_id_for(session.session_id, index)
+    execution = _new_execution(session, index, len(finished), "synthesis", resolved,
                                synthesis_id)  # fmt: skip
     await deps.store.update_stage(
-        session.session_id, stage.index, {"synthesis_execution_id": synthesis_id}
+        session.session_id,
+        index,
+        {"finished_executions": finished, "synthesis_execution_id": synthesis_id},
     )
     await start_execution(execution, opening, deps)
 
@@ -309,17 +317,23 @@ async def _after_stage(
     session: Session,
     index: int,
     status: ExecutionStatus,
-    synthesis: AgentExecution | None,
     deps: Deps,
+    *,
+    analysis: str | None,
+    stage_fields: dict[str, Any] | None = None,
+    synthesis: bool = False,
 ) -> None:
-    """A stage has its result (and its synthesis, if any): record it and move on."""
-    if synthesis is not None and not await deps.store.claim_marker(
+    """A stage has its result (its agent's, or its synthesis'): record it and move on."""
+    if synthesis and not await deps.store.claim_marker(
         session.session_id, index, SYNTHESIS_DONE_MARKER
     ):
         logger.info("stage %s synthesis advance already claimed; re-checking", index)
     now = utcnow()
-    stage_fields: dict[str, Any] = {"status": status.value, "completed_at": now}
-    await deps.store.update_stage(session.session_id, index, stage_fields)
+    await deps.store.update_stage(
+        session.session_id,
+        index,
+        {**(stage_fields or {}), "status": status.value, "completed_at": now},
+    )
     chain = deps.config.agent_chains[session.chain_id]
     if status is not ExecutionStatus.COMPLETED:
         reasons = [
@@ -344,29 +358,19 @@ async def _after_stage(
                 StepMessage(session_id=session.session_id, step=index + 1, kind="start_stage")
             )
         return
-    analysis = await _stage_analysis(session, index, synthesis, deps)
-    await deps.store.update_session(session.session_id, {"final_analysis": analysis})
+    final = analysis or ""
     if chain.executive_summary:
-        await _start_summary(session, analysis, deps)
+        await deps.store.update_session(session.session_id, {"final_analysis": final})
+        await _start_summary(session, final, deps)
     else:
         await deps.store.update_session(
             session.session_id,
-            {"status": ExecutionStatus.COMPLETED.value, "completed_at": now},
+            {
+                "final_analysis": final,
+                "status": ExecutionStatus.COMPLETED.value,
+                "completed_at": now,
+            },
         )
-
-
-async def _stage_analysis(
-    session: Session, index: int, synthesis: AgentExecution | None, deps: Deps
-) -> str:
-    if synthesis is not None:
-        return synthesis.final_analysis or ""
-    executions = await deps.store.list_executions(session.session_id)
-    analyses = [
-        e.final_analysis
-        for e in executions
-        if e.stage == index and e.role == "agent" and e.final_analysis
-    ]
-    return "\n\n".join(analyses)
 
 
 async def _start_summary(session: Session, analysis: str, deps: Deps) -> None:
