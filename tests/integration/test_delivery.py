@@ -249,3 +249,26 @@ async def test_lease_held_error_is_transient(deps: Deps, store: Store) -> None:
     )
     with pytest.raises(LeaseHeldError):
         await handle(iterate, replace(deps, bus=bus))
+
+
+async def test_transport_retries_commit_one_interaction(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    """429 (Retry-After: 1), then 500, then success: one step, one record, three attempts."""
+    session = await new_session(store)
+    bus = RecordingBus()
+    local = replace(deps, bus=bus)
+    await handle(StepMessage(session_id=session.session_id, kind="start_session"), local)
+    [iterate] = bus.published
+    fake_gemini.script(
+        FakeReply(status=429, retry_after=1), FakeReply(status=500), FakeReply(text=ANALYSIS)
+    )
+    await handle(iterate, local)
+
+    [record] = await store.list_llm_interactions(iterate.execution_id)
+    assert record.attempts == 3
+    assert record.error is None
+    assert record.response_text == ANALYSIS
+    assert len(fake_gemini.calls) == 3
+    [event_types] = [[e.type.value for e in await store.list_timeline(iterate.execution_id)]]
+    assert event_types == ["llm_response", "final_analysis"]

@@ -6,9 +6,11 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import httpx
+import pytest
 from google.cloud import firestore  # type: ignore[attr-defined]
 
 from tarsy.client import SessionView, TarsyClient
@@ -76,6 +78,22 @@ async def test_native_thinking_investigation_sends_each_signature_back(
     assert [(r.server, r.tool) for r in records] == [("kubernetes", s.tool) for s in STEPS]
     assert view.session["final_analysis"].startswith(STAND_IN_LABEL)
 
+    # Session tokens and cost are the sums of its interaction records.
+    interactions = [
+        record
+        for e in view.executions
+        for record in await store.list_llm_interactions(e["execution_id"])
+    ]
+    assert len(interactions) == len(calls) + 1  # and the executive summary
+    assert view.session["tokens"]["total_tokens"] == sum(
+        i.tokens.total_tokens for i in interactions
+    )
+    assert view.session["tokens"]["input_tokens"] == sum(
+        i.tokens.input_tokens for i in interactions
+    )
+    assert view.session["cost"] == pytest.approx(sum(i.cost for i in interactions))
+    assert view.session["cost"] > 0
+
     # The signature document lives an hour for the TTL policy.
     db = firestore.Client(project=stack.project_id)
     try:
@@ -90,46 +108,56 @@ async def test_native_thinking_investigation_sends_each_signature_back(
 REACT_TOOLS = [(s.tool, s.arguments) for s in STEPS[:4]]
 
 
-def react_reply(call: FakeCall) -> FakeReply:
-    """A ReAct model: four actions (one malformed first), then the final answer."""
-    observations = call.last_user_text().count("Observation:") if call.texts("model") else 0
-    turns = len(call.texts("model"))
-    if "react-agent" not in call.system_text():
-        return FakeReply(text="summary of the ReAct investigation")
-    if turns == 0:
-        return FakeReply(text="Thought: I will look around first.")  # no Action: malformed
-    done = turns - 1
-    if done < len(REACT_TOOLS):
-        tool, arguments = REACT_TOOLS[done]
-        return FakeReply(
-            text=f"Thought: step {done + 1}.\nAction: kubernetes.{tool}\n"
-            f"Action Input: {json.dumps(arguments)}"
-        )
-    del observations
-    return FakeReply(text="Thought: I know the cause.\nFinal Answer: DATABASE_HOST is wrong.")
+def react_model(*, malformed_first: bool) -> Callable[[FakeCall], FakeReply]:
+    """A ReAct model: four actions, then the final answer (optionally one bad turn first)."""
+
+    def reply(call: FakeCall) -> FakeReply:
+        if "react-agent" not in call.system_text():
+            return FakeReply(text="summary of the ReAct investigation")
+        turns = len(call.texts("model"))
+        if malformed_first:
+            if turns == 0:
+                return FakeReply(text="Thought: I will look around first.")  # no Action
+            turns -= 1
+        if turns < len(REACT_TOOLS):
+            tool, arguments = REACT_TOOLS[turns]
+            return FakeReply(
+                text=f"Thought: step {turns + 1}.\nAction: kubernetes.{tool}\n"
+                f"Action Input: {json.dumps(arguments)}"
+            )
+        return FakeReply(text="Thought: I know the cause.\nFinal Answer: DATABASE_HOST is wrong.")
+
+    return reply
 
 
-def test_react_investigation_with_a_correction_round(
-    client: TarsyClient, fake_gemini: FakeGemini
+@pytest.mark.parametrize("malformed_first", [False, True])
+def test_react_investigation(
+    client: TarsyClient, fake_gemini: FakeGemini, malformed_first: bool
 ) -> None:
-    fake_gemini.responder = react_reply
+    fake_gemini.responder = react_model(malformed_first=malformed_first)
     session_id = client.submit({"alert_type": "test-react", "data": ALERT["data"]}).session_id
     view = finish(client, session_id)
 
     assert view.status is ExecutionStatus.COMPLETED, view.session.get("error")
     react_calls = [c for c in fake_gemini.calls if "react-agent" in c.system_text()]
-    assert len(react_calls) == 6  # malformed, 4 actions, final answer
-    # The correction round named what was missing; observations came back as user turns.
-    assert "Error in reasoning" in react_calls[1].last_user_text()
-    assert react_calls[2].last_user_text().startswith("Observation:")
+    # thought → action → observation, four times, then the final answer: 5 calls, 4 tool calls
+    assert len(react_calls) == 5 + malformed_first
     assert all(not c.function_names() for c in react_calls)  # text ReAct, no functions
     execution = next(e for e in view.executions if e["role"] == "agent")
     types = [e["type"] for e in execution["timeline"]]
+    correction = ["llm_thinking", "llm_response"] if malformed_first else []
     assert types == (
-        ["llm_thinking", "llm_response"]
+        correction
         + ["llm_thinking", "llm_tool_call", "mcp_tool_call"] * 4
         + ["llm_thinking", "final_analysis"]
     )
+    tools = [e["metadata"]["tool"] for e in execution["timeline"] if e["type"] == "mcp_tool_call"]
+    assert tools == [tool for tool, _ in REACT_TOOLS]
+    if malformed_first:
+        # The correction round named what was missing, and the model recovered.
+        assert "Error in reasoning" in react_calls[1].last_user_text()
+        assert "Action" in react_calls[1].last_user_text()
+    assert react_calls[-1].last_user_text().startswith("Observation:")
     assert view.session["final_analysis"] == "DATABASE_HOST is wrong."
 
 

@@ -88,6 +88,7 @@ class FakeCall(BaseModel):
     method: str
     path: str
     body: dict[str, Any]
+    received_at: float = Field(default_factory=time.monotonic)
 
     @property
     def streaming(self) -> bool:

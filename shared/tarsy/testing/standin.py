@@ -19,8 +19,6 @@ from tarsy.testing.fake_gemini import (
     StandInResponder,
 )
 
-DEMO_SERVER = "kubernetes"
-
 
 def tool_results_so_far(call: FakeCall) -> int:
     """How many function responses the conversation already holds."""
@@ -50,8 +48,9 @@ class ScenarioStandIn:
             return self._plain(call)
         if offered and done < len(steps):
             step = steps[done]
-            name = f"{DEMO_SERVER}__{step.tool}"
-            if name in offered:
+            # The demo cluster may be configured under any server id (http or stdio).
+            name = next((n for n in offered if n.endswith(f"__{step.tool}")), "")
+            if name:
                 return FakeReply(
                     thinking=f"{STAND_IN_LABEL} {step.thought}",
                     tool_calls=[FakeToolCall(name=name, args=step.arguments, id=f"standin-{done}")],
