@@ -291,6 +291,27 @@ def test_several_errors_are_all_reported() -> None:
                 "server ids may use letters, digits, _ and - (no '__', no trailing '_')",
             ),
         ),
+        (
+            "agent_chains:\n  orphan: {stages: [{name: s, agent: investigator}]}\n",
+            ("agent_chains.orphan.alert_types", "the chain matches no alert type"),
+        ),
+        (
+            "agent_chains:\n  k2: {alert_types: [kubernetes],"
+            " stages: [{name: s, agent: investigator}]}\n",
+            (
+                "agent_chains.k2.alert_types",
+                "alert type 'kubernetes' is already handled by chain 'kubernetes'",
+            ),
+        ),
+        (
+            "agent_chains:\n  r: {alert_types: [r], stages: [{name: s, agent: investigator,"
+            " replicas: 3}]}\n",
+            (
+                "agent_chains.r.stages.0",
+                "Value error, a stage with several agents runs them in parallel: "
+                "set parallel: true",
+            ),
+        ),
     ],
 )
 def test_reference_errors(text: str, expected: tuple[str, str]) -> None:
@@ -452,6 +473,7 @@ def test_resolve_falls_back_to_agent_then_defaults() -> None:
         MULTI
         + """
   plain:
+    alert_types: [plain]
     stages:
       - name: s
         agent: k8s
@@ -481,3 +503,14 @@ def test_price_for_longest_prefix(model: str, price_key: str | None) -> None:
     config = load()
     expected = config.pricing[price_key] if price_key else None
     assert config.price_for(model) == expected
+
+
+def test_replicas_expand_into_parallel_executions() -> None:
+    config = load(
+        "agent_chains:\n  r:\n    alert_types: [r]\n    stages:\n"
+        "      - {name: s, agent: investigator, parallel: true, replicas: 3}\n"
+    )
+    stage = config.agent_chains["r"].stages[0]
+    assert [a.name for a in stage.placed_agents] == ["investigator"] * 3
+    assert stage.is_parallel
+    assert [config.resolve("r", 0, n).agent for n in range(3)] == ["investigator"] * 3

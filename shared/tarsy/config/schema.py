@@ -302,8 +302,21 @@ class TarsyConfig(_Strict):
             check_servers(f"agents.{name}.mcp_servers", agent.mcp_servers)
         if DEFAULT_CHAIN not in self.agent_chains:
             problems.append(("agent_chains", f"the {DEFAULT_CHAIN!r} chain is required"))
+        claimed: dict[str, str] = {}
         for chain_id, chain in self.agent_chains.items():
             where = f"agent_chains.{chain_id}"
+            if not chain.alert_types and chain_id != DEFAULT_CHAIN:
+                problems.append((f"{where}.alert_types", "the chain matches no alert type"))
+            for alert_type in chain.alert_types:
+                if alert_type in claimed:
+                    problems.append(
+                        (
+                            f"{where}.alert_types",
+                            f"alert type {alert_type!r} is already handled by chain "
+                            f"{claimed[alert_type]!r}",
+                        )
+                    )
+                claimed.setdefault(alert_type, chain_id)
             check_provider(f"{where}.llm_provider", chain.llm_provider)
             if chain.chat_agent not in self.agents:
                 problems.append((f"{where}.chat_agent", f"unknown agent {chain.chat_agent!r}"))

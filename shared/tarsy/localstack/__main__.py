@@ -28,6 +28,7 @@ from tarsy.mcp.demo_cluster.loader import DEFAULT_SCENARIO, scenario_names
 from tarsy.settings import get_settings
 
 DEMO_TIMEOUT_S = 300.0
+SWEEP_INTERVAL_S = 60.0  # as the Cloud Scheduler job in infra/
 console = Console(stderr=True)
 
 
@@ -37,6 +38,7 @@ def _options(args: argparse.Namespace) -> StackOptions:
         state_dir=Path(args.state_dir).resolve(),
         config_path=Path(args.config).resolve() if args.config else None,
         scenario=args.scenario or None,
+        sweep_interval=SWEEP_INTERVAL_S,
     )
 
 

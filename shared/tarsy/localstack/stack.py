@@ -80,6 +80,8 @@ class StackOptions(BaseModel):
     gemini_base_url: str | None = None
     # Serve this demo-cluster scenario over HTTP as the "kubernetes" MCP server.
     scenario: str | None = None
+    # Call POST /sweep this often, as Cloud Scheduler does in the cloud (None: never).
+    sweep_interval: float | None = None
 
 
 class Stack(BaseModel):
@@ -275,6 +277,17 @@ def start_stack(
             emulator_env, options.project_id, settings.steps_topic, urls["step"],
             urls["dead-letter"],
         )  # fmt: skip
+        if options.sweep_interval is not None:
+            started.append(
+                spawn(
+                    "scheduler",
+                    [sys.executable, "-m", "tarsy.localstack.scheduler",
+                     "--interval", str(options.sweep_interval)],
+                    log_dir=log_dir,
+                    env={**os.environ, "TARSY_API_URL": urls["api"],
+                         "TARSY_API_KEY": options.api_key},
+                )
+            )  # fmt: skip
         stack = Stack(
             project_id=options.project_id,
             api_key=options.api_key,
