@@ -9,6 +9,7 @@ Every test starts from an empty Firestore and an empty fake.
 from __future__ import annotations
 
 import os
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,6 +41,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @pytest.fixture(scope="session")
 def fake_gemini() -> Iterator[FakeGemini]:
     # Bound to all interfaces' loopback only; the step function process reaches it by URL.
@@ -59,6 +64,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory, fake_gemini: FakeGemini) -> 
         # A short lease keeps the redelivery tests quick; steps here take milliseconds.
         function_env={"TARSY_STEP_LEASE_SECONDS": "30", "TARSY_LOG_LEVEL": "INFO"},
     )
+    # A CI timeout or Ctrl-C sends SIGTERM/SIGINT: turn it into an exception so that the
+    # teardown below stops every process of the stack instead of leaking them.
+    signal.signal(signal.SIGTERM, _interrupt)
     running = start_stack(options, Settings())
     # This process talks to the same emulators (in-process engine tests, assertions).
     emulators = {
