@@ -133,19 +133,30 @@ def stage_status(statuses: list[str], policy: str) -> ExecutionStatus:
 # ─── starting ─────────────────────────────────────────────────────────────────
 
 
+async def _first_step_may_be_lost(execution_id: str, deps: Deps) -> bool:
+    """Whether an existing execution's first message may never have been published."""
+    current = await deps.store.get_execution(execution_id)
+    if current is None or current.published_step >= FIRST_ITERATION_STEP:
+        return False  # gone, or its first message already arrived (the claim records it)
+    if current.status.is_terminal or current.lease_owner:
+        return False
+    return not await deps.store.was_published(execution_id, FIRST_ITERATION_STEP)
+
+
+async def mark_cancelled(session_id: str, deps: Deps) -> None:
+    """End a session whose cancel was requested: nothing further starts."""
+    await deps.store.update_session(
+        session_id, {"status": ExecutionStatus.CANCELLED.value, "completed_at": utcnow()}
+    )
+
+
 async def start_execution(
     execution: AgentExecution, opening: list[ConversationMessage], deps: Deps
 ) -> None:
     """Create an execution and publish its first step; a redelivered start heals."""
     created = await deps.store.create_execution(execution, opening)
-    if not created:
-        current = await deps.store.get_execution(execution.execution_id)
-        if current is None or current.published_step >= FIRST_ITERATION_STEP:
-            return
-        if current.status.is_terminal or current.lease_owner:
-            return
-        if await deps.store.was_published(execution.execution_id, FIRST_ITERATION_STEP):
-            return
+    if not created and not await _first_step_may_be_lost(execution.execution_id, deps):
+        return
     await deps.bus.publish(iterate_message(execution, FIRST_ITERATION_STEP))
     # So that a redelivered fan-in does not publish it again (a crash before this
     # line only costs a duplicate message, which the step's claim absorbs).
@@ -208,13 +219,9 @@ async def start_stage(session: Session, index: int, deps: Deps) -> None:
     )
     published: list[str] = []
     for execution in executions:
-        if not created:
-            # A redelivered start: publish only what may never have gone out.
-            current = await deps.store.get_execution(execution.execution_id)
-            if current is None or current.published_step >= FIRST_ITERATION_STEP:
-                continue
-            if current.status.is_terminal or current.lease_owner:
-                continue
+        # A redelivered start publishes only what may never have gone out.
+        if not created and not await _first_step_may_be_lost(execution.execution_id, deps):
+            continue
         await deps.bus.publish(iterate_message(execution, FIRST_ITERATION_STEP))
         published.append(execution.execution_id)
     await deps.store.mark_published(published, FIRST_ITERATION_STEP)
@@ -231,11 +238,7 @@ async def after_execution(execution: AgentExecution, deps: Deps) -> None:
     if session is None or (session.status.is_terminal and execution.role != "summary"):
         return
     if session.cancel_requested:
-        # Nothing further starts for a cancelled session.
-        await deps.store.update_session(
-            session.session_id,
-            {"status": ExecutionStatus.CANCELLED.value, "completed_at": utcnow()},
-        )
+        await mark_cancelled(session.session_id, deps)
         return
     if execution.role == "summary":
         await _finish_session(session, execution, deps)

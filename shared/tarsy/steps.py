@@ -125,10 +125,7 @@ async def _start_session(message: StepMessage, deps: Deps) -> None:
     if session.status.is_terminal:
         return
     if session.cancel_requested:
-        await deps.store.update_session(
-            session.session_id,
-            {"status": ExecutionStatus.CANCELLED.value, "completed_at": utcnow()},
-        )
+        await chains.mark_cancelled(session.session_id, deps)
         return
     await chains.start_stage(session, 0, deps)
 
@@ -138,10 +135,7 @@ async def _start_next_stage(message: StepMessage, deps: Deps) -> None:
     if session is None or session.status.is_terminal:
         return
     if session.cancel_requested:
-        await deps.store.update_session(
-            session.session_id,
-            {"status": ExecutionStatus.CANCELLED.value, "completed_at": utcnow()},
-        )
+        await chains.mark_cancelled(session.session_id, deps)
         return
     await chains.start_stage(session, message.step, deps)
 
