@@ -42,6 +42,7 @@ from tarsy.models import (
     TokenUsage,
     utcnow,
 )
+from tarsy.progress import ProgressWriter
 from tarsy.settings import Settings
 from tarsy.store import StepCommit, Store
 from tarsy.strategies.base import IterationOutcome, IterationState
@@ -214,7 +215,8 @@ async def _iterate(message: StepMessage, deps: Deps) -> None:
     extra_usage = TokenUsage()
     started = time.perf_counter()
     try:
-        result = await collect(provider.generate(request))
+        progress = ProgressWriter(deps.store, execution.execution_id, message.step)
+        result = await collect(provider.generate(request, progress))
     except LLMError as e:
         interaction.duration_ms = (time.perf_counter() - started) * 1000
         interaction.error = e.info

@@ -60,6 +60,7 @@ THOUGHT_SIGNATURES = "thought_signatures"
 TOOL_LISTS = "mcp_tool_lists"
 DONE = "done"  # sessions/{sid}/stages/{NN}/done/{execution_id}: one per finished execution
 MARKERS = "markers"  # sessions/{sid}/stages/{NN}/markers/{name}: claimed once, by create()
+PROGRESS = "progress"  # executions/{eid}/progress/current: the call streaming right now
 PUBLISHED = "published"  # executions/{eid}/published/{step}: that step's message went out
 
 
@@ -328,6 +329,12 @@ class Store:
         self.round_trips.add("commit")
         await batch.commit()
 
+    async def write_progress(self, execution_id: str, fields: dict[str, Any]) -> None:
+        """Overwrite the live progress of the call that is streaming."""
+        self.round_trips.add("set")
+        ref = self._execution(execution_id).collection(PROGRESS).document("current")
+        await ref.set({**fields, "updated_at": utcnow()})
+
     async def was_published(self, execution_id: str, step: int) -> bool:
         """Whether the message for ``step`` is known to have gone out."""
         self.round_trips.add("get")
@@ -355,6 +362,8 @@ class Store:
         if commit.llm_interaction is not None:
             ref = exec_ref.collection(LLM_INTERACTIONS).document(f"{commit.step:04d}")
             self._write(batch, ref, _doc(commit.llm_interaction))
+        # The real records replace the live progress of the call.
+        batch.delete(exec_ref.collection(PROGRESS).document("current"))
         if commit.finished_status is not None and commit.stage_index is not None:
             marker = self._stage(commit.session_id, commit.stage_index).collection(DONE)
             batch.set(

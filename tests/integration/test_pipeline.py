@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import itertools
+import time
 
+import pytest
+from google.cloud import firestore  # type: ignore[attr-defined]
+
+from tarsy.chains import execution_id_for
 from tarsy.client import TarsyClient
 from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, TimelineEventType
@@ -111,3 +116,41 @@ async def test_alert_of_almost_1mb_is_stored_in_chunks_and_read_back_whole(
     session = await store.get_session(session_id)
     assert session is not None and session.alert_data == data
     assert data in fake_gemini.calls[0].last_user_text()
+
+
+def test_a_streaming_call_shows_its_progress_in_firestore(
+    client: TarsyClient, fake_gemini: FakeGemini, stack: Stack
+) -> None:
+    """Thinking and text grow in executions/{eid}/progress/current, at most once a second."""
+    text = "First finding. Second finding. Third finding. The conclusion."
+    fake_gemini.script(
+        FakeReply(text=text, thinking="Reading the alert.", stream_chunks=4, chunk_delay=0.7)
+    )
+    session_id = client.submit(ALERT).session_id
+    progress = firestore.Client(project=stack.project_id).document(
+        f"executions/{execution_id_for(session_id, 0, 0)}/progress/current"
+    )
+    seen: list[dict[str, object]] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        snapshot = progress.get()
+        if snapshot.exists:
+            data = snapshot.to_dict() or {}
+            if not seen or data["updated_at"] != seen[-1]["updated_at"]:
+                seen.append(data)
+        if client.session(session_id).is_finished:
+            break
+        time.sleep(0.1)
+
+    assert client.session(session_id).status is ExecutionStatus.COMPLETED
+    assert len(seen) >= 2, seen
+    texts = [str(d["text"]) for d in seen]
+    assert all(text.startswith(t) for t in texts)  # a growing prefix of the answer
+    assert len(set(texts)) >= 2
+    assert seen[0]["thinking"] == "Reading the alert."
+    gaps = [
+        (b["updated_at"] - a["updated_at"]).total_seconds()  # type: ignore[operator]
+        for a, b in itertools.pairwise(seen)
+    ]
+    assert all(gap >= 0.9 for gap in gaps), gaps
+    assert not progress.get().exists  # the commit replaced it with the real records

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -117,13 +117,20 @@ Chunk = Annotated[
 ]
 
 
+# Called as a call streams with the current attempt's chunks so far (a retried
+# attempt starts again from none), so a watcher can see thinking and text grow.
+Progress = Callable[[Sequence["Chunk"]], Awaitable[None]]
+
+
 class LLMProvider(Protocol):
     """A backend that streams one LLM call."""
 
     name: str
     capabilities: Capabilities
 
-    def generate(self, request: GenerateRequest) -> AsyncIterator[Chunk]:
+    def generate(
+        self, request: GenerateRequest, progress: Progress | None = None
+    ) -> AsyncIterator[Chunk]:
         """Stream the response to ``request``, ending with a FinalChunk."""
         ...
 

@@ -27,6 +27,7 @@ from tarsy.llm.base import (
     ErrorChunk,
     FinalChunk,
     GenerateRequest,
+    Progress,
     TextChunk,
     ThinkingChunk,
     ToolCallChunk,
@@ -312,7 +313,11 @@ class GoogleNativeProvider:
         return types.GenerateContentConfig(**config)
 
     async def _attempt(
-        self, model: str, contents: list[types.Content], config: types.GenerateContentConfig
+        self,
+        model: str,
+        contents: list[types.Content],
+        config: types.GenerateContentConfig,
+        progress: Progress | None,
     ) -> _Attempt:
         """One streamed call, buffered; raises AttemptError for the retry layer."""
         client = _client(self._settings)
@@ -326,6 +331,8 @@ class GoogleNativeProvider:
             )
             async for response in stream:
                 chunks.extend(_chunks_of(response))
+                if progress is not None:
+                    await progress(chunks)
                 for candidate in response.candidates or []:
                     if candidate.content and candidate.content.parts:
                         parts.extend(candidate.content.parts)
@@ -346,7 +353,9 @@ class GoogleNativeProvider:
             chunks.append(UsageChunk(usage=usage))
         return _Attempt(chunks=chunks, parts=parts, grounding=grounding)
 
-    async def generate(self, request: GenerateRequest) -> AsyncIterator[Chunk]:
+    async def generate(
+        self, request: GenerateRequest, progress: Progress | None = None
+    ) -> AsyncIterator[Chunk]:
         """Stream one call (retried by the transport layer); errors end as an ErrorChunk."""
         system, contents = to_contents(request.messages, request.thought_signatures)
         metadata: dict[str, Any] = {}
@@ -354,7 +363,7 @@ class GoogleNativeProvider:
         outcome: list[_Attempt] = []
 
         async def attempt() -> list[Chunk]:
-            result = await self._attempt(request.config.model, contents, config)
+            result = await self._attempt(request.config.model, contents, config, progress)
             outcome[:] = [result]
             return result.chunks
 

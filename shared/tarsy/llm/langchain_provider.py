@@ -44,6 +44,7 @@ from tarsy.llm.base import (
     ErrorChunk,
     FinalChunk,
     GenerateRequest,
+    Progress,
     TextChunk,
     ThinkingChunk,
     ToolCallChunk,
@@ -349,7 +350,11 @@ class LangChainProvider:
         self._credentials = credentials
 
     async def _attempt(
-        self, request: GenerateRequest, messages: list[BaseMessage], names: dict[str, str]
+        self,
+        request: GenerateRequest,
+        messages: list[BaseMessage],
+        names: dict[str, str],
+        progress: Progress | None,
     ) -> list[Chunk]:
         """One streamed call, buffered; raises AttemptError for the retry layer."""
         config = request.config
@@ -373,6 +378,8 @@ class LangChainProvider:
                     continue
                 chunks.extend(_content_chunks(piece))
                 whole = piece if whole is None else whole + piece
+                if progress is not None:
+                    await progress(chunks)
         except Exception as exc:
             error = attempt_error(exc)
             if error is None:
@@ -396,7 +403,9 @@ class LangChainProvider:
             chunks.append(UsageChunk(usage=usage))
         return chunks
 
-    async def generate(self, request: GenerateRequest) -> AsyncIterator[Chunk]:
+    async def generate(
+        self, request: GenerateRequest, progress: Progress | None = None
+    ) -> AsyncIterator[Chunk]:
         """Stream one call (retried by the transport layer); errors end as an ErrorChunk."""
         messages = to_messages(request.messages)
         names = {to_function_name(tool.name): tool.name for tool in request.tools}
@@ -409,7 +418,7 @@ class LangChainProvider:
             metadata["native_tools_suppressed"] = list(request.config.native_tools)
 
         async def attempt() -> list[Chunk]:
-            return await self._attempt(request, messages, names)
+            return await self._attempt(request, messages, names, progress)
 
         try:
             chunks, attempts = await with_retries(attempt, request.config.retry)

@@ -79,6 +79,8 @@ class FakeReply(BaseModel):
     delay: float = 0.0
     # Split text into this many streamed chunks (streamGenerateContent only).
     stream_chunks: int = 1
+    # Seconds between streamed chunks (SSE only), to watch a call stream.
+    chunk_delay: float = 0.0
 
 
 class FakeCall(BaseModel):
@@ -355,7 +357,11 @@ def _handler_for(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
             if reply.status != 200:
                 self._send_error(reply)
             elif call.streaming and "alt=sse" in (parsed.query or ""):
-                self._send_sse(response_bodies(reply, call.model, streaming=True))
+                bodies = response_bodies(reply, call.model, streaming=True)
+                if reply.chunk_delay:
+                    self._send_sse_paced(bodies, reply.chunk_delay)
+                else:
+                    self._send_sse(bodies)
             elif call.streaming:
                 self._send_json(200, response_bodies(reply, call.model, streaming=True))
             else:
@@ -391,6 +397,19 @@ def _handler_for(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def _send_sse_paced(self, bodies: list[dict[str, Any]], delay: float) -> None:
+            # No length is known up front: stream the events and close the connection.
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for n, event in enumerate(_sse_events(bodies)):
+                if n:
+                    time.sleep(delay)
+                self.wfile.write(event)
+                self.wfile.flush()
+            self.close_connection = True
 
     return Handler
 

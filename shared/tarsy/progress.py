@@ -1,0 +1,62 @@
+"""Live progress of a streaming LLM call, for a person watching Firestore.
+
+While a call streams, the thinking and text so far are written to
+``executions/{eid}/progress/current`` at most once a second (Firestore's
+sustained write rate for one document). It is a document of its own, so it
+never touches the execution document that the step's claim guards; the step's
+commit deletes it when the real records land.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from tarsy.llm.base import Chunk, TextChunk, ThinkingChunk
+from tarsy.store import Store
+
+FLUSH_INTERVAL_S = 1.0
+# The tail kept in the document: enough to watch, far below the document limit.
+TAIL_CHARS = 20_000
+
+
+def progress_fields(chunks: Sequence[Chunk], step: int) -> dict[str, object]:
+    """The progress document for the chunks streamed so far."""
+    text = "".join(c.text for c in chunks if isinstance(c, TextChunk))
+    thinking = "".join(c.text for c in chunks if isinstance(c, ThinkingChunk))
+    return {
+        "step": step,
+        "text": text[-TAIL_CHARS:],
+        "thinking": thinking[-TAIL_CHARS:],
+        "chunks": len(chunks),
+    }
+
+
+class ProgressWriter:
+    """A ``Progress`` hook that flushes at most once per interval."""
+
+    def __init__(
+        self,
+        store: Store,
+        execution_id: str,
+        step: int,
+        *,
+        interval: float = FLUSH_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._execution_id = execution_id
+        self._step = step
+        self._interval = interval
+        self._clock = clock
+        self._last: float | None = None
+        self.writes = 0
+
+    async def __call__(self, chunks: Sequence[Chunk]) -> None:
+        """Write the progress if the last write is at least one interval old."""
+        now = self._clock()
+        if self._last is not None and now - self._last < self._interval:
+            return
+        self._last = now
+        await self._store.write_progress(self._execution_id, progress_fields(chunks, self._step))
+        self.writes += 1
