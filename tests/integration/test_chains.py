@@ -21,7 +21,7 @@ from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.steps import Deps, handle
 from tarsy.store import Store
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply
+from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
 
 from .conftest import Tap
 
@@ -42,6 +42,10 @@ def by_agent(
         agent = agent_of(call)
         if overrides and agent in overrides:
             return overrides[agent]
+        if "kubernetes__pods_list" in call.function_names() and not call.model_parts():
+            # A tool-using agent looks at the demo cluster once before concluding.
+            pods = FakeToolCall(name="kubernetes__pods_list", args={"namespace": "checkout"})
+            return FakeReply(tool_calls=[pods], delay=delay)
         return FakeReply(text=f"analysis by {agent}", delay=delay)
 
     return respond
@@ -126,10 +130,11 @@ def test_parallel_stage_with_synthesis_under_duplicated_concurrent_delivery(
 
     assert duplicator.copies > 0
     assert view.status is ExecutionStatus.COMPLETED
-    # Exactly one call per agent, one synthesis, one executive summary.
+    # One call per agent (two for the one that used the demo cluster), one synthesis,
+    # one executive summary.
     assert agents_called(fake_gemini) == sorted(
-        ["triage", "logs-agent", "metrics-agent", "config-agent", "synthesizer",
-         "executive-summarizer"]
+        ["triage", "logs-agent", "metrics-agent", "config-agent", "config-agent",
+         "synthesizer", "executive-summarizer"]
     )  # fmt: skip
     roles = [(e["stage"], e["role"], e["agent"]) for e in view.executions]
     assert roles == [
@@ -148,10 +153,14 @@ def test_parallel_stage_with_synthesis_under_duplicated_concurrent_delivery(
     assert len(view.stages[1]["finished_executions"]) == 3
     for execution in view.executions:
         types = [e["type"] for e in execution["timeline"]]
-        expected = ["executive_summary"] if execution["role"] == "summary" else [
-            "llm_response", "final_analysis",
-        ]  # fmt: skip
+        expected = {
+            "summary": ["executive_summary"],
+            "config-agent": ["llm_tool_call", "mcp_tool_call", "final_analysis"],
+        }.get(execution["role"] if execution["role"] == "summary" else execution["agent"],
+              ["llm_response", "final_analysis"])  # fmt: skip
         assert types == expected, execution["execution_id"]
+    config_agent = next(e for e in view.executions if e["agent"] == "config-agent")
+    assert "payments-api" in config_agent["timeline"][1]["content"]  # the demo cluster answered
     assert view.session["final_analysis"] == "analysis by synthesizer"
     assert view.session["executive_summary"] == "analysis by executive-summarizer"
 
