@@ -173,22 +173,39 @@ def test_react_final_answer_completes() -> None:
     assert outcome.final_analysis == "The DB_URL key is missing."
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("Thought: hmm, not sure yet.", "no Action"),
-        ("Thought: x\nAction: cluster.nodes_top\nAction Input: {}", "cluster.pods_get"),
-    ],
-)
-def test_react_malformed_answers_get_specific_feedback(text: str, expected: str) -> None:
+MALFORMED = [
+    ("Thought: hmm, not sure yet.", "neither an Action"),
+    ("Thought: x\nAction: cluster.nodes_top\nAction Input: {}", "Unknown tool 'cluster.nodes_top'"),
+    ("Thought: x\nAction: pods_get\nAction Input: {}", "'pods_get' is not a valid tool name"),
+    ("Thought: x\nAction: cluster.pods_get\nAction Input: [1, 2]", "must be a JSON object"),
+    ("Thought: x\nAction: cluster.pods_get", "no Action Input"),
+    ("Just some prose without any sections.", "not in ReAct format"),
+    ('Action Input: {"name": "a"}', "no Action, so the tool to call is unknown"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), MALFORMED)
+def test_react_malformed_answers_get_specific_feedback_and_recover(
+    text: str, expected: str
+) -> None:
+    strategy = ReActStrategy()
     st = state(strategy="react")
-    assert ReActStrategy().tool_calls(st, LLMResult(text=text)) == []
-    outcome = ReActStrategy().on_result(st, LLMResult(text=text), [])
+    assert strategy.tool_calls(st, LLMResult(text=text)) == []
+    outcome = strategy.on_result(st, LLMResult(text=text), [])
     assert outcome.next == "continue"
     feedback = outcome.messages[1].content
     assert feedback.startswith("Observation: Error in reasoning")
+    assert expected in feedback
     assert "Action Input:" in feedback  # the format reminder
-    assert expected.lower() in feedback.lower() or expected in feedback
+    assert outcome.timeline[-1].metadata["error"]
+
+    # The next iteration, with the feedback in the conversation, recovers.
+    following = state(strategy="react", iteration=1)
+    following.messages = [*st.messages, *outcome.messages]
+    [call] = strategy.tool_calls(following, LLMResult(text=ACTION))
+    assert call.name == "cluster.pods_get"
+    done = strategy.on_result(following, LLMResult(text="Thought: done.\nFinal Answer: fixed"), [])
+    assert (done.next, done.final_analysis) == ("complete", "fixed")
 
 
 def test_single_call_records_response_and_analysis() -> None:
