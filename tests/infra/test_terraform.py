@@ -309,6 +309,8 @@ def test_step_trigger_retries_with_backoff_then_dead_letters() -> None:
     subscriptions = resources("google_pubsub_subscription")
     step = subscriptions["step"]
     assert step["topic"] == "${google_pubsub_topic.steps.id}"
+    assert "dead_letter_policy" in step, "the step trigger has no dead-letter policy"
+    assert "retry_policy" in step, "the step trigger has no retry policy"
     retry = one(step["retry_policy"])
     assert var_default(retry["minimum_backoff"]) == "10s"
     assert var_default(retry["maximum_backoff"]) == "600s"
