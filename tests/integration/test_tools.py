@@ -78,7 +78,7 @@ async def test_tool_failures_are_observations_and_secrets_never_leave_the_masker
     results = {
         e["metadata"]["call_id"]: e for e in agent["timeline"] if e["type"] == "mcp_tool_call"
     }
-    assert results["nap-1"]["content"] == "slept 1.0s"
+    assert results["nap-1"]["content"].startswith("slept 1.0s from ")
     assert results["nap-1"]["metadata"]["is_error"] is False
     assert results["hang"]["metadata"]["is_error"] is True
     assert "timed out after 2s" in results["hang"]["content"]
@@ -91,11 +91,15 @@ async def test_tool_failures_are_observations_and_secrets_never_leave_the_masker
     first = agent["timeline"][0]
     assert "down" in first["metadata"]["unavailable_servers"]
 
-    # All calls of the iteration ran at once: naps (1 s each) and the hang (2 s timeout)
-    # overlap, so the next LLM call came well before their sum (4 s).
+    # All calls of the iteration ran at once: the two naps overlapped in time.
+    def interval(call_id: str) -> tuple[float, float]:
+        words = results[call_id]["content"].split()
+        return float(words[3]), float(words[5])
+
+    (start_1, end_1), (start_2, end_2) = interval("nap-1"), interval("nap-2")
+    assert start_1 < end_2 and start_2 < end_1, (start_1, end_1, start_2, end_2)
     investigation = [c for c in fake_gemini.calls if "troubleshooter" in c.system_text()]
     assert len(investigation) == 2
-    assert investigation[1].received_at - investigation[0].received_at < 3.6
 
     # The 2 MB result is kept whole in its interaction record (in chunks).
     records = {r.call_id: r for r in await store.list_mcp_interactions(agent["execution_id"])}

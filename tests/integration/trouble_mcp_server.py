@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -14,9 +15,10 @@ server = MCPServer("trouble")
 
 @server.tool()
 async def nap(seconds: float) -> str:
-    """Sleep, then say so."""
+    """Sleep, then say when (wall-clock start and end, to show calls overlapping)."""
+    start = time.time()
     await asyncio.sleep(seconds)
-    return f"slept {seconds}s"
+    return f"slept {seconds}s from {start:.3f} to {time.time():.3f}"
 
 
 @server.tool()
