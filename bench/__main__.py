@@ -37,6 +37,7 @@ from tarsy.models import Session, StepMessage
 from tarsy.settings import Settings
 from tarsy.steps import Deps, handle
 from tarsy.store import get_store
+from tarsy.testing.bus import RecordingBus
 from tarsy.testing.fake_gemini import FakeGemini, FakeReply
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,13 +72,6 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-class NullBus:
-    """Publishes nowhere: the in-process step benchmark measures the engine, not push."""
-
-    async def publish(self, message: StepMessage) -> str:
-        return "0"
-
-
 async def bench_steps(stack: Stack, fake: FakeGemini) -> dict[str, Any]:
     settings = Settings(
         GOOGLE_CLOUD_PROJECT=stack.project_id,
@@ -85,8 +79,10 @@ async def bench_steps(stack: Stack, fake: FakeGemini) -> dict[str, Any]:
         GEMINI_BASE_URL=fake.url,
     )
     store = get_store(settings)
-    deps = Deps(settings=settings, config=load_config(settings), store=store, bus=NullBus())
-    recorder = _RecordingBus()
+    deps = Deps(
+        settings=settings, config=load_config(settings), store=store, bus=RecordingBus()
+    )  # publishes nowhere
+    recorder = RecordingBus()
     start_ms: list[float] = []
     iterate_ms: list[float] = []
     start_trips: list[int] = []
@@ -120,15 +116,6 @@ async def bench_steps(stack: Stack, fake: FakeGemini) -> dict[str, Any]:
         "round_trips_iterate": statistics.median(iterate_trips),
         "round_trips_by_kind_total": dict(store.round_trips.by_kind),
     }
-
-
-class _RecordingBus:
-    def __init__(self) -> None:
-        self.published: list[StepMessage] = []
-
-    async def publish(self, message: StepMessage) -> str:
-        self.published.append(message)
-        return str(len(self.published))
 
 
 def _session(client: httpx.Client, stack: Stack, session_id: str) -> dict[str, Any]:

@@ -195,7 +195,8 @@ def _regex_rule(name: str, group: str, pattern: re.Pattern[str], token: str) -> 
     return _single(name, group, apply)
 
 
-# Values a key=value rule leaves alone: mask tokens, references, placeholders, booleans.
+# A key=value rule leaves these values alone: earlier mask tokens, ${VAR} and $(cmd)
+# references, <angle-bracket> template values, and true/false/null/none.
 _NOT_A_VALUE = r"(?!\[MASKED_|\$\{|\$\(|<|(?:true|false|null|none)[\"']?(?:[\s,}\]]|$))"
 
 # Keys whose value is a password, secret or token (group "passwords").

@@ -33,7 +33,7 @@ def progress_fields(chunks: Sequence[Chunk], step: int) -> dict[str, object]:
 
 
 class ProgressWriter:
-    """A ``Progress`` hook that flushes at most once per interval."""
+    """A ``Progress`` hook that flushes at most once per interval, the first after one."""
 
     def __init__(
         self,
@@ -49,13 +49,15 @@ class ProgressWriter:
         self._step = step
         self._interval = interval
         self._clock = clock
-        self._last: float | None = None
+        # Counted from the start of the call: a call shorter than one interval (most of
+        # them) writes nothing, so the common step pays no extra round trip.
+        self._last = clock()
         self.writes = 0
 
     async def __call__(self, chunks: Sequence[Chunk]) -> None:
         """Write the progress if the last write is at least one interval old."""
         now = self._clock()
-        if self._last is not None and now - self._last < self._interval:
+        if now - self._last < self._interval:
             return
         self._last = now
         await self._store.write_progress(self._execution_id, progress_fields(chunks, self._step))

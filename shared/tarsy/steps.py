@@ -106,9 +106,9 @@ async def handle(message: StepMessage, deps: Deps) -> None:
     )
     logger.info("step %s", message.kind, extra=log_fields)
     if message.kind == "start_session":
-        await _start_session(message, deps)
+        await _start_stage(message, 0, deps)
     elif message.kind == "start_stage":
-        await _start_next_stage(message, deps)
+        await _start_stage(message, message.step, deps)
     elif message.kind == "iterate":
         await _iterate(message, deps)
     else:
@@ -118,7 +118,8 @@ async def handle(message: StepMessage, deps: Deps) -> None:
 # ─── start ────────────────────────────────────────────────────────────────────
 
 
-async def _start_session(message: StepMessage, deps: Deps) -> None:
+async def _start_stage(message: StepMessage, index: int, deps: Deps) -> None:
+    """``start_session`` (stage 0) and ``start_stage`` (stage ``message.step``)."""
     session = await deps.store.get_session(message.session_id)
     if session is None:
         logger.error("session %s does not exist; dropping", message.session_id)
@@ -128,17 +129,7 @@ async def _start_session(message: StepMessage, deps: Deps) -> None:
     if session.cancel_requested:
         await chains.mark_cancelled(session.session_id, deps)
         return
-    await chains.start_stage(session, 0, deps)
-
-
-async def _start_next_stage(message: StepMessage, deps: Deps) -> None:
-    session = await deps.store.get_session(message.session_id)
-    if session is None or session.status.is_terminal:
-        return
-    if session.cancel_requested:
-        await chains.mark_cancelled(session.session_id, deps)
-        return
-    await chains.start_stage(session, message.step, deps)
+    await chains.start_stage(session, index, deps)
 
 
 # ─── iterate ──────────────────────────────────────────────────────────────────

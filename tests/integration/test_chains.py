@@ -21,6 +21,7 @@ from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.steps import Deps, handle
 from tarsy.store import Store
+from tarsy.testing.bus import RecordingBus
 from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
 
 from .conftest import Tap
@@ -266,30 +267,35 @@ async def new_session(store: Store, alert_type: str = "kubernetes") -> Session:
     return session
 
 
-class RecordingBus:
-    def __init__(self) -> None:
-        self.published: list[StepMessage] = []
-
-    async def publish(self, message: StepMessage) -> str:
-        self.published.append(message)
-        return str(len(self.published))
+async def leased_first_step(
+    deps: Deps, store: Store, *, owner: str, lease: timedelta
+) -> tuple[Session, StepMessage]:
+    """A session started in process (the stack never sees its first iterate), whose first
+    step another "process" has claimed with a lease ending ``lease`` from now."""
+    session = await new_session(store)
+    bus = RecordingBus()
+    start = StepMessage(session_id=session.session_id, kind="start_session")
+    await handle(start, replace(deps, bus=bus))
+    [iterate] = bus.published
+    loaded = await store.get_step_state(iterate.execution_id, session.session_id)
+    assert loaded.update_time is not None
+    await store.claim(
+        iterate.execution_id,
+        owner=owner,
+        until=utcnow() + lease,
+        read_time=loaded.update_time,
+        step=iterate.step,
+    )
+    return session, iterate
 
 
 async def test_sweeper_republishes_a_step_whose_process_died(
     stack: Stack, client: TarsyClient, deps: Deps, store: Store
 ) -> None:
-    # Start the session here, so the stack never receives its first iterate.
-    session = await new_session(store)
-    bus = RecordingBus()
-    await handle(StepMessage(session_id=session.session_id, kind="start_session"),
-                 replace(deps, bus=bus))  # fmt: skip
-    [iterate] = bus.published
     # A step process took the lease and died: the lease has since expired.
-    loaded = await store.get_step_state(iterate.execution_id, session.session_id)
-    assert loaded.update_time is not None
-    await store.claim(iterate.execution_id, owner="dead-process",
-                      until=utcnow() - timedelta(seconds=1), read_time=loaded.update_time,
-                      step=1)  # fmt: skip
+    session, iterate = await leased_first_step(
+        deps, store, owner="dead-process", lease=timedelta(seconds=-1)
+    )
 
     async with httpx.AsyncClient(timeout=10) as http:
         response = await http.post(f"{stack.api_url}/sweep", headers={"X-API-Key": stack.api_key})
@@ -304,17 +310,10 @@ async def test_sweeper_republishes_a_step_whose_process_died(
 async def test_poison_message_reaches_the_dead_letter_handler(
     stack: Stack, client: TarsyClient, deps: Deps, store: Store
 ) -> None:
-    session = await new_session(store)
-    bus = RecordingBus()
-    await handle(StepMessage(session_id=session.session_id, kind="start_session"),
-                 replace(deps, bus=bus))  # fmt: skip
-    [iterate] = bus.published
     # Another process holds the lease for an hour: every delivery fails and is retried.
-    loaded = await store.get_step_state(iterate.execution_id, session.session_id)
-    assert loaded.update_time is not None
-    await store.claim(iterate.execution_id, owner="stuck-process",
-                      until=utcnow() + timedelta(hours=1), read_time=loaded.update_time,
-                      step=1)  # fmt: skip
+    session, iterate = await leased_first_step(
+        deps, store, owner="stuck-process", lease=timedelta(hours=1)
+    )
     await deps.bus.publish(iterate)
 
     view = await asyncio.to_thread(finish, client, session.session_id, 120)

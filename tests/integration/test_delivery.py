@@ -27,6 +27,7 @@ from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.steps import Deps, handle
 from tarsy.store import Store
+from tarsy.testing.bus import RecordingBus
 from tarsy.testing.fake_gemini import FakeGemini, FakeReply
 
 ALERT = {"alert_type": "generic", "data": {"pod": "payments-api-0", "reason": "CrashLoop"}}
@@ -140,20 +141,6 @@ async def test_redelivery_after_completion_changes_nothing(
 
 
 # ─── in process ───────────────────────────────────────────────────────────────
-
-
-class RecordingBus:
-    """Records publishes instead of sending them (so the stack's step function stays out)."""
-
-    def __init__(self, *, fail: bool = False) -> None:
-        self.published: list[StepMessage] = []
-        self.fail = fail
-
-    async def publish(self, message: StepMessage) -> str:
-        if self.fail:
-            raise ConnectionError("simulated crash before the publish reached Pub/Sub")
-        self.published.append(message)
-        return str(len(self.published))
 
 
 async def new_session(store: Store) -> Session:
@@ -270,5 +257,5 @@ async def test_transport_retries_commit_one_interaction(
     assert record.error is None
     assert record.response_text == ANALYSIS
     assert len(fake_gemini.calls) == 3
-    [event_types] = [[e.type.value for e in await store.list_timeline(iterate.execution_id)]]
-    assert event_types == ["llm_response", "final_analysis"]
+    timeline = await store.list_timeline(iterate.execution_id)
+    assert [e.type.value for e in timeline] == ["llm_response", "final_analysis"]

@@ -124,7 +124,7 @@ def test_a_streaming_call_shows_its_progress_in_firestore(
     """Thinking and text grow in executions/{eid}/progress/current, at most once a second."""
     text = "First finding. Second finding. Third finding. The conclusion."
     fake_gemini.script(
-        FakeReply(text=text, thinking="Reading the alert.", stream_chunks=4, chunk_delay=0.7)
+        FakeReply(text=text, thinking="Reading the alert.", stream_chunks=6, chunk_delay=0.6)
     )
     session_id = client.submit(ALERT).session_id
     progress = firestore.Client(project=stack.project_id).document(

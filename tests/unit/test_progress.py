@@ -37,7 +37,8 @@ async def test_writes_at_most_once_per_interval() -> None:
         now[0] = t
         chunks.append(TextChunk(text=f"{t} "))
         await writer(chunks)
-    # Flushed at 100.0, 101.0 and 102.2; the chunks in between waited.
-    assert writer.writes == 3
-    assert [fields["chunks"] for _, fields in store.writes] == [1, 4, 6]
+    # Created at 100.0: flushed at 101.0 and 102.2; the chunks in between waited, and a
+    # call that ends within its first second writes nothing.
+    assert writer.writes == 2
+    assert [fields["chunks"] for _, fields in store.writes] == [4, 6]
     assert {execution for execution, _ in store.writes} == {"e1"}

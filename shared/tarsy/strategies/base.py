@@ -141,6 +141,29 @@ def tool_events(calls: list[ToolCall], results: list[ToolResult]) -> list[Timeli
     return events
 
 
+def conclude(
+    state: IterationState,
+    answer: str,
+    analysis: str,
+    timeline: list[TimelineEvent],
+    notes: dict[str, Any],
+) -> IterationOutcome:
+    """Complete the execution: ``answer`` joins the conversation, ``analysis`` is the result."""
+    timeline.append(
+        TimelineEvent(
+            type=TimelineEventType.FINAL_ANALYSIS,
+            content=analysis,
+            metadata={**notes, "agent": state.config.agent},
+        )
+    )
+    return IterationOutcome(
+        messages=[ConversationMessage(role="assistant", content=answer)],
+        timeline=timeline,
+        next="complete",
+        final_analysis=analysis,
+    )
+
+
 def continue_or_stop(
     state: IterationState, messages: list[ConversationMessage], timeline: list[TimelineEvent]
 ) -> IterationOutcome:

@@ -12,6 +12,7 @@ from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, 
 from tarsy.strategies.base import (
     IterationOutcome,
     IterationState,
+    conclude,
     continue_or_stop,
     provider_notes,
     tool_events,
@@ -83,20 +84,7 @@ class NativeThinkingStrategy:
                               metadata=notes)
             )  # fmt: skip
         if not result.tool_calls:
-            analysis = result.text.strip()
-            timeline.append(
-                TimelineEvent(
-                    type=TimelineEventType.FINAL_ANALYSIS,
-                    content=analysis,
-                    metadata={**notes, "agent": state.config.agent},
-                )
-            )
-            return IterationOutcome(
-                messages=[ConversationMessage(role="assistant", content=result.text)],
-                timeline=timeline,
-                next="complete",
-                final_analysis=analysis,
-            )
+            return conclude(state, result.text, result.text.strip(), timeline, notes)
         timeline.extend(tool_events(result.tool_calls, tool_results))
         messages = [
             ConversationMessage(

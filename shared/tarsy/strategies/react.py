@@ -17,6 +17,7 @@ from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, 
 from tarsy.strategies.base import (
     IterationOutcome,
     IterationState,
+    conclude,
     continue_or_stop,
     provider_notes,
     tool_events,
@@ -106,17 +107,7 @@ class ReActStrategy:
             )
         assistant = ConversationMessage(role="assistant", content=result.text)
         if parsed.kind == "final_answer" and parsed.final_answer is not None:
-            analysis = parsed.final_answer.strip()
-            timeline.append(
-                TimelineEvent(
-                    type=TimelineEventType.FINAL_ANALYSIS,
-                    content=analysis,
-                    metadata={**notes, "agent": state.config.agent},
-                )
-            )
-            return IterationOutcome(
-                messages=[assistant], timeline=timeline, next="complete", final_analysis=analysis
-            )
+            return conclude(state, result.text, parsed.final_answer.strip(), timeline, notes)
         if parsed.kind == "action":
             calls = self.tool_calls(state, result)
             timeline.extend(tool_events(calls, tool_results))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
 from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, ToolCall
-from tarsy.strategies.base import IterationOutcome, IterationState, provider_notes
+from tarsy.strategies.base import IterationOutcome, IterationState, conclude, provider_notes
 from tarsy.tools import ToolResult
 
 
@@ -41,27 +41,15 @@ class SingleCallStrategy:
                     metadata={"source": "native"},
                 )
             )
-        analysis = result.text.strip()
         timeline.append(
             TimelineEvent(
                 type=TimelineEventType.LLM_RESPONSE,
                 content=result.text,
-                metadata={"iteration": state.execution.iteration + 1, **provider_notes(result)},
+                metadata={"iteration": state.iteration, **provider_notes(result)},
             )
         )
-        timeline.append(
-            TimelineEvent(
-                type=TimelineEventType.FINAL_ANALYSIS,
-                content=analysis,
-                metadata={"agent": state.config.agent, "iteration": state.execution.iteration + 1},
-            )
-        )
-        return IterationOutcome(
-            messages=[ConversationMessage(role="assistant", content=result.text)],
-            timeline=timeline,
-            next="complete",
-            final_analysis=analysis,
-        )
+        notes = {"iteration": state.iteration}
+        return conclude(state, result.text, result.text.strip(), timeline, notes)
 
 
 class SynthesisStrategy(SingleCallStrategy):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,17 +21,6 @@ TOOL = ToolDefinition(
     description="Get a pod",
     parameters={"type": "object", "properties": {"name": {"type": "string"}}},
 )
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeGemini]:
-    with FakeGemini() as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def _reset(fake: FakeGemini) -> None:
-    fake.reset()
 
 
 def provider(fake: FakeGemini) -> GoogleNativeProvider:

@@ -6,7 +6,6 @@ import importlib.util
 import json
 import socket
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -48,17 +47,6 @@ TOOL = ToolDefinition(
         "required": ["name"],
     },
 )
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeGemini]:
-    with FakeGemini() as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def _reset(fake: FakeGemini) -> None:
-    fake.reset()
 
 
 def api_key_settings(url: str) -> Settings:
