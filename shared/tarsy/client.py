@@ -8,11 +8,28 @@ from typing import Any
 
 import httpx
 from pydantic import BaseModel
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
 
 DEFAULT_TIMEOUT_S = 30.0
+
+# gunicorn (what functions-framework serves with) closes an idle keep-alive
+# connection after 2 s. With httpx's default 5 s expiry, a request sent just as
+# the server closes the pooled connection fails with "Server disconnected
+# without sending a response". Expire idle connections client-side first.
+KEEPALIVE_EXPIRY_S = 1.0
+
+# A GET is idempotent, so a transport failure (a connection the server closed
+# under us, a refused connect while a function restarts) is retried. POSTs are
+# not: a lost response does not tell whether the alert or the chat was taken.
+_retry_idempotent = retry(
+    retry=retry_if_exception_type(httpx.TransportError),
+    stop=stop_after_attempt(3),
+    wait=wait_exponential(multiplier=0.1, max=1.0),
+    reraise=True,
+)
 
 
 class Submitted(BaseModel):
@@ -72,7 +89,12 @@ class TarsyClient:
         self._ingest_url = ingest_url.rstrip("/") if ingest_url else None
         self._api_url = api_url.rstrip("/") if api_url else None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(headers=headers, timeout=timeout, transport=transport)
+        self._http = httpx.Client(
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S),
+        )
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -110,7 +132,7 @@ class TarsyClient:
             raise ApiError("no api URL: pass --api-url or set TARSY_API_URL")
         url = f"{self._api_url}/sessions/{session_id}"
         try:
-            response = self._http.get(url)
+            response = self._get(url)
         except httpx.HTTPError as e:
             raise ApiError(f"cannot reach api at {url}: {e}") from e
         if response.status_code != 200:
@@ -118,6 +140,10 @@ class TarsyClient:
                 _error_message(response), status=response.status_code, body=response.text
             )
         return SessionView.model_validate(response.json())
+
+    @_retry_idempotent
+    def _get(self, url: str) -> httpx.Response:
+        return self._http.get(url)
 
     def _post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         if self._api_url is None:

@@ -178,11 +178,36 @@ def test_transport_error_is_an_api_error() -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
-    with client(Recorder(refuse)) as c:
+    recorder = Recorder(refuse)
+    with client(recorder) as c:
         with pytest.raises(ApiError, match=f"cannot reach ingest at {INGEST}/alerts"):
             c.submit({"alert_type": "t", "data": "d"})
+        assert len(recorder.requests) == 1, "a POST is never re-sent"
         with pytest.raises(ApiError, match=f"cannot reach api at {API}/sessions/{SID}"):
             c.session(SID)
+        assert len(recorder.requests) == 1 + 3, "a GET is tried three times"
+
+
+def test_get_survives_a_connection_the_server_closed() -> None:
+    """gunicorn drops idle keep-alive connections after 2 s; the next GET may land on one."""
+
+    def closed(request: httpx.Request) -> httpx.Response:
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+    recorder = Recorder(closed, ok(view("active")))
+    with client(recorder) as c:
+        assert c.session(SID).status is ExecutionStatus.ACTIVE
+    assert len(recorder.requests) == 2
+
+
+def test_post_is_not_retried_on_a_closed_connection() -> None:
+    def closed(request: httpx.Request) -> httpx.Response:
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+    recorder = Recorder(closed, ok({"ok": True}))
+    with client(recorder) as c, pytest.raises(ApiError, match="cannot reach api"):
+        c.cancel(SID)
+    assert len(recorder.requests) == 1
 
 
 def test_missing_urls() -> None:
