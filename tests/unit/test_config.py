@@ -109,10 +109,10 @@ def test_empty_user_text_is_the_builtin(text: str) -> None:
 
 
 def test_load_is_repeatable_and_does_not_leak_state() -> None:
-    first = load(settings=Settings(TARSY_DEFAULT_MODEL="model-a"))
-    second = load(settings=Settings(TARSY_DEFAULT_MODEL="model-b"))
-    assert first.llm_providers["default"].model == "model-a"
-    assert second.llm_providers["default"].model == "model-b"
+    first = load(settings=Settings(TARSY_DEFAULT_MODEL="gemini-2.5-flash"))
+    second = load(settings=Settings(TARSY_DEFAULT_MODEL="gemini-2.5-pro"))
+    assert first.llm_providers["default"].model == "gemini-2.5-flash"
+    assert second.llm_providers["default"].model == "gemini-2.5-pro"
 
 
 # ─── user configuration ──────────────────────────────────────────────────────
@@ -198,6 +198,24 @@ def test_invalid_yaml() -> None:
     error = config_error("agents: [\n")
     assert "not valid YAML" in str(error)
     assert error.errors == []
+
+
+def test_duplicate_keys_are_rejected_with_their_lines() -> None:
+    error = config_error(
+        "agents:\n  a: {instructions: first}\n  b: {}\n  a: {instructions: second}\n"
+    )
+    assert "found duplicate key 'a'" in str(error)
+    assert "line 2" in str(error) and "line 4" in str(error)
+
+
+def test_yaml_merge_keys_may_be_overridden() -> None:
+    config = load(
+        "agents:\n"
+        "  base: &base {instructions: Look at pods., max_iterations: 4}\n"
+        "  quick:\n    <<: *base\n    max_iterations: 2\n"
+    )
+    assert config.agents["quick"].instructions == "Look at pods."
+    assert config.agents["quick"].max_iterations == 2
 
 
 def test_top_level_must_be_a_mapping() -> None:
@@ -343,7 +361,7 @@ def test_unavailable_strategy_is_reported(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_strategy_needing_thinking_on_langchain_is_reported() -> None:
     error = config_error(
-        "llm_providers:\n  lc: {backend: langchain, model: m}\n"
+        "llm_providers:\n  lc: {backend: langchain, model: gemini-2.5-flash}\n"
         "agents:\n  investigator: {iteration_strategy: native-thinking, llm_provider: lc}\n"
     )
     [(location, message)] = error.errors
@@ -355,7 +373,7 @@ def test_strategy_needing_thinking_on_langchain_is_reported() -> None:
 
 def test_react_on_langchain_is_fine() -> None:
     config = load(
-        "llm_providers:\n  lc: {backend: langchain, model: m}\n"
+        "llm_providers:\n  lc: {backend: langchain, model: gemini-2.5-flash}\n"
         "agents:\n  investigator: {iteration_strategy: react, llm_provider: lc}\n"
     )
     assert config.resolve("default", 0, 0).iteration_strategy == "react"
@@ -514,3 +532,53 @@ def test_replicas_expand_into_parallel_executions() -> None:
     assert [a.name for a in stage.placed_agents] == ["investigator"] * 3
     assert stage.is_parallel
     assert [config.resolve("r", 0, n).agent for n in range(3)] == ["investigator"] * 3
+
+
+# ─── model names ──────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("backend", ["google-native", "langchain"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "gemini-2.5-flash",
+        "gemini-2.5-pro",
+        "gemini-3-pro-preview",
+        "gemini-2.0-flash-001",
+        "models/gemini-2.5-flash",
+        "gemma-3-27b-it",
+        "tunedModels/my-triage-model-42",
+        "publishers/google/models/gemini-2.5-pro",
+        "projects/p/locations/europe-west4/publishers/google/models/gemini-2.5-flash",
+        "projects/p/locations/us-central1/endpoints/1234567890",
+    ],
+)
+def test_google_model_names_load_on_both_backends(backend: str, model: str) -> None:
+    config = load(f"llm_providers:\n  x: {{backend: {backend}, model: '{model}'}}\n")
+    assert config.llm_providers["x"].model == model
+
+
+def test_claude_loads_on_langchain_only() -> None:
+    model = "claude-sonnet-4@20250514"
+    assert load(f"llm_providers:\n  x: {{backend: langchain, model: '{model}'}}\n")
+    error = config_error(f"llm_providers:\n  x: {{backend: google-native, model: '{model}'}}\n")
+    [(location, message)] = error.errors
+    assert location == "llm_providers.x.model"
+    assert "partner model" in message and "use backend: langchain" in message
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-4o", "gemini 2.5 pro", "Gemini-2.5-Flash", "gemini-", "flash", "m"]
+)
+def test_model_names_no_backend_serves_are_rejected_at_load(model: str) -> None:
+    error = config_error(f"llm_providers:\n  x: {{backend: google-native, model: '{model}'}}\n")
+    [(location, message)] = error.errors
+    assert location == "llm_providers.x.model"
+    assert f"{model!r} is not a model name the 'google-native' backend serves" in message
+
+
+def test_a_typo_in_the_default_model_setting_fails_at_load() -> None:
+    with pytest.raises(ConfigError) as failure:
+        load(settings=Settings(TARSY_DEFAULT_MODEL="gemni-2.5-flash"))
+    locations = {location for location, _ in failure.value.errors}
+    assert "llm_providers.default.model" in locations

@@ -25,9 +25,33 @@ def builtin_config_text() -> str:
     return resources.files("tarsy.config").joinpath("builtin.yaml").read_text(encoding="utf-8")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses a key given twice in one mapping.
+
+    PyYAML keeps the last of two equal keys without a word, so a chain or an
+    agent pasted twice would silently lose one definition.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # "<<: *anchor" keys may be overridden, as YAML intends
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_yaml(text: str, source: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: builds no objects
     except yaml.YAMLError as e:
         raise ConfigError(f"{source}: not valid YAML: {e}") from e
     if data is None:
@@ -69,10 +93,22 @@ def validate_config(raw: dict[str, Any], source: str) -> TarsyConfig:
     except ValidationError as e:
         errors = [(_location(err["loc"]), err["msg"]) for err in e.errors()]
         raise ConfigError(f"invalid configuration in {source}", errors) from e
-    problems = config.reference_errors() or strategy_errors(config)
+    problems = config.reference_errors() or strategy_errors(config) + model_errors(config)
     if problems:
         raise ConfigError(f"invalid configuration in {source}", problems)
     return config
+
+
+def model_errors(config: TarsyConfig) -> list[tuple[str, str]]:
+    """Every provider whose model name its backend cannot serve."""
+    from tarsy.llm.model_names import model_problem
+
+    problems: list[tuple[str, str]] = []
+    for name, provider in config.llm_providers.items():
+        problem = model_problem(provider.backend, provider.model)
+        if problem is not None:
+            problems.append((f"llm_providers.{name}.model", problem))
+    return problems
 
 
 def strategy_errors(config: TarsyConfig) -> list[tuple[str, str]]:

@@ -52,6 +52,7 @@ from tarsy.llm.base import (
     UsageChunk,
 )
 from tarsy.llm.capabilities import BACKEND_CAPABILITIES
+from tarsy.llm.model_names import is_partner_model
 from tarsy.llm.retry import (
     AttemptError,
     FailureKind,
@@ -70,16 +71,8 @@ logger = logging.getLogger(__name__)
 # docs warn that 0 may mean "the SDK default" (5 retries), so 0 is not used.
 SINGLE_ATTEMPT = 1
 
-# Model Garden partner models, served through langchain-google-vertexai.
-PARTNER_MODEL_PREFIXES = ("claude",)
-
 _models: dict[tuple[Any, ...], BaseChatModel] = {}
 _models_lock = threading.Lock()
-
-
-def is_partner_model(model: str) -> bool:
-    """Whether ``model`` is a Model Garden partner model rather than Gemini."""
-    return model.removeprefix("models/").startswith(PARTNER_MODEL_PREFIXES)
 
 
 def chat_model(
