@@ -113,7 +113,7 @@ resource "google_cloudfunctions2_function" "step" {
     environment_variables          = { for k, v in local.function_env.step : k => v if v != null }
 
     dynamic "secret_environment_variables" {
-      for_each = { for k, v in merge(local.function_secret_env.step, local.mcp_token_env) : k => v if v != null }
+      for_each = { for k, v in merge(local.function_secret_env.step, local.config_secret_env) : k => v if v != null }
       content {
         key        = secret_environment_variables.key
         project_id = var.project_id
@@ -125,7 +125,7 @@ resource "google_cloudfunctions2_function" "step" {
 
   depends_on = [
     google_secret_manager_secret_iam_member.gemini_api_key,
-    google_secret_manager_secret_iam_member.mcp_token,
+    google_secret_manager_secret_iam_member.config_secret,
     google_project_iam_member.build,
   ]
 }

@@ -64,10 +64,10 @@ locals {
     step   = { GEMINI_API_KEY = one(google_secret_manager_secret.gemini_api_key[*].secret_id) }
   }
 
-  # Not settings: variables that the user's configuration names ({env: MCP_...}).
-  mcp_token_env = {
-    for name, secret in var.mcp_server_tokens :
-    name => google_secret_manager_secret.mcp_token[name].secret_id
+  # Not settings: variables that the user's configuration names ({env: MCP_...}, {env: LLM_...}).
+  config_secret_env = {
+    for name, secret in var.config_secrets :
+    name => google_secret_manager_secret.config_secret[name].secret_id
   }
 
   # A lease outlives the step that holds it (Settings.step_lease_seconds).

@@ -19,8 +19,8 @@ resource "google_secret_manager_secret" "gemini_api_key" {
   depends_on = [google_project_service.enabled]
 }
 
-resource "google_secret_manager_secret" "mcp_token" {
-  for_each  = var.mcp_server_tokens
+resource "google_secret_manager_secret" "config_secret" {
+  for_each  = var.config_secrets
   secret_id = each.value
   labels = {
     tarsy-env = lower(replace(each.key, "_", "-"))
@@ -51,10 +51,10 @@ resource "google_secret_manager_secret_iam_member" "gemini_api_key" {
   member    = google_service_account.step.member
 }
 
-resource "google_secret_manager_secret_iam_member" "mcp_token" {
-  for_each = var.mcp_server_tokens
+resource "google_secret_manager_secret_iam_member" "config_secret" {
+  for_each = var.config_secrets
 
-  secret_id = google_secret_manager_secret.mcp_token[each.key].id
+  secret_id = google_secret_manager_secret.config_secret[each.key].id
   role      = "roles/secretmanager.secretAccessor"
   member    = google_service_account.step.member
 }

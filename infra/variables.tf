@@ -206,22 +206,23 @@ variable "log_level" {
 
 # ─── secrets ──────────────────────────────────────────────────────────────────
 
-variable "mcp_server_tokens" {
+variable "config_secrets" {
   description = <<-EOT
-    MCP server credentials for the step function: environment variable name => Secret Manager
-    secret id. Terraform creates each secret (add its value with `gcloud secrets versions add`)
-    and exposes it to the step function under that name; the configuration refers to it as
-    `{env: NAME}`. Names must start with MCP_ so they cannot shadow a TARSy setting.
+    Credentials the configuration names (MCP server tokens, per-provider Gemini API keys):
+    environment variable name => Secret Manager secret id. Terraform creates each secret (add
+    its value with `gcloud secrets versions add`) and exposes it to the step function under
+    that name; the configuration refers to it as `{env: NAME}`. Names start with MCP_ or LLM_
+    so they cannot shadow a TARSy setting.
   EOT
   type        = map(string)
   default     = {}
 
   validation {
     condition = alltrue([
-      for name, secret in var.mcp_server_tokens :
-      can(regex("^MCP_[A-Z0-9_]+$", name)) && can(regex("^[A-Za-z0-9_-]{1,255}$", secret))
+      for name, secret in var.config_secrets :
+      can(regex("^(MCP|LLM)_[A-Z0-9_]+$", name)) && can(regex("^[A-Za-z0-9_-]{1,255}$", secret))
     ])
-    error_message = "mcp_server_tokens: keys must match ^MCP_[A-Z0-9_]+$ and values must be plain secret ids."
+    error_message = "config_secrets: keys must match ^(MCP|LLM)_[A-Z0-9_]+$ and values must be plain secret ids."
   }
 }
 

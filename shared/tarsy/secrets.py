@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 from tarsy.config.schema import SecretRef
@@ -47,9 +48,32 @@ def resolve(value: str | SecretRef, settings: Settings) -> str:
             raise ConfigError(f"environment variable {value.env!r} named in the config is not set")
         return resolved
     assert value.secret is not None
-    name = secret_version_name(value.secret, settings.project_id)
-    response = _secret_manager().access_secret_version(request={"name": name})
-    return str(response.payload.data.decode("utf-8"))
+    return _secret(secret_version_name(value.secret, settings.project_id))
+
+
+# A step resolves its provider's key and its MCP tokens on every call; keeping a
+# secret for a few minutes saves a Secret Manager round trip per call, while a
+# rotated secret still reaches warm instances soon.
+SECRET_CACHE_SECONDS = 300.0
+_cache: dict[str, tuple[float, str]] = {}
+
+
+def _secret(name: str) -> str:
+    now = time.monotonic()
+    with _client_lock:
+        cached = _cache.get(name)
+    if cached is not None and now - cached[0] < SECRET_CACHE_SECONDS:
+        return cached[1]
+    from google.api_core import exceptions as api_errors
+
+    try:
+        response = _secret_manager().access_secret_version(request={"name": name})
+    except api_errors.GoogleAPICallError as e:
+        raise ConfigError(f"cannot read secret {name!r} named in the config: {e}") from e
+    value = str(response.payload.data.decode("utf-8"))
+    with _client_lock:
+        _cache[name] = (now, value)
+    return value
 
 
 def resolve_all(values: dict[str, str | SecretRef], settings: Settings) -> dict[str, str]:

@@ -264,8 +264,8 @@ def test_publishers_and_secret_accessors_are_per_resource() -> None:
     assert accessors["api_key"]["secret_id"] == "${google_secret_manager_secret.api_key.id}"
     assert {sa_of(m) for m in accessors["api_key"]["for_each"].values()} == {"ingest", "api"}
     assert sa_of(accessors["gemini_api_key"]["member"]) == "step"
-    assert sa_of(accessors["mcp_token"]["member"]) == "step"
-    assert "mcp_token[each.key]" in accessors["mcp_token"]["secret_id"]
+    assert sa_of(accessors["config_secret"]["member"]) == "step"
+    assert "config_secret[each.key]" in accessors["config_secret"]["secret_id"]
 
 
 def test_only_ingest_and_api_are_public() -> None:
@@ -522,16 +522,16 @@ def test_every_setting_a_function_needs_in_the_cloud_is_listed() -> None:
                 assert field in REQUIRED_IN_CLOUD[function] | REQUIRED_SECRETS.get(function, set())
 
 
-def test_mcp_tokens_cannot_shadow_settings() -> None:
-    validation = one(variables()["mcp_server_tokens"]["validation"])["condition"]
-    assert 'regex("^MCP_[A-Z0-9_]+$", name)' in validation
+def test_config_secrets_cannot_shadow_settings() -> None:
+    validation = one(variables()["config_secrets"]["validation"])["condition"]
+    assert 'regex("^(MCP|LLM)_[A-Z0-9_]+$", name)' in validation
     every_env_name = {name for field in Settings.model_fields for name in env_names(field)}
-    assert not {n for n in every_env_name if n.startswith("MCP_")}
-    assert "local.mcp_token_env" in _tf_text()
+    assert not {n for n in every_env_name if n.startswith(("MCP_", "LLM_"))}
+    assert "local.config_secret_env" in _tf_text()
     uses = [
         name
         for name, f in resources("google_cloudfunctions2_function").items()
-        if "local.mcp_token_env" in str(f)
+        if "local.config_secret_env" in str(f)
     ]
     assert uses == ["step"]
 

@@ -582,3 +582,36 @@ def test_a_typo_in_the_default_model_setting_fails_at_load() -> None:
         load(settings=Settings(TARSY_DEFAULT_MODEL="gemni-2.5-flash"))
     locations = {location for location, _ in failure.value.errors}
     assert "llm_providers.default.model" in locations
+
+
+def test_provider_credentials_load() -> None:
+    config = load(
+        "llm_providers:\n"
+        "  team: {backend: google-native, model: gemini-2.5-pro,"
+        " api_key: {secret: team-gemini-key}}\n"
+        "  eu: {backend: langchain, model: gemini-2.5-flash, vertex_project: p-eu,"
+        " vertex_location: europe-west4}\n"
+    )
+    assert config.llm_providers["team"].api_key == SecretRef(secret="team-gemini-key")
+    assert config.llm_providers["eu"].vertex_location == "europe-west4"
+
+
+@pytest.mark.parametrize(
+    ("provider", "location", "fragment"),
+    [
+        (
+            "{model: gemini-2.5-pro, api_key: {env: K}, vertex_project: p}",
+            "llm_providers.x",
+            "not both",
+        ),
+        ("{model: gemini-2.5-pro, api_key: {env: K, secret: S}}", "llm_providers.x.api_key", "one"),
+        (
+            "{backend: langchain, model: 'claude-sonnet-4@20250514', api_key: {env: K}}",
+            "llm_providers.x.api_key",
+            "runs on Vertex AI, which takes no API key",
+        ),
+    ],
+)
+def test_provider_credential_errors(provider: str, location: str, fragment: str) -> None:
+    error = config_error(f"llm_providers:\n  x: {provider}\n")
+    assert any(loc == location and fragment in msg for loc, msg in error.errors), error.errors

@@ -26,6 +26,7 @@ from tarsy.llm.base import (
     UsageChunk,
     collect,
 )
+from tarsy.llm.endpoint import endpoint_for
 from tarsy.llm.google_native import (
     GoogleNativeProvider,
     TurnSignatures,
@@ -420,5 +421,10 @@ def test_sdk_clients_are_shared_per_credential_set(fake: FakeGemini) -> None:
     settings = Settings(GEMINI_API_KEY="unit-key", GEMINI_BASE_URL=fake.url)
     same = Settings(GEMINI_API_KEY="unit-key", GEMINI_BASE_URL=fake.url)
     other = Settings(GEMINI_API_KEY="other-key", GEMINI_BASE_URL=fake.url)
-    assert _client(settings) is _client(same)
-    assert _client(settings) is not _client(other)
+    config = LLMProviderConfig(backend="google-native", model="gemini-2.5-flash")
+
+    def client(settings: Settings) -> object:
+        return _client(endpoint_for(config, settings))
+
+    assert client(settings) is client(same)
+    assert client(settings) is not client(other)

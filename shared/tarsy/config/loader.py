@@ -100,14 +100,22 @@ def validate_config(raw: dict[str, Any], source: str) -> TarsyConfig:
 
 
 def model_errors(config: TarsyConfig) -> list[tuple[str, str]]:
-    """Every provider whose model name its backend cannot serve."""
-    from tarsy.llm.model_names import model_problem
+    """Every provider whose model its backend cannot serve, or whose credentials cannot reach it."""
+    from tarsy.llm.model_names import is_partner_model, model_problem
 
     problems: list[tuple[str, str]] = []
     for name, provider in config.llm_providers.items():
         problem = model_problem(provider.backend, provider.model)
         if problem is not None:
             problems.append((f"llm_providers.{name}.model", problem))
+        elif provider.api_key is not None and is_partner_model(provider.model):
+            problems.append(
+                (
+                    f"llm_providers.{name}.api_key",
+                    f"{provider.model!r} runs on Vertex AI, which takes no API key; "
+                    "set vertex_project/vertex_location or nothing",
+                )
+            )
     return problems
 
 

@@ -45,6 +45,23 @@ class RetryPolicy(_Strict):
     timeout: float = Field(default=300.0, gt=0, description="one call's deadline (s)")
 
 
+class SecretRef(_Strict):
+    """A value kept out of the config file: an environment variable or a Secret Manager secret.
+
+    ``secret`` is ``projects/P/secrets/S/versions/V`` or just ``S`` (the function's
+    project, latest version).
+    """
+
+    env: str | None = None
+    secret: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SecretRef:
+        if (self.env is None) == (self.secret is None):
+            raise ValueError("give exactly one of 'env' or 'secret'")
+        return self
+
+
 class LLMProviderConfig(_Strict):
     """One LLM provider: which backend talks to which model, and how."""
 
@@ -61,6 +78,21 @@ class LLMProviderConfig(_Strict):
         default=None, description="override the Gemini 3 thinking level"
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    # Credentials of this provider alone; unset, the process settings apply
+    # (GEMINI_API_KEY, else Vertex AI in TARSY_VERTEX_PROJECT / TARSY_VERTEX_LOCATION).
+    api_key: SecretRef | None = Field(
+        default=None, description="Gemini API key (an env var or a Secret Manager secret)"
+    )
+    vertex_project: str | None = Field(default=None, min_length=1)
+    vertex_location: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> LLMProviderConfig:
+        if self.api_key is not None and (self.vertex_project or self.vertex_location):
+            raise ValueError(
+                "give api_key (Gemini API) or vertex_project/vertex_location (Vertex AI), not both"
+            )
+        return self
 
 
 class ModelPrice(_Strict):
@@ -68,23 +100,6 @@ class ModelPrice(_Strict):
 
     input_per_million: float = Field(ge=0)
     output_per_million: float = Field(ge=0)
-
-
-class SecretRef(_Strict):
-    """A value kept out of the config file: an environment variable or a Secret Manager secret.
-
-    ``secret`` is ``projects/P/secrets/S/versions/V`` or just ``S`` (the function's
-    project, latest version).
-    """
-
-    env: str | None = None
-    secret: str | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> SecretRef:
-        if (self.env is None) == (self.secret is None):
-            raise ValueError("give exactly one of 'env' or 'secret'")
-        return self
 
 
 class MCPServerConfig(_Strict):

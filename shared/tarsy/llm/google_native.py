@@ -35,6 +35,7 @@ from tarsy.llm.base import (
     UsageChunk,
 )
 from tarsy.llm.capabilities import BACKEND_CAPABILITIES
+from tarsy.llm.endpoint import Endpoint, resolve_endpoint
 from tarsy.llm.retry import AttemptError, classify_status, parse_retry_after, with_retries
 from tarsy.llm.tool_names import from_function_name, to_function_name
 from tarsy.models import ConversationMessage, ErrorInfo, TokenUsage
@@ -46,22 +47,22 @@ _clients: dict[tuple[str | None, ...], genai.Client] = {}
 _clients_lock = threading.Lock()
 
 
-def _client(settings: Settings) -> genai.Client:
-    """Return the process-wide client for this credential set, creating it on first use."""
-    api_key = settings.gemini_api_key.get_secret_value() if settings.gemini_api_key else None
-    project = settings.vertex_project or settings.project_id
-    key = (api_key, settings.gemini_base_url, project, settings.vertex_location)
+def _client(endpoint: Endpoint) -> genai.Client:
+    """Return the process-wide client for this endpoint, creating it on first use."""
+    key = endpoint.cache_key()
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
-            http_options = types.HttpOptions(base_url=settings.gemini_base_url)
-            if api_key:
-                client = genai.Client(api_key=api_key, http_options=http_options)
+            http_options = types.HttpOptions(base_url=endpoint.base_url)
+            if endpoint.api_key is not None:
+                client = genai.Client(
+                    api_key=endpoint.api_key.get_secret_value(), http_options=http_options
+                )
             else:
                 client = genai.Client(
                     vertexai=True,
-                    project=project,
-                    location=settings.vertex_location,
+                    project=endpoint.project,
+                    location=endpoint.location,
                     http_options=http_options,
                 )
             _clients[key] = client
@@ -314,13 +315,14 @@ class GoogleNativeProvider:
 
     async def _attempt(
         self,
-        model: str,
+        provider: LLMProviderConfig,
         contents: list[types.Content],
         config: types.GenerateContentConfig,
         progress: Progress | None,
     ) -> _Attempt:
         """One streamed call, buffered; raises AttemptError for the retry layer."""
-        client = _client(self._settings)
+        client = _client(resolve_endpoint(provider, self._settings))
+        model = provider.model
         chunks: list[Chunk] = []
         parts: list[types.Part] = []
         usage: TokenUsage | None = None
@@ -363,7 +365,7 @@ class GoogleNativeProvider:
         outcome: list[_Attempt] = []
 
         async def attempt() -> list[Chunk]:
-            result = await self._attempt(request.config.model, contents, config, progress)
+            result = await self._attempt(request.config, contents, config, progress)
             outcome[:] = [result]
             return result.chunks
 

@@ -36,7 +36,6 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.tool import tool_call
 from langchain_google_genai import ChatGoogleGenerativeAI
-from pydantic import SecretStr
 
 from tarsy.config.schema import LLMProviderConfig
 from tarsy.llm.base import (
@@ -52,6 +51,7 @@ from tarsy.llm.base import (
     UsageChunk,
 )
 from tarsy.llm.capabilities import BACKEND_CAPABILITIES
+from tarsy.llm.endpoint import Endpoint, resolve_endpoint
 from tarsy.llm.model_names import is_partner_model
 from tarsy.llm.retry import (
     AttemptError,
@@ -76,21 +76,16 @@ _models_lock = threading.Lock()
 
 
 def chat_model(
-    config: LLMProviderConfig, settings: Settings, credentials: Any = None
+    config: LLMProviderConfig, endpoint: Endpoint, credentials: Any = None
 ) -> BaseChatModel:
-    """Return the process-wide chat model for this credential set and model, creating it once.
+    """Return the process-wide chat model for this endpoint and model, creating it once.
 
     ``credentials`` (a ``google.auth`` credentials object) is for Vertex AI;
-    without it, Application Default Credentials are used. A Gemini API key in
-    ``settings`` takes precedence over Vertex AI for Gemini models.
+    without it, Application Default Credentials are used. An endpoint with an
+    API key talks to the Gemini API; Claude is on Vertex AI only.
     """
-    api_key = settings.gemini_api_key.get_secret_value() if settings.gemini_api_key else None
-    project = settings.vertex_project or settings.project_id
     key = (
-        api_key,
-        settings.gemini_base_url,
-        project,
-        settings.vertex_location,
+        *endpoint.cache_key(),
         id(credentials),  # the cached model keeps the object alive, so the id stays unique
         config.model,
         config.temperature,
@@ -100,41 +95,35 @@ def chat_model(
         model = _models.get(key)
         if model is None:
             if is_partner_model(config.model):
-                model = _partner_model(config, project, settings.vertex_location, credentials)
+                model = _partner_model(config, endpoint, credentials)
             else:
-                model = _gemini_model(config, settings, api_key, project, credentials)
+                model = _gemini_model(config, endpoint, credentials)
             _models[key] = model
         return model
 
 
-def _gemini_model(
-    config: LLMProviderConfig,
-    settings: Settings,
-    api_key: str | None,
-    project: str,
-    credentials: Any,
-) -> BaseChatModel:
+def _gemini_model(config: LLMProviderConfig, endpoint: Endpoint, credentials: Any) -> BaseChatModel:
     common: dict[str, Any] = {
         "model": config.model,
         # None leaves the model's default (LangChain's own default is 0.7).
         "temperature": config.temperature,
         "max_output_tokens": config.max_output_tokens,
         "max_retries": SINGLE_ATTEMPT,
-        "base_url": settings.gemini_base_url,
+        "base_url": endpoint.base_url,
     }
-    if api_key:
-        return ChatGoogleGenerativeAI(api_key=SecretStr(api_key), vertexai=False, **common)
+    if endpoint.api_key is not None:
+        return ChatGoogleGenerativeAI(api_key=endpoint.api_key, vertexai=False, **common)
     return ChatGoogleGenerativeAI(
         vertexai=True,
-        project=project,
-        location=settings.vertex_location,
+        project=endpoint.project,
+        location=endpoint.location,
         credentials=credentials,
         **common,
     )
 
 
 def _partner_model(
-    config: LLMProviderConfig, project: str, location: str, credentials: Any
+    config: LLMProviderConfig, endpoint: Endpoint, credentials: Any
 ) -> BaseChatModel:
     from langchain_google_vertexai.model_garden import ChatAnthropicVertex
 
@@ -145,8 +134,8 @@ def _partner_model(
         kwargs["max_output_tokens"] = config.max_output_tokens
     model: BaseChatModel = ChatAnthropicVertex(
         model_name=config.model,
-        project=project,
-        location=location,
+        project=endpoint.project,
+        location=endpoint.location,
         credentials=credentials,
         max_retries=SINGLE_ATTEMPT,
         **kwargs,
@@ -351,8 +340,9 @@ class LangChainProvider:
     ) -> list[Chunk]:
         """One streamed call, buffered; raises AttemptError for the retry layer."""
         config = request.config
+        endpoint = resolve_endpoint(config, self._settings)
         try:
-            model = chat_model(config, self._settings, self._credentials)
+            model = chat_model(config, endpoint, self._credentials)
         except (ImportError, ValueError) as exc:
             raise AttemptError(
                 "client", f"cannot create chat model {config.model!r}: {exc}", code="configuration"

@@ -90,6 +90,8 @@ class FakeCall(BaseModel):
     method: str
     path: str
     body: dict[str, Any]
+    # The Gemini API key the SDK sent (``x-goog-api-key``), None on Vertex AI.
+    api_key: str | None = None
     received_at: float = Field(default_factory=time.monotonic)
 
     @property
@@ -349,7 +351,11 @@ def _handler_for(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
                 self._send_json(400, {"error": {"code": 400, "message": "body is not JSON"}})
                 return
             call = FakeCall(
-                model=match["model"], method=match["method"], path=parsed.path, body=body
+                model=match["model"],
+                method=match["method"],
+                path=parsed.path,
+                body=body,
+                api_key=self.headers.get("x-goog-api-key"),
             )
             reply = fake.next_reply(call)
             if reply.delay:

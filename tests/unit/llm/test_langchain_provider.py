@@ -12,7 +12,7 @@ import pytest
 from google.oauth2.credentials import Credentials
 from langchain_core import exceptions as lc_errors
 
-from tarsy.config.schema import Backend, LLMProviderConfig, RetryPolicy
+from tarsy.config.schema import Backend, LLMProviderConfig, RetryPolicy, SecretRef
 from tarsy.llm.base import (
     Chunk,
     ErrorChunk,
@@ -26,6 +26,7 @@ from tarsy.llm.base import (
     UsageChunk,
     collect,
 )
+from tarsy.llm.endpoint import endpoint_for
 from tarsy.llm.langchain_provider import (
     LangChainProvider,
     attempt_error,
@@ -33,7 +34,7 @@ from tarsy.llm.langchain_provider import (
     to_messages,
 )
 from tarsy.llm.registry import get_provider
-from tarsy.models import ConversationMessage, TokenUsage, ToolCall
+from tarsy.models import ConversationMessage, ErrorInfo, TokenUsage, ToolCall
 from tarsy.settings import Settings
 from tarsy.testing.fake_gemini import FakeGemini, FakeReply, FakeToolCall
 
@@ -407,16 +408,95 @@ def test_chat_models_are_cached_per_credentials_and_model_settings(fake: FakeGem
     settings = api_key_settings(fake.url)
     config = LLMProviderConfig(backend="langchain", model="gemini-2.5-flash")
 
-    first = chat_model(config, settings)
+    def model(config: LLMProviderConfig, settings: Settings) -> object:
+        return chat_model(config, endpoint_for(config, settings))
 
-    assert chat_model(config.model_copy(), api_key_settings(fake.url)) is first
-    assert chat_model(config.model_copy(update={"temperature": 0.1}), settings) is not first
-    assert chat_model(config, Settings(GEMINI_API_KEY="other", GEMINI_BASE_URL=fake.url)) is not (
-        first
+    first = model(config, settings)
+
+    assert model(config.model_copy(), api_key_settings(fake.url)) is first
+    assert model(config.model_copy(update={"temperature": 0.1}), settings) is not first
+    assert model(config, Settings(GEMINI_API_KEY="other", GEMINI_BASE_URL=fake.url)) is not first
+
+
+async def test_a_provider_with_a_vertex_project_uses_vertex_despite_a_process_api_key(
+    fake: FakeGemini,
+) -> None:
+    fake.script(FakeReply(text="ok from vertex"))
+    settings = Settings(GEMINI_API_KEY="process-key", GEMINI_BASE_URL=fake.url)
+    config = LLMProviderConfig(
+        backend="langchain",
+        model="gemini-2.5-pro",
+        vertex_project="team-proj",
+        vertex_location="us-east5",
+        retry=FAST,
     )
+    p = LangChainProvider(settings, credentials=Credentials(token="fake"))  # type: ignore[no-untyped-call]
+
+    assert (await collect(p.generate(request().model_copy(update={"config": config})))).text == (
+        "ok from vertex"
+    )
+    [call] = fake.calls
+    assert call.path.startswith("/v1beta1/projects/team-proj/locations/us-east5/")
+    assert call.api_key is None
 
 
 # ─── both backends ────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("backend", ["google-native", "langchain"])
+async def test_a_provider_api_key_from_the_environment_overrides_the_process_key(
+    fake: FakeGemini, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEAM_GEMINI_KEY", "team-key-123")
+    settings = Settings(GEMINI_API_KEY="process-key", GEMINI_BASE_URL=fake.url)
+    own = LLMProviderConfig(
+        backend=backend,
+        model="gemini-2.5-flash",
+        api_key=SecretRef(env="TEAM_GEMINI_KEY"),
+        retry=FAST,
+    )
+    shared = own.model_copy(update={"api_key": None})
+    request_of = request().model_copy
+
+    for config in (own, shared):
+        fake.script(FakeReply(text="ok"))
+        result = await collect(
+            get_provider(config, settings).generate(request_of(update={"config": config}))
+        )
+        assert result.text == "ok"
+
+    assert [call.api_key for call in fake.calls] == ["team-key-123", "process-key"]
+
+
+@pytest.mark.parametrize("backend", ["google-native", "langchain"])
+async def test_an_unset_provider_key_variable_fails_the_call_without_retries(
+    fake: FakeGemini, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TEAM_GEMINI_KEY", raising=False)
+    config = LLMProviderConfig(
+        backend=backend, model="gemini-2.5-flash", api_key=SecretRef(env="TEAM_GEMINI_KEY")
+    )
+    settings = Settings(GEMINI_API_KEY="process-key", GEMINI_BASE_URL=fake.url)
+
+    stream = [
+        c
+        async for c in get_provider(config, settings).generate(
+            request().model_copy(update={"config": config})
+        )
+    ]
+
+    assert stream == [
+        ErrorChunk(
+            error=ErrorInfo(
+                message="no credentials for model 'gemini-2.5-flash': environment variable "
+                "'TEAM_GEMINI_KEY' named in the config is not set",
+                code="configuration",
+                retryable=False,
+            )
+        ),
+        FinalChunk(attempts=1),
+    ]
+    assert fake.calls == []
 
 
 @pytest.mark.parametrize("backend", ["google-native", "langchain"])
