@@ -62,6 +62,20 @@ class ScenarioStandIn:
         )
 
     def _summary(self, call: FakeCall) -> FakeReply:
-        lines = [line.strip() for line in self.scenario.playbook.analysis.splitlines()]
-        first_line = next((line for line in lines if line and not line.startswith("#")), "")
-        return FakeReply(text=f"{STAND_IN_LABEL} {self.scenario.title}: {first_line}")
+        paragraph = first_paragraph(self.scenario.playbook.analysis)
+        return FakeReply(text=f"{STAND_IN_LABEL} {self.scenario.title}: {paragraph}")
+
+
+def first_paragraph(markdown: str) -> str:
+    """The first paragraph of prose in ``markdown``, unwrapped onto one line."""
+    lines: list[str] = []
+    for raw in markdown.splitlines():
+        line = raw.strip()
+        if line.startswith("#"):
+            continue
+        if not line:
+            if lines:
+                break
+            continue
+        lines.append(line)
+    return " ".join(lines)
