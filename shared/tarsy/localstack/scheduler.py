@@ -13,6 +13,7 @@ import time
 
 import httpx
 
+from tarsy.client import KEEPALIVE_EXPIRY_S
 from tarsy.settings import ClientSettings
 
 logger = logging.getLogger("tarsy.scheduler")
@@ -36,7 +37,11 @@ def main(argv: list[str] | None = None) -> None:
     if not settings.api_url:
         raise SystemExit("TARSY_API_URL is not set")
     key = settings.api_key.get_secret_value() if settings.api_key else ""
-    with httpx.Client(headers={"X-API-Key": key}, timeout=30) as client:
+    with httpx.Client(
+        headers={"X-API-Key": key},
+        timeout=30,
+        limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S),
+    ) as client:
         while True:
             try:
                 report = sweep_once(client, settings.api_url)
