@@ -7,15 +7,18 @@ holds investigation state, only clients (invariant 2).
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from tarsy.bus import get_bus
 from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
 from tarsy.log import configure_logging
-from tarsy.settings import Settings, get_settings
+from tarsy.settings import Settings, get_settings, unknown_tarsy_variables
 from tarsy.steps import Deps
 from tarsy.store import Store, get_store
 from tarsy.tools import ToolExecutor
+
+logger = logging.getLogger(__name__)
 
 _deps: Deps | None = None
 _lock = asyncio.Lock()
@@ -38,6 +41,8 @@ async def get_deps() -> Deps:
             if _deps is None:
                 settings = get_settings()
                 configure_logging(settings)
+                for name in unknown_tarsy_variables():
+                    logger.warning("%s is set but no setting reads it (misspelt?)", name)
                 config = load_config(settings)
                 store = get_store(settings)
                 _deps = Deps(

@@ -8,6 +8,8 @@ function gets exactly the variables it uses (see ``tests/infra``).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Literal
 
@@ -157,6 +159,28 @@ def functions_reading(field_name: str) -> list[str]:
     functions = extra["functions"]
     assert isinstance(functions, list)
     return [str(f) for f in functions]
+
+
+def _aliases(model: type[BaseSettings]) -> set[str]:
+    names: set[str] = set()
+    for info in model.model_fields.values():
+        alias = info.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(str(choice) for choice in alias.choices)
+        elif alias is not None:
+            names.add(str(alias))
+    return names
+
+
+def unknown_tarsy_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """``TARSY_*`` variables that no setting reads, most likely misspelt (sorted).
+
+    pydantic-settings ignores variables it does not know, so a typo such as
+    ``TARSY_DEFAULT_MODLE`` would otherwise leave the default in force silently.
+    """
+    known = _aliases(Settings) | _aliases(ClientSettings)
+    names = os.environ if environ is None else environ
+    return sorted(name for name in names if name.startswith("TARSY_") and name not in known)
 
 
 @lru_cache(maxsize=1)

@@ -14,6 +14,7 @@ from tarsy.settings import (
     env_names,
     functions_reading,
     get_settings,
+    unknown_tarsy_variables,
 )
 
 
@@ -215,3 +216,15 @@ def test_client_settings_environment_beats_file(
     settings = ClientSettings()
     assert settings.ingest_url == "http://from-env"
     assert settings.api_url == "http://api-from-file"
+
+
+def test_misspelt_tarsy_variables_are_found() -> None:
+    environ = {
+        "TARSY_DEFAULT_MODLE": "gemini-2.5-pro",  # the typo
+        "TARSY_DEFAULT_MODEL": "gemini-2.5-flash",
+        "TARSY_API_URL": "http://127.0.0.1:1",  # a CLI setting is known too
+        "TARSY_VERTEX_PROJECT": "p",
+        "GOOGLE_CLOUD_PROJECT": "p",
+        "PATH": "/bin",
+    }
+    assert unknown_tarsy_variables(environ) == ["TARSY_DEFAULT_MODLE"]
