@@ -6,7 +6,8 @@ Figures (printed, and written to bench/results.json):
   one LLM call to a zero-latency fake, commit); ``start_session`` likewise;
 * Firestore round trips per step, read from the store's counter;
 * end-to-end ingest → completed, from the session's own timestamps, through the
-  real functions-framework processes and Pub/Sub push;
+  real functions-framework processes and Pub/Sub push (the first session, which
+  warms the processes, apart);
 * ingest 202 latency p50/p99 and accepted alerts/s over a bounded burst;
 * cold import time of each function's module in a fresh interpreter.
 """
@@ -43,7 +44,7 @@ from tarsy.testing.fake_gemini import FakeGemini, FakeReply
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"
 STEP_SAMPLES = 40
-E2E_SESSIONS = 10
+E2E_SESSIONS = 20
 BURST_ALERTS = 200
 BURST_CONCURRENCY = 8
 IMPORT_RUNS = 3
@@ -126,11 +127,16 @@ def _session(client: httpx.Client, stack: Stack, session_id: str) -> dict[str, A
 
 
 def bench_end_to_end(stack: Stack) -> dict[str, Any]:
+    """Sessions of the default chain (single-call + executive summary), one after another.
+
+    The first one also pays for each function process's first request (settings,
+    config, SDK clients), so it is reported apart from the warm ones.
+    """
     headers = {"Authorization": f"Bearer {stack.api_key}"}
-    alert = {"alert_type": "kubernetes", "data": {"pod": "api-0", "reason": "CrashLoop"}}
+    alert = {"alert_type": "bench", "data": {"pod": "api-0", "reason": "CrashLoop"}}
     durations: list[float] = []
     with httpx.Client(headers=headers, timeout=30) as client:
-        for _ in range(E2E_SESSIONS):
+        for _ in range(1 + E2E_SESSIONS):
             response = client.post(f"{stack.ingest_url}/alerts", json=alert)
             response.raise_for_status()
             session_id = response.json()["session_id"]
@@ -147,7 +153,11 @@ def bench_end_to_end(stack: Stack) -> dict[str, Any]:
             created = _timestamp(session["created_at"])
             completed = _timestamp(session["completed_at"])
             durations.append((completed - created) * 1000)
-    return {"ingest_to_completed_ms": summary(durations)}
+    return {
+        "first_session_ms": round(durations[0], 2),
+        "ingest_to_completed_ms": summary(durations[1:]),
+        "all_sessions_ms": [round(d, 2) for d in durations],
+    }
 
 
 def _timestamp(value: str) -> float:
@@ -227,7 +237,13 @@ def _table(results: dict[str, Any]) -> Table:
     table.add_row("Firestore round trips: final iterate", str(steps["round_trips_iterate"]))
     table.add_row("Firestore round trips: start_session", str(steps["round_trips_start_session"]))
     e2e = results["end_to_end"]["ingest_to_completed_ms"]
-    table.add_row("ingest → completed p50 / p95 (ms)", f"{e2e['p50']} / {e2e['p95']}")
+    table.add_row(
+        f"ingest → completed, warm p50 / p95 (ms, {e2e['n']} sessions)",
+        f"{e2e['p50']} / {e2e['p95']}",
+    )
+    table.add_row(
+        "ingest → completed, first session (ms)", str(results["end_to_end"]["first_session_ms"])
+    )
     burst = results["ingest"]
     table.add_row(
         "ingest 202 p50 / p99 (ms)",
