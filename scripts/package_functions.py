@@ -3,7 +3,9 @@
 Each ``build/functions/<name>.zip`` holds the function's ``main.py``, the
 ``shared/tarsy`` package as ``tarsy/``, a ``requirements.txt`` made from
 ``[project].dependencies`` in ``pyproject.toml`` and, with ``--config``, the
-user's configuration as ``tarsy.yaml``. Entries are sorted and carry a fixed
+user's configuration as ``tarsy.yaml`` (validated first, as the functions will
+load it; the model of the built-in provider is the local TARSY_DEFAULT_MODEL or
+its default). Entries are sorted and carry a fixed
 timestamp and mode, so the same inputs give the same bytes (and the same MD5,
 which Terraform puts in the uploaded object's name).
 
@@ -80,6 +82,26 @@ def build_zip(function: str, out_dir: Path, root: Path = ROOT, config: Path | No
     return target
 
 
+def check_config(path: Path) -> None:
+    """Load ``path`` the way the functions will, so a bad configuration fails here.
+
+    Without this, a typo in an agent name or a model reaches the cloud and fails
+    the first alert. Needs the ``tarsy`` package (``make package`` uses the venv).
+    """
+    try:
+        from tarsy.config import load_config
+        from tarsy.errors import ConfigError
+        from tarsy.settings import Settings
+    except ImportError as e:
+        raise SystemExit(
+            f"cannot check {path}: {e}. Run `make package`, which uses the project's venv."
+        ) from e
+    try:
+        load_config(Settings(TARSY_CONFIG_PATH=str(path)))
+    except ConfigError as e:
+        raise SystemExit(f"not packaging: {e}") from e
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build every function's zip and print its path and MD5."""
     parser = argparse.ArgumentParser(description="Build one reproducible source zip per function.")
@@ -92,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--function", action="append", choices=FUNCTIONS, dest="functions")
     args = parser.parse_args(argv)
+    if args.config is not None:
+        check_config(args.config)
     for function in args.functions or FUNCTIONS:
         path = build_zip(function, args.out, config=args.config)
         digest = hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest()

@@ -618,3 +618,29 @@ def test_package_changes_with_its_input(tmp_path: Path) -> None:
         assert archive.read(packager.CONFIG_NAME) == config.read_bytes()
         assert not [n for n in archive.namelist() if "__pycache__" in n]
     assert '"/workspace/tarsy.yaml"' in locals_()["function_env"]["step"]["TARSY_CONFIG_PATH"]
+
+
+def test_a_bad_packaged_configuration_stops_the_packaging(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "llm_providers:\n  default: {backend: google-native, model: gpt-4o}\n"
+        "agents:\n  investigator: {mcp_servers: [nowhere]}\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stopped:
+        _packager().main(["--out", str(out), "--config", str(bad)])
+    message = str(stopped.value)
+    assert message.startswith(f"not packaging: invalid configuration in {bad}")
+    assert "agents.investigator.mcp_servers.0: unknown MCP server 'nowhere'" in message
+    assert not out.exists()
+
+
+def test_a_good_packaged_configuration_is_packed(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("agents:\n  investigator: {custom_instructions: Be brief.}\n")
+    assert (
+        _packager().main(["--out", str(tmp_path), "--config", str(good), "--function", "step"]) == 0
+    )
+    with zipfile.ZipFile(tmp_path / "step.zip") as archive:
+        assert archive.read("tarsy.yaml") == good.read_bytes()

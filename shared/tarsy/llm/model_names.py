@@ -4,7 +4,8 @@ Whether a model exists in a given project and region is only known by asking
 Google, which config load cannot do. What it can catch is a name that no
 backend of this product could ever serve (``gpt-4o``, ``gemini 2.5 pro``, a
 Claude model on the google-native backend), so that a typo in the config or in
-``TARSY_DEFAULT_MODEL`` fails the deploy instead of the first alert.
+``TARSY_DEFAULT_MODEL`` fails ``make package`` (or a local run) instead of the
+first alert.
 """
 
 from __future__ import annotations
