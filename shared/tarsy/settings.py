@@ -144,9 +144,9 @@ class Settings(BaseSettings):
     )
 
 
-def env_names(field_name: str) -> list[str]:
-    """Return the environment variable names that feed one settings field."""
-    alias = Settings.model_fields[field_name].validation_alias
+def env_names(field_name: str, model: type[BaseSettings] = Settings) -> list[str]:
+    """Return the environment variable names that feed one field of ``model``."""
+    alias = model.model_fields[field_name].validation_alias
     if isinstance(alias, AliasChoices):
         return [str(choice) for choice in alias.choices]
     return [str(alias)]
@@ -161,24 +161,18 @@ def functions_reading(field_name: str) -> list[str]:
     return [str(f) for f in functions]
 
 
-def _aliases(model: type[BaseSettings]) -> set[str]:
-    names: set[str] = set()
-    for info in model.model_fields.values():
-        alias = info.validation_alias
-        if isinstance(alias, AliasChoices):
-            names.update(str(choice) for choice in alias.choices)
-        elif alias is not None:
-            names.add(str(alias))
-    return names
-
-
 def unknown_tarsy_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     """``TARSY_*`` variables that no setting reads, most likely misspelt (sorted).
 
     pydantic-settings ignores variables it does not know, so a typo such as
     ``TARSY_DEFAULT_MODLE`` would otherwise leave the default in force silently.
     """
-    known = _aliases(Settings) | _aliases(ClientSettings)
+    known = {
+        name
+        for model in (Settings, ClientSettings)
+        for field in model.model_fields
+        for name in env_names(field, model)
+    }
     names = os.environ if environ is None else environ
     return sorted(name for name in names if name.startswith("TARSY_") and name not in known)
 
