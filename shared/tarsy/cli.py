@@ -1,22 +1,26 @@
 """The ``tarsy`` command: submit an alert, watch a session live, show a session.
 
-Base URLs and the API key come from flags, else the environment
-(``TARSY_INGEST_URL``, ``TARSY_API_URL``, ``TARSY_API_KEY``), else the
-``.local/stack.env`` that ``make up`` writes.
+Base URLs and the API key come from flags (before or after the subcommand),
+else the environment (``TARSY_INGEST_URL``, ``TARSY_API_URL``,
+``TARSY_API_KEY``), else the ``.local/stack.env`` that ``make up`` writes. A
+flag given empty (``--api-key ""``) is a usage error, never a silent fallback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, NamedTuple
 
+from markdown_it import MarkdownIt
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.panel import Panel
 
 from tarsy.client import SessionView, TarsyClient
@@ -24,8 +28,20 @@ from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
 from tarsy.settings import ClientSettings
 
-# Exit codes: 0 completed / ok, 1 the session ended badly, 2 usage or HTTP error.
-EXIT_OK, EXIT_SESSION_FAILED, EXIT_ERROR = 0, 1, 2
+# Exit codes: 0 completed / ok (also when stdout's reader went away, as in
+# `tarsy show ID | head -1`), 1 the session ended badly, 2 usage or HTTP error.
+EXIT_OK, EXIT_SESSION_FAILED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+# The stage numbers the api gives executions that belong to no stage
+# (tarsy.chains.SUMMARY_STAGE and CHAT_STAGE), and how the timeline names them.
+STAGE_LABELS = {-1: "executive summary", -2: "chat"}
+
+# The connection flags: (flag, environment variable it overrides).
+CONNECTION_FLAGS = (
+    ("--ingest-url", "TARSY_INGEST_URL"),
+    ("--api-url", "TARSY_API_URL"),
+    ("--api-key", "TARSY_API_KEY"),
+)
 
 _EVENT_STYLE = {
     "llm_thinking": "dim italic",
@@ -39,63 +55,232 @@ _EVENT_STYLE = {
 }
 
 
+class UsageError(Exception):
+    """The command line or its input is wrong (exit 2, as argparse's own usage errors)."""
+
+
+class StdoutClosed(Exception):
+    """Whoever read stdout went away (``tarsy show ID | head -1``)."""
+
+
+class _Console(Console):
+    """A Console that reports a closed pipe instead of exiting 1 as Rich does."""
+
+    def on_broken_pipe(self) -> None:
+        """Stop writing, and let ``main`` end quietly."""
+        self.quiet = True
+        _silence(self.file)
+        raise StdoutClosed
+
+
+class LiteralMarkdown(Markdown):
+    """Markdown with HTML off: ``<<<BEGIN ALERT DATA>>>`` or ``<pod>`` print as written.
+
+    Rich parses with HTML on and drops the HTML it finds, so an analysis quoting
+    the prompt's ``<<<BEGIN ALERT DATA>>>`` marker showed as ``<<>>``.
+    """
+
+    def __init__(self, markup: str) -> None:
+        super().__init__(markup)
+        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+        self.parsed = parser.parse(markup)
+
+
+def _silence(stream: IO[str]) -> None:
+    """Point ``stream``'s descriptor at /dev/null, so later writes and the flush at exit are quiet.
+
+    Args:
+        stream: The closed stream (stdout); one without a descriptor is left alone.
+    """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def consoles() -> tuple[Console, Console]:
+    """The stdout console for the timeline, and the stderr console for errors.
+
+    Error lines never wrap (Rich would cut them at 80 columns when stderr is not
+    a terminal), so they stay whole in logs and for grep; nor do timeline lines
+    when stdout is a pipe or a file (panels still take the console's width).
+
+    Returns:
+        ``(console, errors)``.
+    """
+    console = _Console(stderr=False)
+    console.soft_wrap = not console.is_terminal
+    return console, _Console(stderr=True, soft_wrap=True)
+
+
+def _connection_options(*, after_command: bool) -> argparse.ArgumentParser:
+    """The connection flags, for the top-level parser and for every subcommand.
+
+    Args:
+        after_command: For a subcommand: the flags default to "not given", so that
+            a flag given before the subcommand is not reset by the subparser.
+
+    Returns:
+        A parent parser holding the flags.
+    """
+    default = argparse.SUPPRESS if after_command else None
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("connection (before or after the subcommand)")
+    helps = {
+        "--ingest-url": "ingest function base URL",
+        "--api-url": "api function base URL",
+        "--api-key": "API key (not empty)",
+    }
+    for flag, variable in CONNECTION_FLAGS:
+        group.add_argument(flag, default=default, help=f"{helps[flag]} [{variable}]")
+    return parent
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tarsy", description=__doc__.splitlines()[0])
-    parser.add_argument("--ingest-url", help="ingest function base URL [TARSY_INGEST_URL]")
-    parser.add_argument("--api-url", help="api function base URL [TARSY_API_URL]")
-    parser.add_argument("--api-key", help="API key [TARSY_API_KEY]")
+    parser = argparse.ArgumentParser(
+        prog="tarsy",
+        description=__doc__.splitlines()[0],
+        parents=[_connection_options(after_command=False)],
+    )
+    common = [_connection_options(after_command=True)]
     commands = parser.add_subparsers(dest="command", required=True)
-    submit = commands.add_parser("submit", help="submit an alert; prints the session id")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=help, description=help, parents=common)
+
+    submit = command("submit", "submit an alert; prints the session id")
     submit.add_argument("file", help="alert JSON file, or - for stdin")
     submit.add_argument("--watch", action="store_true", help="then watch it to the end")
-    watch = commands.add_parser("watch", help="follow a session's timeline until it ends")
+    watch = command("watch", "follow a session's timeline until it ends")
     watch.add_argument("session_id")
     watch.add_argument("--timeout", type=float, default=None, help="give up after N seconds")
     watch.add_argument("--interval", type=float, default=0.5, help="poll interval (s)")
-    chat = commands.add_parser("chat", help="ask a follow-up question on a finished session")
+    chat = command("chat", "ask a follow-up question on a finished session")
     chat.add_argument("session_id")
     chat.add_argument("question")
     chat.add_argument("--timeout", type=float, default=300.0, help="give up after N seconds")
-    cancel = commands.add_parser("cancel", help="stop a running session")
+    cancel = command("cancel", "stop a running session")
     cancel.add_argument("session_id")
-    resume = commands.add_parser("resume", help="continue a session paused at max_iterations")
+    resume = command("resume", "continue a session paused at max_iterations")
     resume.add_argument("session_id")
     resume.add_argument("--iterations", type=int, default=None, help="extra iterations")
     resume.add_argument("--watch", action="store_true", help="then watch it to the end")
-    show = commands.add_parser("show", help="print a session")
+    show = command("show", "print a session")
     show.add_argument("session_id")
     show.add_argument("--json", action="store_true", help="the raw API response")
     return parser
 
 
-def _client(args: argparse.Namespace) -> TarsyClient:
-    settings = ClientSettings()
-    key = args.api_key or (settings.api_key.get_secret_value() if settings.api_key else None)
-    return TarsyClient(
-        ingest_url=args.ingest_url or settings.ingest_url,
-        api_url=args.api_url or settings.api_url,
-        api_key=key,
+def _flag(args: argparse.Namespace, flag: str, variable: str) -> str | None:
+    """A connection flag's value, None when not given.
+
+    Raises:
+        UsageError: The flag was given empty (the usual cause: an unset shell
+            variable, ``--api-key "$KEY"``); falling back to the environment or
+            ``.local/stack.env`` then would talk to another place with another key.
+    """
+    value: str | None = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
+    if value is not None and not value.strip():
+        raise UsageError(f"{flag} is empty; give a value, or leave it out to use {variable}")
+    return value
+
+
+class Connection(NamedTuple):
+    """Where the CLI sends its requests, and with which key."""
+
+    ingest_url: str | None
+    api_url: str | None
+    api_key: str | None
+
+
+def connection(args: argparse.Namespace, settings: ClientSettings) -> Connection:
+    """The ingest URL, api URL and API key: flags, else environment, else ``.local/stack.env``.
+
+    Args:
+        args: The parsed command line.
+        settings: The environment and ``.local/stack.env``.
+
+    Returns:
+        The URLs and key.
+
+    Raises:
+        UsageError: A flag was given empty.
+    """
+    ingest_url, api_url, api_key = (_flag(args, *pair) for pair in CONNECTION_FLAGS)
+    if api_key is None and settings.api_key is not None:
+        api_key = settings.api_key.get_secret_value()
+    return Connection(
+        ingest_url=settings.ingest_url if ingest_url is None else ingest_url,
+        api_url=settings.api_url if api_url is None else api_url,
+        api_key=api_key,
     )
 
 
-def _read_alert(file: str) -> bytes:
-    data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+def _client(args: argparse.Namespace) -> TarsyClient:
+    where = connection(args, ClientSettings())
+    return TarsyClient(ingest_url=where.ingest_url, api_url=where.api_url, api_key=where.api_key)
+
+
+def read_alert(file: str) -> bytes:
+    """Read the alert to submit: a JSON file, or stdin for ``-``.
+
+    Args:
+        file: A path, or ``-``.
+
+    Returns:
+        The bytes as read (sent unchanged).
+
+    Raises:
+        UsageError: No such file, a directory, unreadable, empty, or not JSON.
+    """
+    where = "stdin" if file == "-" else file
+    try:
+        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    except IsADirectoryError as e:
+        raise UsageError(f"{file}: is a directory, not an alert file") from e
+    except FileNotFoundError as e:
+        raise UsageError(f"{file}: no such file") from e
+    except OSError as e:
+        raise UsageError(f"{where}: cannot read ({e.strerror or e})") from e
+    if not data.strip():
+        raise UsageError("no alert on stdin" if file == "-" else f"{file}: empty, no alert")
     try:
         json.loads(data)
-    except json.JSONDecodeError as e:
-        raise ApiError(f"{file}: not JSON ({e})") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"{where}: not JSON ({e})") from e
     return data
+
+
+def stage_label(stage: object) -> str:
+    """How the timeline names an execution's stage: ``stage 0``, ``executive summary``, ``chat``.
+
+    Args:
+        stage: The event's ``stage``: an index, a sentinel, or already a label.
+
+    Returns:
+        The label.
+    """
+    if isinstance(stage, int) and stage in STAGE_LABELS:
+        return STAGE_LABELS[stage]
+    if isinstance(stage, str) and not stage.lstrip("-").isdigit():
+        return stage
+    return f"stage {stage}"
 
 
 def print_event(console: Console, event: dict[str, Any]) -> None:
     """Print one timeline event."""
     kind = str(event.get("type", "?"))
     style = _EVENT_STYLE.get(kind, "white")
-    where = f"stage {event.get('stage')} · {event.get('agent')}"
-    console.print(f"[{style}]● {kind}[/] [dim]{where}[/]")
+    where = f"{stage_label(event.get('stage'))} · {event.get('agent')}"
+    console.print(f"[{style}]● {kind}[/] [dim]{escape(where)}[/]")
     content = str(event.get("content", ""))
     if kind in ("final_analysis", "executive_summary"):
-        console.print(Panel(Markdown(content), border_style="green"))
+        console.print(Panel(LiteralMarkdown(content), border_style="green"))
     elif content:
         # Model and tool text is not Rich markup: "[/data]" must print as written.
         text = content if len(content) < 2000 else content[:2000] + " …"
@@ -129,7 +314,8 @@ def print_outcome(console: Console, view: SessionView) -> int:
         console.print(f"paused at max_iterations: [bold]tarsy resume {session['session_id']}[/]")
         return EXIT_OK
     if session.get("error"):
-        console.print(f"[red]error: {session['error'].get('message')}[/]", markup=True)
+        message = str(session["error"].get("message"))
+        console.print(f"error: {message}", style="red", markup=False, soft_wrap=True)
     return EXIT_OK if status is ExecutionStatus.COMPLETED else EXIT_SESSION_FAILED
 
 
@@ -170,7 +356,7 @@ def chat_session(
             execution = next(e for e in view.executions if e["execution_id"] == execution_id)
             events = execution["timeline"]
             for event in events[printed:]:
-                print_event(console, {**event, "stage": "chat", "agent": execution["agent"]})
+                print_event(console, {**event, "stage": -2, "agent": execution["agent"]})
             printed = len(events)
             status = ExecutionStatus(execution["status"])
             if status.is_terminal:
@@ -192,49 +378,58 @@ def show_session(view: SessionView, console: Console) -> int:
     if session.get("final_analysis") and not any(
         e.get("type") == "final_analysis" for e in view.timeline
     ):
-        console.print(Panel(Markdown(session["final_analysis"]), title="final analysis"))
+        console.print(Panel(LiteralMarkdown(session["final_analysis"]), title="final analysis"))
     return print_outcome(console, view) if view.is_finished else EXIT_OK
+
+
+def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
+    """Run the parsed command; return the exit code."""
+    if args.command == "submit":
+        alert = read_alert(args.file)
+        with _client(args) as client:
+            submitted = client.submit(alert)
+            print(submitted.session_id, flush=True)
+            errors.print(f"status: {submitted.status_url}", style="dim", markup=False)
+            if args.watch:
+                return watch_session(client, submitted.session_id, console)
+            return EXIT_OK
+    with _client(args) as client:
+        if args.command == "watch":
+            return watch_session(
+                client, args.session_id, console, timeout=args.timeout, interval=args.interval
+            )
+        if args.command == "chat":
+            return chat_session(client, args.session_id, args.question, console, args.timeout)
+        if args.command == "cancel":
+            client.cancel(args.session_id)
+            errors.print(f"cancel requested for {args.session_id}", markup=False)
+            return EXIT_OK
+        if args.command == "resume":
+            client.resume(args.session_id, args.iterations)
+            errors.print(f"resumed {args.session_id}", markup=False)
+            return watch_session(client, args.session_id, console) if args.watch else EXIT_OK
+        view = client.session(args.session_id)
+        if args.json:
+            print(view.model_dump_json(indent=2))
+            return EXIT_OK
+        return show_session(view, console)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the process exit code."""
     args = _parser().parse_args(argv)
-    console = Console(stderr=False)
-    errors = Console(stderr=True)
+    console, errors = consoles()
     try:
-        with _client(args) as client:
-            if args.command == "submit":
-                submitted = client.submit(_read_alert(args.file))
-                print(submitted.session_id, flush=True)
-                errors.print(f"[dim]status: {submitted.status_url}[/]")
-                if args.watch:
-                    return watch_session(client, submitted.session_id, console)
-                return EXIT_OK
-            if args.command == "watch":
-                return watch_session(
-                    client,
-                    args.session_id,
-                    console,
-                    timeout=args.timeout,
-                    interval=args.interval,
-                )
-            if args.command == "chat":
-                return chat_session(client, args.session_id, args.question, console, args.timeout)
-            if args.command == "cancel":
-                client.cancel(args.session_id)
-                errors.print(f"cancel requested for {args.session_id}")
-                return EXIT_OK
-            if args.command == "resume":
-                client.resume(args.session_id, args.iterations)
-                errors.print(f"resumed {args.session_id}")
-                return watch_session(client, args.session_id, console) if args.watch else EXIT_OK
-            view = client.session(args.session_id)
-            if args.json:
-                print(view.model_dump_json(indent=2))
-                return EXIT_OK
-            return show_session(view, console)
-    except ApiError as e:
-        errors.print(f"[red]tarsy: {e}[/]")
+        code = _run(args, console, errors)
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught below
+        return code
+    except (ApiError, UsageError) as e:
+        errors.print(f"tarsy: {e}", style="red", markup=False, highlight=False)
         return EXIT_ERROR
+    except (BrokenPipeError, StdoutClosed):
+        # The reader has what it wanted (`| head -1`): stop as Unix tools do, with
+        # no traceback and no "Exception ignored" when Python flushes stdout at exit.
+        _silence(sys.stdout)
+        return EXIT_OK
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
