@@ -8,6 +8,7 @@ CODE := shared functions tests bench scripts
 PYTEST_ARGS ?=
 ALERT ?=
 SCENARIO ?=
+CONFIG ?=
 
 .PHONY: help venv test test-unit test-integration demo up down lint format typecheck bench clean
 
@@ -20,8 +21,13 @@ help:
 
 venv: $(STAMP)
 $(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "installing the project into $(VENV) (first run takes a minute)"
+	@if test -x $(BIN)/python; then \
+		echo "pyproject.toml changed: updating $(VENV)"; \
+	else \
+		echo "creating $(VENV) and installing tarsy with its dependencies" \
+			"(pip runs quietly: the first install takes about two minutes)"; \
+		$(PYTHON) -m venv $(VENV); \
+	fi
 	@$(BIN)/python -m pip install --quiet --upgrade pip
 	@$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@rm -f $(VENV)/.installed-* && touch $@
@@ -36,11 +42,13 @@ test-unit: venv
 test-integration: venv
 	$(BIN)/python -m pytest -q -m integration $(PYTEST_ARGS)
 
+# CONFIG=file.yaml (else TARSY_CONFIG_PATH) adds agents, chains and MCP servers; ALERT and
+# CONFIG are checked before anything starts.
 demo: venv
-	$(BIN)/python -m tarsy.localstack demo $(if $(ALERT),--alert $(ALERT)) $(if $(SCENARIO),--scenario $(SCENARIO))
+	$(BIN)/python -m tarsy.localstack demo $(if $(ALERT),--alert $(ALERT)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
 
 up: venv
-	$(BIN)/python -m tarsy.localstack up $(if $(SCENARIO),--scenario $(SCENARIO))
+	$(BIN)/python -m tarsy.localstack up $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
 
 down: venv
 	$(BIN)/python -m tarsy.localstack down

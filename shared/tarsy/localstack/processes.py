@@ -12,9 +12,11 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 
 import httpx
 from pydantic import BaseModel
@@ -89,6 +91,76 @@ def stop(info: ProcessInfo, *, timeout: float = 10.0) -> None:
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(info.pid, signal.SIGKILL)
+
+
+# A stop interrupted this many times in a row is given up, so that the others are still stopped.
+STOP_ATTEMPTS = 3
+
+
+def stop_all(
+    processes: Sequence[ProcessInfo],
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+    stop_one: Callable[[ProcessInfo], None] = stop,
+    alive: Callable[[int], bool] = is_running,
+) -> tuple[list[str], list[str]]:
+    """Stop every process group, last started first, saying which as it goes.
+
+    A KeyboardInterrupt (a second Ctrl-C while a demo shuts down) does not cut
+    the cleanup short: the interrupted stop is tried again, and the others are
+    stopped all the same; otherwise the emulators and functions would keep running.
+
+    Args:
+        processes: In the order they were started.
+        progress: Told ``stopping NAME (pid N)`` before each stop.
+        stop_one: Stops one process group (injected by tests).
+        alive: Whether a PID still runs (injected by tests).
+
+    Returns:
+        ``(stopped, left)``: the names stopped, and those that may still run
+        because every attempt to stop them was interrupted.
+    """
+    stopped: list[str] = []
+    left: list[str] = []
+    for info in reversed(processes):
+        for _ in range(STOP_ATTEMPTS):
+            try:
+                if alive(info.pid):
+                    progress(f"stopping {info.name} (pid {info.pid})")
+                    stop_one(info)
+                    stopped.append(info.name)
+                break
+            except KeyboardInterrupt:
+                progress(f"interrupted while stopping {info.name}; stopping it and the rest anyway")
+        else:
+            left.append(info.name)
+    return stopped, left
+
+
+@contextlib.contextmanager
+def interrupts_held(on_interrupt: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """Let no SIGINT or SIGTERM raise inside the block (cleanup that must finish).
+
+    Each such signal calls ``on_interrupt`` instead. Only the main thread can
+    set signal handlers; elsewhere the block runs unprotected.
+
+    Args:
+        on_interrupt: Called for each signal held (to say that stopping goes on).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        on_interrupt()
+
+    held = (signal.SIGINT, signal.SIGTERM)
+    saved = {signum: signal.signal(signum, hold) for signum in held}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def _group_alive(pgid: int) -> bool:

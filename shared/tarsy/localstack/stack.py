@@ -18,6 +18,7 @@ import secrets
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 from google.api_core.exceptions import AlreadyExists
@@ -28,9 +29,10 @@ from tarsy.localstack.processes import (
     ProcessInfo,
     free_port,
     http_ok,
-    is_running,
+    interrupts_held,
     spawn,
     stop,
+    stop_all,
     wait_until,
 )
 from tarsy.settings import Settings
@@ -97,6 +99,7 @@ class Stack(BaseModel):
     steps_topic: str
     model: str = Field(description="What answers LLM calls, in words, for the banner.")
     processes: list[ProcessInfo]
+    config_path: str | None = Field(default=None, description="The user's config, if any.")
 
     def client_env(self) -> dict[str, str]:
         """Environment for tools that talk to this stack (the CLI, tests, scripts)."""
@@ -232,8 +235,11 @@ def start_stack(
             model = f"scripted stand-in at {url} (not a real LLM)"
 
         config_path = options.config_path
-        if options.scenario is not None:
-            config_path = _start_demo_cluster(options, log_dir, started, progress)
+        user_config = read_user_config(options.config_path)
+        if options.scenario is not None and defines_kubernetes(user_config):
+            progress("your config defines the kubernetes MCP server: no demo cluster")
+        elif options.scenario is not None:
+            config_path = _start_demo_cluster(options, user_config, log_dir, started, progress)
 
         ports = {spec.name: free_port() for spec in FUNCTIONS}
         urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
@@ -299,17 +305,56 @@ def start_stack(
             steps_topic=settings.steps_topic,
             model=model,
             processes=started,
+            config_path=str(options.config_path) if options.config_path else None,
         )
         save_stack(stack, options.state_dir)
         return stack
     except BaseException:
-        for info in reversed(started):
-            stop(info)
+        with interrupts_held():
+            stop_all(started, progress=progress)
         raise
 
 
+def read_user_config(path: Path | None) -> dict[str, Any]:
+    """The user's YAML config as a mapping (empty without one)."""
+    if path is None:
+        return {}
+    loaded = yaml.safe_load(path.read_text())
+    return dict(loaded) if isinstance(loaded, dict) else {}
+
+
+def defines_kubernetes(config: Mapping[str, Any]) -> bool:
+    """Whether the user's config names its own ``kubernetes`` MCP server (which then wins)."""
+    servers = config.get("mcp_servers")
+    return isinstance(servers, dict) and "kubernetes" in servers
+
+
+def with_demo_cluster(config: Mapping[str, Any], url: str, scenario: str) -> dict[str, Any]:
+    """The user's config (or none) with the ``kubernetes`` MCP server pointed at the demo cluster.
+
+    Args:
+        config: The user's config; its other servers, agents and chains are kept.
+        url: The demo cluster's MCP endpoint.
+        scenario: The incident it serves, for the server's description.
+
+    Returns:
+        The config to give the functions.
+    """
+    servers = dict(config.get("mcp_servers") or {})
+    servers["kubernetes"] = {
+        "transport": "http",
+        "url": url,
+        "description": f"demo cluster, scenario {scenario}",
+    }
+    return {**config, "mcp_servers": servers}
+
+
 def _start_demo_cluster(
-    options: StackOptions, log_dir: Path, started: list[ProcessInfo], progress: Progress
+    options: StackOptions,
+    user_config: Mapping[str, Any],
+    log_dir: Path,
+    started: list[ProcessInfo],
+    progress: Progress,
 ) -> Path:
     """Serve the scenario's cluster over HTTP; return a config that points "kubernetes" at it."""
     assert options.scenario is not None
@@ -323,15 +368,7 @@ def _start_demo_cluster(
     info = spawn("demo-cluster", argv, log_dir=log_dir, url=url)
     started.append(info)
     wait_until(_port_open(port), timeout=30, what="demo cluster", process=info)
-    user = yaml.safe_load(options.config_path.read_text()) if options.config_path else None
-    config = dict(user or {})
-    servers = dict(config.get("mcp_servers") or {})
-    servers["kubernetes"] = {
-        "transport": "http",
-        "url": url,
-        "description": f"demo cluster, scenario {options.scenario}",
-    }
-    config["mcp_servers"] = servers
+    config = with_demo_cluster(user_config, url, options.scenario)
     path = options.state_dir / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -366,16 +403,37 @@ def load_stack(state_dir: Path) -> Stack | None:
     return Stack.model_validate(json.loads(path.read_text()))
 
 
-def stop_stack(stack: Stack, state_dir: Path | None = None) -> list[str]:
-    """Stop every process of the stack by PID (group); return the names stopped."""
-    stopped: list[str] = []
-    for info in reversed(stack.processes):
-        if is_running(info.pid):
-            stop(info)
-            stopped.append(info.name)
-    if state_dir is not None:
-        for name in (STATE_FILE, ENV_FILE):
-            (state_dir / name).unlink(missing_ok=True)
+def stop_stack(
+    stack: Stack,
+    state_dir: Path | None = None,
+    progress: Progress = lambda _: None,
+    *,
+    stop_one: Callable[[ProcessInfo], None] | None = None,
+) -> list[str]:
+    """Stop every process of the stack by PID (group), saying which; return the names stopped.
+
+    Ctrl-C and SIGTERM are held until every process is stopped (a second Ctrl-C
+    while a demo shuts down used to leave the emulators and functions running).
+    The state files go only once nothing is left running, so ``make down`` can
+    finish the job otherwise.
+
+    Args:
+        stack: The running stack.
+        state_dir: Where its ``stack.json`` and ``stack.env`` are, to remove them.
+        progress: Told each process as it is stopped.
+        stop_one: Stops one process group (default: ``processes.stop``).
+
+    Returns:
+        The names of the processes stopped.
+    """
+    held = "Ctrl-C: still stopping the stack, or its processes would keep running"
+    with interrupts_held(lambda: progress(held)):
+        stopped, left = stop_all(stack.processes, progress=progress, stop_one=stop_one or stop)
+        if left:
+            progress(f"may still be running: {', '.join(left)}; run `make down` again")
+        elif state_dir is not None:
+            for name in (STATE_FILE, ENV_FILE):
+                (state_dir / name).unlink(missing_ok=True)
     return stopped
 
 

@@ -1,0 +1,319 @@
+"""``make up/demo/down``: inputs checked before anything starts, and a shutdown that finishes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tarsy.localstack import __main__ as localstack
+from tarsy.localstack import stack as stack_module
+from tarsy.localstack.processes import (
+    ProcessInfo,
+    interrupts_held,
+    is_running,
+    spawn,
+    stop,
+    stop_all,
+)
+from tarsy.localstack.stack import STATE_FILE, Stack, StackOptions, load_stack, save_stack
+from tarsy.settings import get_settings
+
+
+@pytest.fixture(autouse=True)
+def fresh_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    monkeypatch.chdir(tmp_path)
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+class NotStarted(Exception):
+    """Raised by the stand-in for start_stack: the stack would have started."""
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[StackOptions]:
+    """Record the options start_stack gets, and start nothing."""
+    calls: list[StackOptions] = []
+
+    def start_stack(options: StackOptions, *_: object, **__: object) -> Stack:
+        calls.append(options)
+        raise NotStarted
+
+    monkeypatch.setattr(localstack, "start_stack", start_stack)
+    return calls
+
+
+def info(name: str, pid: int = 0) -> ProcessInfo:
+    return ProcessInfo(name=name, pid=pid, log_path="/dev/null")
+
+
+def fake_stack(processes: list[ProcessInfo]) -> Stack:
+    return Stack(
+        project_id="p",
+        api_key="k",
+        firestore_host="127.0.0.1:1",
+        pubsub_host="127.0.0.1:2",
+        ingest_url="http://127.0.0.1:3",
+        api_url="http://127.0.0.1:4",
+        step_url="http://127.0.0.1:5",
+        steps_topic="t",
+        model="none",
+        processes=processes,
+    )
+
+
+@pytest.fixture
+def sleepers(tmp_path: Path) -> Iterator[list[ProcessInfo]]:
+    """Three real process groups, standing in for the emulators and functions."""
+    processes = [
+        spawn(name, ["sleep", "300"], log_dir=tmp_path / "logs")
+        for name in ("firestore-emulator", "pubsub-emulator", "api")
+    ]
+    yield processes
+    for process in processes:
+        stop(process, timeout=0)
+
+
+# ─── inputs are checked before the stack starts ──────────────────────────────
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda d: "missing.json", "alert missing.json: no such file"),
+        (lambda d: str(d), "a directory"),
+        (lambda d: str(write(d / "a.json", "{nope")), "not JSON"),
+        (lambda d: str(write(d / "a.json", "[1]")), "a JSON object"),
+    ],
+)
+def test_demo_checks_the_alert_before_starting_anything(
+    started: list[StackOptions],
+    tmp_path: Path,
+    make: Callable[[Path], str],
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["--state-dir", str(tmp_path / ".local"), "demo", "--alert", make(tmp_path)]
+    assert localstack.main(argv) == localstack.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert started == []
+    assert err.startswith("demo: alert ")
+    assert expected in err
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["up", "demo"])
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("", "no such file"),
+        ("agent_chains: {x: {alert_types: [X], stages: [{name: s, agent: nobody}]}}", "nobody"),
+    ],
+)
+def test_a_bad_config_fails_before_anything_starts(
+    started: list[StackOptions],
+    tmp_path: Path,
+    command: str,
+    config: str,
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "my.yaml"
+    if config:
+        path.write_text(config)
+    argv = ["--state-dir", str(tmp_path / ".local"), command, "--config", str(path)]
+    assert localstack.main(argv) == localstack.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert started == []
+    assert err.startswith(f"{command}: config {path}")
+    assert expected in err
+
+
+GOOD_CONFIG = """
+agent_chains:
+  disk:
+    alert_types: [DiskFull]
+    stages: [{name: investigation, agent: investigator}]
+"""
+
+
+@pytest.mark.parametrize("command", ["up", "demo"])
+def test_config_from_tarsy_config_path(
+    started: list[StackOptions],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+) -> None:
+    write(tmp_path / "env.yaml", GOOD_CONFIG)
+    monkeypatch.setenv("TARSY_CONFIG_PATH", "env.yaml")  # relative to where make runs
+    with pytest.raises(NotStarted):
+        localstack.main(["--state-dir", str(tmp_path / ".local"), command])
+    [options] = started
+    assert options.config_path == tmp_path / "env.yaml"
+
+
+def test_config_flag_beats_tarsy_config_path(
+    started: list[StackOptions], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "env.yaml", GOOD_CONFIG)
+    write(tmp_path / "flag.yaml", GOOD_CONFIG)
+    monkeypatch.setenv("TARSY_CONFIG_PATH", str(tmp_path / "env.yaml"))
+    with pytest.raises(NotStarted):
+        localstack.main(["--state-dir", str(tmp_path / ".local"), "up", "--config", "flag.yaml"])
+    assert started[0].config_path == tmp_path / "flag.yaml"
+
+
+# ─── stopping finishes, Ctrl-C or not ────────────────────────────────────────
+
+
+def test_stop_all_goes_on_after_an_interrupt() -> None:
+    calls: list[str] = []
+    said: list[str] = []
+
+    def stop_one(process: ProcessInfo) -> None:
+        calls.append(process.name)
+        if calls.count(process.name) == 1 and process.name == "api":
+            raise KeyboardInterrupt  # the second Ctrl-C, mid-stop
+
+    processes = [info("firestore-emulator", 1), info("api", 2), info("scheduler", 3)]
+    stopped, left = stop_all(processes, progress=said.append, stop_one=stop_one, alive=bool)
+    assert stopped == ["scheduler", "api", "firestore-emulator"]
+    assert left == []
+    assert calls == ["scheduler", "api", "api", "firestore-emulator"]
+    assert said[:2] == ["stopping scheduler (pid 3)", "stopping api (pid 2)"]
+    assert "interrupted while stopping api" in said[2]
+
+
+def test_stop_all_gives_up_on_one_process_not_on_the_rest() -> None:
+    def stop_one(process: ProcessInfo) -> None:
+        if process.name == "api":
+            raise KeyboardInterrupt
+
+    processes = [info("firestore-emulator", 1), info("api", 2), info("scheduler", 3)]
+    stopped, left = stop_all(processes, stop_one=stop_one, alive=bool)
+    assert stopped == ["scheduler", "firestore-emulator"]
+    assert left == ["api"]
+
+
+def test_stop_all_skips_what_is_not_running() -> None:
+    said: list[str] = []
+    stopped, _ = stop_all(
+        [info("gone", 0), info("here", 7)],
+        progress=said.append,
+        stop_one=lambda _: None,
+        alive=bool,
+    )
+    assert stopped == ["here"]
+    assert said == ["stopping here (pid 7)"]
+
+
+def test_interrupts_held_turns_ctrl_c_into_a_note() -> None:
+    notes: list[str] = []
+    with interrupts_held(lambda: notes.append("held")):
+        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGTERM)
+    assert notes == ["held", "held"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+
+
+def test_stop_stack_keeps_the_state_files_while_something_may_run(tmp_path: Path) -> None:
+    def refuse(process: ProcessInfo) -> None:
+        raise KeyboardInterrupt
+
+    running = fake_stack([info("me", 1)])
+    running.processes[0].pid = os.getpid()  # alive, and never signalled
+    save_stack(running, tmp_path)
+    said: list[str] = []
+    assert stack_module.stop_stack(running, tmp_path, said.append, stop_one=refuse) == []
+    assert load_stack(tmp_path) == running
+    assert "make down" in said[-1]
+
+
+def test_demo_shutdown_survives_a_second_ctrl_c(
+    sleepers: list[ProcessInfo],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Ctrl-C during the watch, then again while the first process is being stopped."""
+    running = fake_stack(sleepers)
+    save_stack(running, tmp_path / ".local")
+    monkeypatch.setattr(localstack, "_start", lambda options: running)
+
+    class Interrupted:
+        def __init__(self, **_: object) -> None: ...
+
+        def __enter__(self) -> Interrupted:
+            return self
+
+        def __exit__(self, *_: object) -> None: ...
+
+        def submit(self, alert: dict[str, Any]) -> None:
+            raise KeyboardInterrupt  # the first Ctrl-C
+
+    monkeypatch.setattr(localstack, "TarsyClient", Interrupted)
+    second: list[str] = []
+
+    def stop_with_a_second_ctrl_c(process: ProcessInfo, **kwargs: float) -> None:
+        if not second:
+            second.append(process.name)
+            signal.raise_signal(signal.SIGINT)
+        stop(process, **kwargs)
+
+    monkeypatch.setattr(stack_module, "stop", stop_with_a_second_ctrl_c)
+    sigterm = signal.getsignal(signal.SIGTERM)
+
+    try:
+        code = localstack.main(["--state-dir", str(tmp_path / ".local"), "demo"])
+    except KeyboardInterrupt:
+        pytest.fail("the second Ctrl-C cut the shutdown short")
+
+    assert code == localstack.EXIT_INTERRUPTED
+    assert second == ["api"]
+    assert [p.name for p in sleepers if is_running(p.pid)] == []
+    assert not (tmp_path / ".local" / STATE_FILE).exists()
+    err = capsys.readouterr().err
+    assert "Ctrl-C: still stopping the stack" in err
+    assert "stopped 3 processes: api, pubsub-emulator, firestore-emulator" in err
+    assert signal.getsignal(signal.SIGTERM) == sigterm
+
+
+def test_down_says_what_it_stops(
+    sleepers: list[ProcessInfo], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state_dir = tmp_path / ".local"
+    save_stack(fake_stack(sleepers), state_dir)
+    assert localstack.main(["--state-dir", str(state_dir), "down"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        f"stopping the local stack recorded in {state_dir / STATE_FILE}",
+        *(f"stopping {p.name} (pid {p.pid})" for p in reversed(sleepers)),
+        "stopped: api, pubsub-emulator, firestore-emulator",
+    ]
+    assert not any(is_running(p.pid) for p in sleepers)
+    assert load_stack(state_dir) is None
+
+
+def test_down_without_a_stack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert localstack.main(["--state-dir", str(tmp_path), "down"]) == 0
+    assert "nothing to stop" in capsys.readouterr().err
+
+
+def test_the_demo_alert_defaults_still_work() -> None:
+    assert localstack.demo_alert(None, None)["alert_type"]
+    assert json.dumps(localstack.demo_alert(None, "oom-killed"))
