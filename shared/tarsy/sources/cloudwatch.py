@@ -29,9 +29,8 @@ from pydantic import Field
 
 from tarsy.sources.alert_type import derive_alert_type
 from tarsy.sources.config import SnsSourceConfig
-from tarsy.sources.grouped import Tolerant
 from tarsy.sources.normalized import AlertEvent, NormalizedAlert
-from tarsy.sources.parsing import validate_payload
+from tarsy.sources.parsing import Tolerant, validate_payload
 
 WHAT = "CloudWatch alarm notification"
 

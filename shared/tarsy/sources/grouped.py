@@ -25,22 +25,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tarsy.sources.alert_type import derive_alert_type
 from tarsy.sources.config import SourceConfig
 from tarsy.sources.limits import cap_alerts
 from tarsy.sources.normalized import NormalizedAlert
+from tarsy.sources.parsing import Tolerant
 
 GroupStatus = Literal["firing", "resolved"]
 
 RUNBOOK_ANNOTATION = "runbook_url"
-
-
-class Tolerant(BaseModel):
-    """A sender's payload: unknown fields are accepted and ignored."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class GroupedAlert(Tolerant):

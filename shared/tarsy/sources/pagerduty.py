@@ -31,10 +31,9 @@ from pydantic import Field
 
 from tarsy.sources.alert_type import derive_alert_type
 from tarsy.sources.config import PagerDutySourceConfig
-from tarsy.sources.grouped import Tolerant
 from tarsy.sources.limits import cap_alerts
 from tarsy.sources.normalized import AlertEvent, NormalizedAlert
-from tarsy.sources.parsing import parse_json, validate_payload
+from tarsy.sources.parsing import Tolerant, parse_json, validate_payload
 
 WHAT = "PagerDuty V3 webhook"
 
@@ -110,7 +109,9 @@ def parse_pagerduty(body: bytes | str) -> PagerDutyWebhook:
 
 
 def _summary(reference: PagerDutyReference | None) -> str | None:
-    return reference.summary or None if reference is not None else None
+    if reference is None:
+        return None
+    return reference.summary or None
 
 
 def incident_data(event: PagerDutyEvent, incident: PagerDutyIncident) -> dict[str, Any]:

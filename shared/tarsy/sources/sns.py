@@ -31,10 +31,15 @@ from tarsy.sources.alert_type import derive_alert_type
 from tarsy.sources.cloudwatch import looks_like_alarm, normalize_alarm
 from tarsy.sources.config import SnsSourceConfig
 from tarsy.sources.errors import MalformedBodyError
-from tarsy.sources.grouped import Tolerant
 from tarsy.sources.limits import cap_alerts
 from tarsy.sources.normalized import NormalizedAlert
-from tarsy.sources.parsing import parse_json, require_object, shape_problem, validate_payload
+from tarsy.sources.parsing import (
+    Tolerant,
+    parse_json,
+    require_object,
+    shape_problem,
+    validate_payload,
+)
 
 WHAT = "SNS message"
 
@@ -168,7 +173,7 @@ def normalize_sns(message: SnsMessage, config: SnsSourceConfig) -> SnsOutcome:
             token=message.Token,
         )
     try:
-        document: Any = parse_json(message.Message)
+        document: Any = parse_json(message.Message, prefix="Message")
     except MalformedBodyError:  # a plain-text message is simply not an alarm
         document = None
     if not looks_like_alarm(document):

@@ -123,12 +123,16 @@ def test_alert_type_mapping(config: dict[str, Any], expected: list[str]) -> None
 
 def test_dispatch_covers_grafana_and_pagerduty() -> None:
     sources = AlertSourcesConfig()
-    assert alerts_from_body("grafana", fixture_bytes("grafana_firing.json"), sources)[0].source == (
-        "grafana"
-    )
-    assert alerts_from_body(
+
+    grafana = alerts_from_body("grafana", fixture_bytes("grafana_firing.json"), sources)
+    pagerduty = alerts_from_body(
         "pagerduty", fixture_bytes("pagerduty_incident_triggered.json"), sources
-    )[0].source == ("pagerduty")
+    )
+
+    assert [(a.source, a.event) for a in grafana + pagerduty] == [
+        ("grafana", "firing"),
+        ("pagerduty", "firing"),
+    ]
 
 
 def test_extra_fields_are_tolerated() -> None:
