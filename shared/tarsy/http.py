@@ -13,17 +13,26 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from tarsy.errors import AuthError, InputError
+from tarsy.json_body import JsonValue, parse_json_body
 from tarsy.settings import Settings
+
+# The body limit of a request built without read_request (tests, direct calls).
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 
 class HttpRequest(BaseModel):
-    """An incoming request. Header names are lower-case."""
+    """An incoming request. Header names are lower-case.
+
+    ``max_body_bytes`` is the limit the body was read under: :func:`read_json`
+    applies it again to the decompressed body.
+    """
 
     method: str
     path: str
     headers: dict[str, str] = Field(default_factory=dict)
     body: bytes = b""
     body_too_large: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 
 
 class HttpResponse(BaseModel):
@@ -128,7 +137,11 @@ def read_request(request: FrameworkRequest, max_bytes: int) -> HttpRequest:
     headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
     if request.content_length is not None and request.content_length > max_bytes:
         return HttpRequest(
-            method=request.method, path=request.path, headers=headers, body_too_large=True
+            method=request.method,
+            path=request.path,
+            headers=headers,
+            body_too_large=True,
+            max_body_bytes=max_bytes,
         )
     body = request.stream.read(max_bytes + 1)
     return HttpRequest(
@@ -137,7 +150,29 @@ def read_request(request: FrameworkRequest, max_bytes: int) -> HttpRequest:
         headers=headers,
         body=body[:max_bytes],
         body_too_large=len(body) > max_bytes,
+        max_body_bytes=max_bytes,
     )
+
+
+def read_json(
+    request: HttpRequest,
+    max_bytes: int | None = None,
+    *,
+    empty: dict[str, JsonValue] | None = None,
+) -> JsonValue:
+    """Return the request's body as JSON, or raise InputError (400, 413 or 415).
+
+    The one reader of JSON bodies for every route (see :mod:`tarsy.json_body`
+    for the limits: Content-Encoding, UTF-8, depth, numbers, lone surrogates).
+    ``max_bytes`` defaults to the limit the request was read under and bounds
+    the body before and after decompression. An empty body is malformed JSON
+    unless ``empty`` is given (for instance ``{}``), which is then returned.
+    The content type is the caller's to check.
+    """
+    limit = request.max_body_bytes if max_bytes is None else max_bytes
+    if request.body_too_large:
+        raise InputError(f"body exceeds {limit} bytes", status=413)
+    return parse_json_body(request.body, request.headers, limit, empty=empty)
 
 
 def to_framework_response(response: HttpResponse) -> tuple[str, int, dict[str, str]]:

@@ -7,18 +7,17 @@ no caller ever sees a session that nothing will process.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from datetime import timedelta
-from typing import Any
 
 from pydantic import ValidationError
 
 from tarsy.bus import Publisher
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import InputError
-from tarsy.http import HttpRequest, HttpResponse, check_api_key, error_response
+from tarsy.http import HttpRequest, HttpResponse, check_api_key, error_response, read_json
+from tarsy.json_body import firestore_map_problems
 from tarsy.log import fields
 from tarsy.masking import Masker
 from tarsy.models import AlertSubmission, Session, StepMessage, utcnow
@@ -50,7 +49,14 @@ def validation_details(error: ValidationError) -> list[dict[str, str]]:
 
 
 def parse_submission(request: HttpRequest, settings: Settings) -> AlertSubmission:
-    """Check method, auth, size, type and schema, in that order; raise InputError."""
+    """Check method, auth, size, type, body and schema, in that order; raise InputError.
+
+    The body is read by :func:`tarsy.http.read_json` (Content-Encoding, UTF-8,
+    depth, numbers and lone surrogates; 400, 413 or 415). ``metadata`` is
+    stored as a Firestore map, so what Firestore would refuse in it is a 422
+    with field-level details, like a schema error: nothing that passes here
+    fails at the write.
+    """
     if request.method != "POST":
         raise InputError(
             f"method {request.method} not allowed on {ALERTS_PATH}",
@@ -62,10 +68,7 @@ def parse_submission(request: HttpRequest, settings: Settings) -> AlertSubmissio
         raise InputError(f"body exceeds {settings.max_alert_bytes} bytes", status=413)
     if not _is_json(request.headers.get("content-type", "")):
         raise InputError("content type must be application/json", status=415)
-    try:
-        payload: Any = json.loads(request.body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"malformed JSON: {e}", status=400) from e
+    payload = read_json(request, settings.max_alert_bytes)
     if not isinstance(payload, dict):
         raise InputError(
             "body must be a JSON object",
@@ -73,11 +76,15 @@ def parse_submission(request: HttpRequest, settings: Settings) -> AlertSubmissio
             details=[{"field": "(body)", "message": "expected an object", "type": "dict_type"}],
         )
     try:
-        return AlertSubmission.model_validate(payload)
+        submission = AlertSubmission.model_validate(payload)
     except ValidationError as e:
         raise InputError(
             "alert does not match the schema", status=422, details=validation_details(e)
         ) from e
+    problems = firestore_map_problems(submission.metadata, "metadata")
+    if problems:
+        raise InputError("metadata cannot be stored as sent", status=422, details=problems)
+    return submission
 
 
 def status_url(settings: Settings, session_id: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hmac
 import io
 import json
@@ -12,10 +13,13 @@ import pytest
 
 from tarsy.errors import AuthError, InputError, NotFoundError
 from tarsy.http import (
+    DEFAULT_MAX_BODY_BYTES,
+    HttpRequest,
     HttpResponse,
     check_api_key,
     error_response,
     presented_key,
+    read_json,
     read_request,
     to_framework_response,
 )
@@ -241,3 +245,73 @@ def test_exact_declared_limit_is_accepted() -> None:
     converted = read_request(FakeRequest(body=b"a" * 10, content_length=10), max_bytes=10)
     assert converted.body_too_large is False
     assert converted.body == b"a" * 10
+
+
+def test_read_request_records_its_limit() -> None:
+    assert read_request(FakeRequest(body=b"{}"), max_bytes=10).max_body_bytes == 10
+    declared = read_request(FakeRequest(body=b"x" * 50, content_length=50), max_bytes=10)
+    assert declared.max_body_bytes == 10
+    assert HttpRequest(method="GET", path="/").max_body_bytes == DEFAULT_MAX_BODY_BYTES
+
+
+# ─── reading JSON bodies ──────────────────────────────────────────────────────
+
+
+def json_request(body: bytes, **headers: str) -> HttpRequest:
+    return HttpRequest(method="POST", path="/x", headers=headers, body=body)
+
+
+def test_read_json_parses_the_body() -> None:
+    assert read_json(json_request(b'{"question": "why?"}')) == {"question": "why?"}
+
+
+def test_read_json_honours_gzip() -> None:
+    request = json_request(gzip.compress(b'{"a": 1}'), **{"content-encoding": "gzip"})
+    assert read_json(request) == {"a": 1}
+
+
+def test_read_json_refuses_a_body_read_past_its_limit() -> None:
+    converted = read_request(FakeRequest(body=b'{"a": "' + b"x" * 50 + b'"}'), max_bytes=10)
+    with pytest.raises(InputError) as failure:
+        read_json(converted)
+    assert failure.value.status == 413
+    assert "10 bytes" in str(failure.value)
+
+
+def test_read_json_caps_decompression_at_the_read_limit() -> None:
+    body = gzip.compress(b'{"a": "' + b"x" * 100 + b'"}')
+    converted = read_request(
+        FakeRequest(body=body, headers={"Content-Encoding": "gzip"}), max_bytes=len(body)
+    )
+    with pytest.raises(InputError) as failure:
+        read_json(converted)
+    assert failure.value.status == 413
+    assert read_json(converted, max_bytes=1000) == {"a": "x" * 100}
+
+
+@pytest.mark.parametrize("body", [b"", b" \n"])
+def test_read_json_empty_body(body: bytes) -> None:
+    assert read_json(json_request(body), empty={}) == {}
+    with pytest.raises(InputError) as failure:
+        read_json(json_request(body))
+    assert failure.value.status == 400
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status"),
+    [
+        (b"[" * 5_000, {}, 400),
+        (b'{"n": 9223372036854775808}', {}, 400),
+        (b'{"q": NaN}', {}, 400),
+        (b'{"q": "\\ud800"}', {}, 400),
+        (b"\xff", {}, 400),
+        (b"{}", {"content-encoding": "br"}, 415),
+        (b"{}", {"content-encoding": "gzip"}, 400),
+    ],
+)
+def test_read_json_refuses_hostile_bodies(
+    body: bytes, headers: dict[str, str], status: int
+) -> None:
+    with pytest.raises(InputError) as failure:
+        read_json(json_request(body, **headers))
+    assert failure.value.status == status

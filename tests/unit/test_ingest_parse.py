@@ -29,10 +29,13 @@ def request(
     key: str | None = KEY,
     too_large: bool = False,
     path: str = "/alerts",
+    encoding: str | None = None,
 ) -> HttpRequest:
     headers: dict[str, str] = {}
     if content_type is not None:
         headers["content-type"] = content_type
+    if encoding is not None:
+        headers["content-encoding"] = encoding
     if key is not None:
         headers["authorization"] = f"Bearer {key}"
     return HttpRequest(
@@ -71,6 +74,14 @@ BIG = b'{"alert_type": "x", "data": "' + b"a" * 300 + b'"}'
         pytest.param(request(body=b"x", too_large=True, content_type=None), 413, id="413-flag"),
         pytest.param(request(body=b"{not json", content_type="text/plain"), 415, id="415"),
         pytest.param(request(body=b"{not json"), 400, id="400"),
+        pytest.param(
+            request(body=BIG, content_type="text/plain", encoding="br"), 413, id="413-before-415"
+        ),
+        pytest.param(
+            request(body=b"{", content_type="text/plain", encoding="br"), 415, id="415-type"
+        ),
+        pytest.param(request(body=b"[" * 100, encoding="br"), 415, id="415-encoding"),
+        pytest.param(request(body=b"[" * 100), 400, id="400-depth"),
         pytest.param(request(body=b"[1, 2]"), 422, id="422-array"),
         pytest.param(request(body=b'{"alert_type": ""}'), 422, id="422-schema"),
     ],
