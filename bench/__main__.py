@@ -1,15 +1,24 @@
-"""``make bench``: what a single-call session costs, on the emulators with a zero-latency model.
+"""``make bench``: what the step engine costs, on the emulators, against a bare baseline.
 
-Figures (printed, and written to bench/results.json):
+Figures (printed, and written to bench/results.json), each time figure also as a
+ratio to the **baseline** measured in the same run on the same emulators: one
+Firestore transaction that reads one document and writes four (p50).
 
-* step overhead: wall time of one ``iterate`` step in process (load state, claim,
-  one LLM call to a zero-latency fake, commit); ``start_session`` likewise;
+* middle iterate: a native-thinking step that calls one MCP tool of the demo
+  cluster and continues; overhead = step wall time - model time - tool time;
+* final iterate: the last step of a single-call execution (commit, stage end,
+  executive-summary start); ``start_session`` likewise;
 * Firestore round trips per step, read from the store's counter;
+* orchestration share of a 10-iteration native-thinking investigation whose
+  model answers in 2 s, through the real functions and Pub/Sub push:
+  (end-to-end - model time - tool time) / end-to-end;
 * end-to-end ingest → completed, from the session's own timestamps, through the
   real functions-framework processes and Pub/Sub push (the first session, which
   warms the processes, apart);
 * ingest 202 latency p50/p99 and accepted alerts/s over a bounded burst;
-* cold import time of each function's module in a fresh interpreter.
+* cold import time of each function's module in a fresh interpreter, and its
+  ratio to importing only functions_framework, google.cloud.firestore and
+  google.cloud.pubsub (what any such function pays).
 """
 
 from __future__ import annotations
@@ -29,21 +38,33 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from google.cloud import firestore
 from rich.console import Console
 from rich.table import Table
 
+from tarsy.app import Deps
 from tarsy.config import load_config
 from tarsy.localstack.stack import Stack, StackOptions, start_stack, stop_stack
+from tarsy.mcp.executor import MCPToolExecutor
 from tarsy.models import Session, StepMessage
 from tarsy.settings import Settings
-from tarsy.steps import Deps, handle
-from tarsy.store import get_store
+from tarsy.steps import handle
+from tarsy.store import Store, get_store
 from tarsy.testing.bus import RecordingBus
-from tarsy.testing.fake_gemini import FakeGemini, FakeReply
+from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"
 STEP_SAMPLES = 40
+BASELINE_SAMPLES = 60
+MIDDLE_SAMPLES = 20
+MIDDLE_TURNS = 5  # the fake keeps calling tools for this many turns
+LONG_ITERATIONS = 10
+MODEL_SECONDS = 2.0
+SCENARIO = "crashloop-bad-configmap"
+# Targets of the step engine's second edition (issue 12), checked in the table.
+TARGETS = {"middle_ratio": 3.0, "middle_trips": 4, "final_trips": 6, "share": 0.05,
+           "cold_ratio": 1.2}  # fmt: skip
 E2E_SESSIONS = 20
 BURST_ALERTS = 200
 BURST_CONCURRENCY = 8
@@ -70,6 +91,160 @@ def summary(values: list[float]) -> dict[str, float]:
         "p99": round(percentile(values, 99), 2),
         "mean": round(statistics.fmean(values), 2),
         "n": len(values),
+    }
+
+
+async def bench_baseline(store: Store) -> dict[str, Any]:
+    """One transaction that reads one document and writes four: the emulator's floor."""
+    client = store._db  # the same client and channel the engine uses
+    durations: list[float] = []
+    for n in range(BASELINE_SAMPLES):
+        base = client.collection("bench_baseline").document(f"doc-{n}")
+        await base.set({"n": n})
+        transaction = client.transaction()
+
+        @firestore.async_transactional
+        async def read_and_write(tx: Any, ref: Any = base, i: int = n) -> None:
+            snapshot = await ref.get(transaction=tx)
+            for k in range(4):
+                tx.set(ref.collection("w").document(str(k)), {"i": i, "seen": snapshot.exists})
+
+        t0 = time.perf_counter()
+        await read_and_write(transaction)
+        durations.append((time.perf_counter() - t0) * 1000)
+    return {"transaction_1r4w_ms": summary(durations[1:])}
+
+
+def _kubernetes_turns(call: FakeCall) -> FakeReply:
+    """A native-thinking agent that calls one tool per turn, then answers."""
+    if call.function_names() and len(call.model_parts()) < MIDDLE_TURNS:
+        return FakeReply(
+            thinking="Checking the pods.",
+            tool_calls=[FakeToolCall(name="kubernetes__pods_list", args={"namespace": "shop"})],
+        )
+    return FakeReply(text="The config map is wrong; fix it.")
+
+
+async def bench_middle_iterate(stack: Stack, fake: FakeGemini) -> dict[str, Any]:
+    """Tool-calling steps of the kubernetes chain, in process against the demo cluster."""
+    settings = Settings(
+        GOOGLE_CLOUD_PROJECT=stack.project_id,
+        GEMINI_API_KEY="bench",
+        GEMINI_BASE_URL=fake.url,
+        TARSY_CONFIG_PATH=stack.config_path,
+    )
+    store = get_store(settings)
+    config = load_config(settings)
+    recorder = RecordingBus()
+    deps = Deps(
+        settings=settings,
+        config=config,
+        store=store,
+        bus=recorder,
+        tools=MCPToolExecutor(config, settings, store),
+    )
+    fake.responder = _kubernetes_turns
+    overhead: list[float] = []
+    trips: list[int] = []
+    for _ in range(MIDDLE_SAMPLES):
+        session = Session(
+            session_id=f"bench-{uuid.uuid4()}",
+            alert_type="kubernetes",
+            alert_data='{"pod": "api-0", "namespace": "shop"}',
+            chain_id="kubernetes",
+        )
+        await store.create_session(session)
+        await handle(StepMessage(session_id=session.session_id, kind="start_session"), deps)
+        first = recorder.published.pop()
+        await handle(first, deps)  # the first step; the second is a middle one too
+        middle = recorder.published.pop()
+        before = store.round_trips.count
+        t0 = time.perf_counter()
+        await handle(middle, deps)
+        wall = (time.perf_counter() - t0) * 1000
+        trips.append(store.round_trips.count - before)
+        [llm] = [i for i in await store.list_llm_interactions(middle.execution_id)
+                 if i.step == middle.step]  # fmt: skip
+        tools = [r for r in await store.list_mcp_interactions(middle.execution_id)
+                 if r.step == middle.step]  # fmt: skip
+        assert tools and recorder.published[-1].step == middle.step + 1, "not a middle step"
+        overhead.append(wall - llm.duration_ms - sum(r.duration_ms for r in tools))
+    fake.responder = lambda call: FakeReply(text="bench analysis")
+    return {
+        "middle_iterate_overhead_ms": summary(overhead),
+        "round_trips_middle_iterate": statistics.median(trips),
+    }
+
+
+def bench_orchestration_share(stack: Stack, fake: FakeGemini) -> dict[str, Any]:
+    """A 10-iteration native-thinking investigation through the real functions, 2 s per call."""
+
+    def slow_turns(call: FakeCall) -> FakeReply:
+        reply = _long_investigation(call)
+        return reply.model_copy(update={"delay": MODEL_SECONDS})
+
+    fake.responder = slow_turns
+    headers = {"Authorization": f"Bearer {stack.api_key}"}
+    alert = {"alert_type": "kubernetes", "data": {"pod": "api-0", "namespace": "shop"}}
+    with httpx.Client(headers=headers, timeout=30) as client:
+        response = client.post(f"{stack.ingest_url}/alerts", json=alert)
+        response.raise_for_status()
+        session_id = response.json()["session_id"]
+        deadline = time.monotonic() + 300
+        while (session := _session(client, stack, session_id))["status"] not in (
+            "completed",
+            "failed",
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"session {session_id} did not finish")
+            time.sleep(0.2)
+    fake.responder = lambda call: FakeReply(text="bench analysis")
+    if session["status"] != "completed":
+        raise RuntimeError(f"session {session_id} ended {session['status']}")
+    end_to_end = (_timestamp(session["completed_at"]) - _timestamp(session["created_at"])) * 1000
+    model_ms, tool_ms, iterations = asyncio.run(_spent(stack, session_id))
+    share = (end_to_end - model_ms - tool_ms) / end_to_end
+    return {
+        "end_to_end_ms": round(end_to_end, 1),
+        "model_ms": round(model_ms, 1),
+        "tool_ms": round(tool_ms, 1),
+        "model_calls": iterations,
+        "orchestration_share": round(share, 4),
+    }
+
+
+def _long_investigation(call: FakeCall) -> FakeReply:
+    if not call.function_names():
+        return FakeReply(text="Summary: the config map is wrong.")  # the executive summary
+    if len(call.model_parts()) < LONG_ITERATIONS - 1:
+        return FakeReply(
+            thinking="Looking further.",
+            tool_calls=[FakeToolCall(name="kubernetes__pods_list", args={"namespace": "shop"})],
+        )
+    return FakeReply(text="The config map is wrong; fix it.")
+
+
+async def _spent(stack: Stack, session_id: str) -> tuple[float, float, int]:
+    store = get_store(Settings(GOOGLE_CLOUD_PROJECT=stack.project_id))
+    model_ms = tool_ms = 0.0
+    calls = 0
+    for execution in await store.list_executions(session_id):
+        for interaction in await store.list_llm_interactions(execution.execution_id):
+            model_ms += interaction.duration_ms
+            calls += 1
+        for record in await store.list_mcp_interactions(execution.execution_id):
+            tool_ms += record.duration_ms
+    return model_ms, tool_ms, calls
+
+
+async def _in_process(stack: Stack, fake: FakeGemini) -> dict[str, Any]:
+    """The in-process figures, on one event loop (the store's client is bound to it)."""
+    steps = await bench_steps(stack, fake)
+    store = get_store(Settings(GOOGLE_CLOUD_PROJECT=stack.project_id))
+    return {
+        "baseline": await bench_baseline(store),
+        "steps": steps,
+        "middle": await bench_middle_iterate(stack, fake),
     }
 
 
@@ -205,7 +380,24 @@ def bench_cold_imports() -> dict[str, float]:
         "spec.loader.exec_module(module)\n"
         "print(time.perf_counter() - t)\n"
     )
-    results: dict[str, float] = {}
+    baseline = (
+        "import time\n"
+        "t = time.perf_counter()\n"
+        "import functions_framework, google.cloud.firestore, google.cloud.pubsub\n"
+        "print(time.perf_counter() - t)\n"
+    )
+    runs = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", baseline], check=True, capture_output=True, text=True
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        * 1000
+        for _ in range(IMPORT_RUNS)
+    ]
+    results: dict[str, float] = {"baseline_ms": round(statistics.median(runs), 1)}
     for name in ("ingest", "step", "api"):
         runs = []
         for _ in range(IMPORT_RUNS):
@@ -221,40 +413,106 @@ def bench_cold_imports() -> dict[str, float]:
     return results
 
 
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.1f}x" if base else "-"
+
+
+def _check(ok: bool) -> str:
+    return "[green]met[/]" if ok else "[red]not met[/]"
+
+
 def _table(results: dict[str, Any]) -> Table:
-    table = Table(title="tarsy single-call session, zero-latency fake model, emulators")
+    table = Table(
+        title="tarsy step engine on the emulators (ratios: to the 1-read/4-write baseline)"
+    )
     table.add_column("figure")
     table.add_column("value", justify="right")
+    table.add_column("ratio", justify="right")
+    table.add_column("target")
+    base = results["baseline"]["transaction_1r4w_ms"]["p50"]
+    table.add_row("baseline: transaction, 1 read + 4 writes, p50 (ms)", str(base), "1.0x", "")
+    middle = results["middle"]
+    overhead = middle["middle_iterate_overhead_ms"]["p50"]
+    table.add_row(
+        "middle iterate overhead (wall - model - tool), p50 (ms)",
+        str(overhead),
+        _ratio(overhead, base),
+        f"≤ {TARGETS['middle_ratio']:g}x: {_check(overhead <= TARGETS['middle_ratio'] * base)}",
+    )
+    trips = middle["round_trips_middle_iterate"]
+    table.add_row(
+        "Firestore round trips: middle iterate (+1 publish)",
+        str(trips),
+        "",
+        f"≤ {TARGETS['middle_trips']}: {_check(trips <= TARGETS['middle_trips'])}",
+    )
     steps = results["steps"]
+    final = steps["iterate_ms"]["p50"]
     table.add_row(
-        "step overhead: final iterate (commit + fan-in + summary start) p50 / p95 (ms)",
-        f"{steps['iterate_ms']['p50']} / {steps['iterate_ms']['p95']}",
+        "final iterate (commit + stage end + summary start), p50 (ms)",
+        str(final),
+        _ratio(final, base),
+        "",
     )
+    trips = steps["round_trips_iterate"]
     table.add_row(
-        "step overhead: start_session p50 / p95 (ms)",
-        f"{steps['start_session_ms']['p50']} / {steps['start_session_ms']['p95']}",
+        "Firestore round trips: final iterate",
+        str(trips),
+        "",
+        f"≤ {TARGETS['final_trips']}: {_check(trips <= TARGETS['final_trips'])}",
     )
-    table.add_row("Firestore round trips: final iterate", str(steps["round_trips_iterate"]))
-    table.add_row("Firestore round trips: start_session", str(steps["round_trips_start_session"]))
+    start = steps["start_session_ms"]["p50"]
+    table.add_row("start_session p50 (ms)", str(start), _ratio(start, base), "")
+    table.add_row(
+        "Firestore round trips: start_session", str(steps["round_trips_start_session"]), "", ""
+    )
+    share = results["orchestration"]
+    table.add_row(
+        f"orchestration share, {share['model_calls']} model calls of {MODEL_SECONDS:g} s "
+        f"(end to end {share['end_to_end_ms'] / 1000:.1f} s)",
+        f"{share['orchestration_share'] * 100:.1f}%",
+        "",
+        f"≤ {TARGETS['share'] * 100:g}%: "
+        + _check(share["orchestration_share"] <= TARGETS["share"]),
+    )
     e2e = results["end_to_end"]["ingest_to_completed_ms"]
     table.add_row(
-        f"ingest → completed, warm p50 / p95 (ms, {e2e['n']} sessions)",
+        f"single-call session ingest → completed, warm p50 / p95 (ms, {e2e['n']} sessions)",
         f"{e2e['p50']} / {e2e['p95']}",
+        _ratio(e2e["p50"], base),
+        "",
     )
     table.add_row(
-        "ingest → completed, first session (ms)", str(results["end_to_end"]["first_session_ms"])
+        "ingest → completed, first session (ms)",
+        str(results["end_to_end"]["first_session_ms"]),
+        "",
+        "",
     )
     burst = results["ingest"]
     table.add_row(
         "ingest 202 p50 / p99 (ms)",
         f"{burst['ingest_202_ms']['p50']} / {burst['ingest_202_ms']['p99']}",
+        _ratio(burst["ingest_202_ms"]["p50"], base),
+        "",
     )
     table.add_row(
         f"ingest throughput ({burst['burst']['alerts']} alerts, {BURST_CONCURRENCY} clients)",
         f"{burst['alerts_per_second']} alerts/s",
+        "",
+        "",
     )
-    for name, value in results["cold_import_ms"].items():
-        table.add_row(f"cold import {name.removesuffix('_ms')} (ms)", str(value))
+    imports = results["cold_import_ms"]
+    floor = imports["baseline_ms"]
+    table.add_row(
+        "cold import: functions_framework + firestore + pubsub (ms)", str(floor), "1.0x", ""
+    )
+    for name in ("ingest", "api", "step"):
+        value = imports[f"{name}_ms"]
+        target = ""
+        if name != "step":
+            ok = value <= TARGETS["cold_ratio"] * floor
+            target = f"≤ {TARGETS['cold_ratio']:g}x: {_check(ok)}"
+        table.add_row(f"cold import {name} (ms)", str(value), _ratio(value, floor), target)
     return table
 
 
@@ -264,14 +522,18 @@ def main() -> int:
         fake.responder = lambda call: FakeReply(text="bench analysis")
         with console.status("starting the local stack"):
             stack = start_stack(
-                StackOptions(root=ROOT, state_dir=Path(state), gemini_base_url=fake.url),
+                StackOptions(
+                    root=ROOT, state_dir=Path(state), gemini_base_url=fake.url, scenario=SCENARIO
+                ),
                 Settings(),
             )
         saved = dict(os.environ)
         os.environ.update(stack.client_env())
         try:
             with console.status("step overhead (in process)"):
-                results["steps"] = asyncio.run(bench_steps(stack, fake))
+                results.update(asyncio.run(_in_process(stack, fake)))
+            with console.status("orchestration share (10 model calls of 2 s each, real functions)"):
+                results["orchestration"] = bench_orchestration_share(stack, fake)
             with console.status("end to end through Pub/Sub push"):
                 results["end_to_end"] = bench_end_to_end(stack)
             with console.status("ingest burst"):

@@ -32,17 +32,18 @@ locals {
       TARSY_LOG_LEVEL          = var.log_level
     }
     step = {
-      GOOGLE_CLOUD_PROJECT     = var.project_id
-      TARSY_FIRESTORE_DATABASE = google_firestore_database.main.name
-      TARSY_STEPS_TOPIC        = google_pubsub_topic.steps.name
-      TARSY_CONFIG_PATH        = var.config_packaged ? "/workspace/tarsy.yaml" : null
-      TARSY_DEFAULT_MODEL      = var.default_model
-      TARSY_VERTEX_PROJECT     = var.vertex_project
-      TARSY_VERTEX_LOCATION    = var.vertex_location
-      GEMINI_BASE_URL          = var.gemini_base_url
-      TARSY_STEP_LEASE_SECONDS = tostring(local.step_lease_seconds)
-      TARSY_LOG_FORMAT         = "json"
-      TARSY_LOG_LEVEL          = var.log_level
+      GOOGLE_CLOUD_PROJECT       = var.project_id
+      TARSY_FIRESTORE_DATABASE   = google_firestore_database.main.name
+      TARSY_STEPS_TOPIC          = google_pubsub_topic.steps.name
+      TARSY_CONFIG_PATH          = var.config_packaged ? "/workspace/tarsy.yaml" : null
+      TARSY_DEFAULT_MODEL        = var.default_model
+      TARSY_VERTEX_PROJECT       = var.vertex_project
+      TARSY_VERTEX_LOCATION      = var.vertex_location
+      GEMINI_BASE_URL            = var.gemini_base_url
+      TARSY_STEP_LEASE_SECONDS   = tostring(local.step_lease_seconds)
+      TARSY_STEP_TIMEOUT_SECONDS = tostring(var.step_function.timeout_seconds)
+      TARSY_LOG_FORMAT           = "json"
+      TARSY_LOG_LEVEL            = var.log_level
     }
     api = {
       GOOGLE_CLOUD_PROJECT     = var.project_id

@@ -1,7 +1,9 @@
 """Build one reproducible source zip per Cloud Function.
 
 Each ``build/functions/<name>.zip`` holds the function's ``main.py``, the
-``shared/tarsy`` package as ``tarsy/``, a ``requirements.txt`` made from
+``shared/tarsy`` package as ``tarsy/`` without its development-only parts
+(:data:`DEV_ONLY`: the local stack, the demo cluster, the stand-in model and
+fakes, the CLI and its client, the sample alerts), a ``requirements.txt`` made from
 ``[project].dependencies`` in ``pyproject.toml`` and, with ``--config``, the
 user's configuration as ``tarsy.yaml`` (validated first, as the functions will
 load it; the model of the built-in provider is the local TARSY_DEFAULT_MODEL or
@@ -28,6 +30,25 @@ FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 CONFIG_NAME = "tarsy.yaml"
 _SKIP_DIRS = {"__pycache__"}
 _SKIP_SUFFIXES = {".pyc", ".pyo"}
+# Paths inside shared/tarsy that no deployed function imports: they run from the
+# venv (`tarsy`, `tarsy-demo-cluster`, `make demo`) and stay out of the archives.
+# tests/integration/test_function_archives.py proves nothing deployed needs them.
+DEV_ONLY = (
+    "localstack/",
+    "testing/",
+    "mcp/demo_cluster/",
+    "samples/",
+    "cli.py",
+    "client.py",
+)
+
+
+def is_dev_only(relative: str) -> bool:
+    """Whether ``relative`` (a posix path inside the package) stays out of the archives."""
+    return any(
+        relative.startswith(entry) if entry.endswith("/") else relative == entry
+        for entry in DEV_ONLY
+    )
 
 
 def requirements(pyproject: Path) -> str:
@@ -44,7 +65,7 @@ def _package_files(package_dir: Path) -> list[tuple[str, Path]]:
         relative = path.relative_to(package_dir)
         if not path.is_file() or _SKIP_DIRS.intersection(relative.parts):
             continue
-        if path.suffix in _SKIP_SUFFIXES:
+        if path.suffix in _SKIP_SUFFIXES or is_dev_only(relative.as_posix()):
             continue
         files.append((f"tarsy/{relative.as_posix()}", path))
     return files
@@ -103,7 +124,7 @@ def check_config(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build every function's zip and print its path and MD5."""
+    """Build every function's zip and print its path, size and MD5."""
     parser = argparse.ArgumentParser(description="Build one reproducible source zip per function.")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "functions")
     parser.add_argument(
@@ -118,8 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         check_config(args.config)
     for function in args.functions or FUNCTIONS:
         path = build_zip(function, args.out, config=args.config)
-        digest = hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest()
-        print(f"{path}  md5={digest}")
+        data = path.read_bytes()
+        digest = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        with zipfile.ZipFile(path) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+        print(
+            f"{path}  {len(data) / 1024:.0f} KiB ({unpacked / 1024:.0f} KiB unpacked)  md5={digest}"
+        )
     return 0
 
 

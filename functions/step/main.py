@@ -1,8 +1,10 @@
 """Cloud Function ``step`` (Pub/Sub CloudEvent): run one step of an investigation.
 
-Pub/Sub redelivers only when this function raises, so transient failures
-(another invocation holds the lease, Firestore unavailable) are re-raised and
-everything else is acknowledged after being recorded or logged.
+Pub/Sub redelivers only when this function does not answer 2xx, so transient
+failures are re-raised (``tarsy.steps.handle`` records everything else and
+returns). A duplicate that finds its execution leased by a live step is the
+common, expected case: it is answered 503 through an HTTP exception, which
+redelivers the message without an error traceback in the logs.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import logging
 import functions_framework
 from cloudevents.http import CloudEvent
 from pydantic import ValidationError
+from werkzeug.exceptions import ServiceUnavailable
 
 from tarsy import steps
 from tarsy.app import get_deps
 from tarsy.bus import decode
+from tarsy.errors import LeaseHeldError
 from tarsy.runtime import run_sync
 
 logger = logging.getLogger(__name__)
@@ -37,7 +41,11 @@ def step(event: CloudEvent) -> None:
     """Entry point for messages on the steps topic."""
     payload = event.get_data() or {}
     encoded = payload.get("message", {}).get("data", "")
-    run_sync(_run(base64.b64decode(encoded)))
+    try:
+        run_sync(_run(base64.b64decode(encoded)))
+    except LeaseHeldError as e:
+        logger.warning("redelivering later: %s", e)
+        raise ServiceUnavailable(str(e)) from None
 
 
 async def _dead_letter(data: bytes, attributes: dict[str, str]) -> None:

@@ -9,11 +9,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tarsy import transitions
+from tarsy.app import Deps
 from tarsy.chains import iterate_message, start_chat
 from tarsy.errors import InputError, NotFoundError
 from tarsy.http import HttpRequest, HttpResponse, check_api_key, check_sweeper, error_response
 from tarsy.models import ExecutionStatus, utcnow
-from tarsy.steps import Deps
 from tarsy.store import Store
 from tarsy.sweeper import sweep
 
@@ -78,17 +79,21 @@ async def cancel(deps: Deps, session_id: str) -> dict[str, Any]:
         raise NotFoundError(f"no session {session_id!r}")
     if session.status.is_terminal:
         raise InputError(f"session {session_id} is already {session.status.value}", status=409)
-    await deps.store.update_session(session_id, {"cancel_requested": True})
-    # Nothing runs for a pending start or a paused execution: end those here.
+    await deps.store.update_session(session_id, transitions.request_cancel(session))
+    # Nothing runs for a paused execution: end it here. A running one is marked, so
+    # that its step's commit fails its precondition and the step cancels instead.
     now = utcnow()
-    cancelled = ExecutionStatus.CANCELLED.value
     for execution in await deps.store.list_executions(session_id):
         if execution.status is ExecutionStatus.PAUSED:
             await deps.store.update_execution(
-                execution.execution_id, {"status": cancelled, "completed_at": now}
+                execution.execution_id, transitions.cancel_execution(execution, now)
+            )
+        elif not execution.status.is_terminal and execution.role != "chat":
+            await deps.store.update_execution(
+                execution.execution_id, transitions.request_cancel_of_execution(execution)
             )
     if session.status is ExecutionStatus.PAUSED:
-        await deps.store.update_session(session_id, {"status": cancelled, "completed_at": now})
+        await deps.store.update_session(session_id, transitions.cancel_session(session, now))
     logger.info("cancel requested for %s", session_id)
     return {"session_id": session_id, "cancel_requested": True}
 
@@ -106,18 +111,13 @@ async def resume(deps: Deps, session_id: str, request: ResumeRequest) -> dict[st
             continue
         extra = request.extra_iterations or execution.max_iterations
         await deps.store.update_execution(
-            execution.execution_id,
-            {
-                "status": ExecutionStatus.ACTIVE.value,
-                "max_iterations": execution.max_iterations + extra,
-                "error": None,
-            },
+            execution.execution_id, transitions.resume_execution(execution, extra)
         )
+        if execution.role == "agent" and execution.stage >= 0:
+            await deps.store.update_stage(session_id, execution.stage, transitions.resume_stage())
         await deps.bus.publish(iterate_message(execution, execution.step))
         resumed.append(execution.execution_id)
-    await deps.store.update_session(
-        session_id, {"status": ExecutionStatus.ACTIVE.value, "error": None}
-    )
+    await deps.store.update_session(session_id, transitions.resume_session(session))
     return {"session_id": session_id, "resumed": resumed}
 
 

@@ -1,24 +1,38 @@
 """Per-process wiring: settings, logging, configuration and clients, created once.
 
 Entry points call :func:`get_deps` on the process event loop; nothing here
-holds investigation state, only clients (invariant 2).
+holds investigation state, only clients (invariant 2). :class:`Deps` lives here,
+beside the wiring that builds it, so that the step engine, the chain logic, the
+api and the sweeper all depend on it and none of them on each other.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
-from tarsy.bus import get_bus
+from tarsy.bus import Publisher, get_bus
 from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
 from tarsy.log import configure_logging
 from tarsy.settings import Settings, get_settings, unknown_tarsy_variables
-from tarsy.steps import Deps
 from tarsy.store import Store, get_store
 from tarsy.tools import ToolExecutor
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Deps:
+    """What the handlers talk to: built once per process, passed to every handler."""
+
+    settings: Settings
+    config: TarsyConfig
+    store: Store
+    bus: Publisher
+    tools: ToolExecutor | None = None
+
 
 _deps: Deps | None = None
 _lock = asyncio.Lock()

@@ -1,22 +1,37 @@
-"""Agent chains: starting stages, and what happens when an execution ends.
+"""Agent chains: starting stages, and what follows when an execution ends.
 
 Every agent, synthesis and executive summary is an execution with its own chain
-of step messages. Fan-out is publishing one ``iterate`` per execution; fan-in
-is contention-free (invariant 1): each finished execution writes its own
-completion marker in the commit of its last step, and the handler that sees the
-stage complete claims the stage's ``advance`` marker with ``create()``; only
-that one publishes what comes next (a synthesis execution, the next stage, the
-executive summary) or closes the session. Every downstream action is itself
-idempotent (``create()`` of deterministic documents, heal-publish of unstarted
-executions), so a crash between claim and publish heals on redelivery.
+of step messages. What follows an execution's end is decided in two ways:
+
+* **In its last step's commit** (:func:`plan_advance`), when one execution
+  alone decides it: the agent of a single-agent stage, a synthesis, the
+  executive summary. The stage result, the session's status and the next
+  execution are written in the same atomic batch as the step, and the next
+  message is published after it: no extra round trips.
+* **By fan-in** (:func:`after_execution`), when several executions must have
+  ended: the agents of a parallel stage. Each finished execution writes its
+  own completion marker in the commit of its last step; the handler that sees
+  the stage complete claims the stage's ``advance`` marker with ``create()``
+  (contention-free, invariant 1) and moves on. The same function heals a
+  planned advance whose publish was lost: a redelivered message for a
+  finished execution runs it, and everything it does is idempotent
+  (``create()`` of deterministic documents, heal-publish of unstarted
+  executions).
+
+Status changes come from :mod:`tarsy.transitions`; this module never writes a
+Firestore field name.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
 
-from tarsy.config.schema import ResolvedAgentConfig
+from pydantic import BaseModel, Field
+
+from tarsy import transitions
+from tarsy.app import Deps
+from tarsy.config.schema import ResolvedAgentConfig, TarsyConfig
 from tarsy.context_formatter import ExecutionRecord, format_stage, format_stages
 from tarsy.errors import InputError
 from tarsy.log import fields
@@ -34,9 +49,7 @@ from tarsy.models import (
     utcnow,
 )
 from tarsy.prompts import delimit, initial_messages, system_prompt
-
-if TYPE_CHECKING:
-    from tarsy.steps import Deps
+from tarsy.transitions import SessionUpdate, StageUpdate
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +65,9 @@ class ChatConflictError(InputError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, status=409)
+
+
+# ─── ids and messages ─────────────────────────────────────────────────────────
 
 
 def execution_id_for(session_id: str, stage_index: int, agent_index: int) -> str:
@@ -79,6 +95,13 @@ def iterate_message(execution: AgentExecution, step: int) -> StepMessage:
     )
 
 
+def start_stage_message(session_id: str, stage: int) -> StepMessage:
+    """The message that starts stage ``stage`` (stage 0 is ``start_session``)."""
+    if stage == 0:
+        return StepMessage(session_id=session_id, kind="start_session")
+    return StepMessage(session_id=session_id, stage=stage, kind="start_stage")
+
+
 def _new_execution(
     session: Session, stage: int, index: int, role: ExecutionRole, config: ResolvedAgentConfig,
     execution_id: str,
@@ -101,16 +124,16 @@ def _new_execution(
 
 
 def resolve_execution(
-    deps: Deps, session: Session, execution: AgentExecution
+    config: TarsyConfig, session: Session, execution: AgentExecution
 ) -> ResolvedAgentConfig:
     """The configuration an execution runs with, by its role."""
     if execution.role == "agent":
-        return deps.config.resolve(session.chain_id, execution.stage, execution.agent_index)
+        return config.resolve(session.chain_id, execution.stage, execution.agent_index)
     if execution.role == "synthesis":
-        return deps.config.resolve_role(session.chain_id, execution.stage, "synthesis")
+        return config.resolve_role(session.chain_id, execution.stage, "synthesis")
     if execution.role == "chat":
-        return deps.config.resolve_role(session.chain_id, None, "chat")
-    return deps.config.resolve_role(session.chain_id, None, "summary")
+        return config.resolve_role(session.chain_id, None, "chat")
+    return config.resolve_role(session.chain_id, None, "summary")
 
 
 def stage_status(statuses: list[str], policy: str) -> ExecutionStatus:
@@ -130,6 +153,107 @@ def stage_status(statuses: list[str], policy: str) -> ExecutionStatus:
     return ExecutionStatus.FAILED
 
 
+def stage_error(stage_name: str, status: ExecutionStatus, reasons: list[str]) -> ErrorInfo:
+    """Why a session ended with a stage that did not complete."""
+    detail = f" ({'; '.join(reasons)})" if reasons else ""
+    return ErrorInfo(
+        message=f"stage {stage_name!r} ended {status.value}{detail}",
+        code=f"stage_{status.value}",
+        retryable=False,
+    )
+
+
+# ─── openings ─────────────────────────────────────────────────────────────────
+
+
+def summary_opening(config: TarsyConfig, session: Session, analysis: str) -> tuple[
+    AgentExecution, list[ConversationMessage]
+]:  # fmt: skip
+    """The executive-summary execution of a session and its opening messages."""
+    resolved = config.resolve_role(session.chain_id, None, "summary")
+    opening = [
+        ConversationMessage(role="system", content=system_prompt(resolved)),
+        ConversationMessage(
+            role="user",
+            content=f"Final analysis of the investigation:\n{delimit('ANALYSIS', analysis)}",
+        ),
+    ]
+    execution = _new_execution(session, SUMMARY_STAGE, 0, "summary", resolved,
+                               summary_id_for(session.session_id))  # fmt: skip
+    return execution, opening
+
+
+# ─── the advance planned in an execution's last commit ────────────────────────
+
+
+class Advance(BaseModel):
+    """What an execution's last step writes besides itself, and what it publishes after."""
+
+    stage: StageUpdate | None = None
+    session: SessionUpdate | None = None
+    create: AgentExecution | None = None
+    opening: list[ConversationMessage] = Field(default_factory=list)
+    publish: StepMessage | None = None
+
+
+def plan_advance(
+    config: TarsyConfig,
+    session: Session,
+    execution: AgentExecution,
+    status: ExecutionStatus,
+    analysis: str | None,
+    now: datetime,
+) -> Advance | None:
+    """What follows ``execution`` ending in ``status``, when it alone decides; else None.
+
+    None means fan-in: the agents of a parallel stage move on together through
+    :func:`after_execution`.
+    """
+    if execution.role == "chat":
+        return Advance()  # a chat answers on a finished session; nothing follows it
+    if session.status.is_terminal:
+        return Advance()
+    if session.cancel_requested:
+        return Advance(session=transitions.cancel_session(session, now))
+    if execution.role == "summary":
+        # The investigation itself succeeded even when only its summary did not.
+        text = analysis if status is ExecutionStatus.COMPLETED else None
+        return Advance(
+            session=transitions.complete_session(
+                session, now, executive_summary=text, with_summary=True
+            )
+        )
+    chain = config.chain(session.chain_id)
+    stage_config = chain.stages[execution.stage]
+    if execution.role == "agent" and stage_config.is_parallel:
+        return None
+    finished = {execution.execution_id: status.value} if execution.role == "agent" else None
+    stage = transitions.end_stage(status, now, finished)
+    if status is not ExecutionStatus.COMPLETED:
+        reasons = [f"{execution.agent}: {execution.error.message}"] if execution.error else []
+        error = stage_error(stage_config.name, status, reasons)
+        return Advance(
+            stage=stage, session=transitions.fail_session(session, error, now, status=status)
+        )
+    if execution.stage + 1 < len(chain.stages):
+        return Advance(
+            stage=stage, publish=start_stage_message(session.session_id, execution.stage + 1)
+        )
+    final = analysis or ""
+    if chain.executive_summary:
+        summary, opening = summary_opening(config, session, final)
+        return Advance(
+            stage=stage,
+            session=transitions.record_final_analysis(session, final),
+            create=summary,
+            opening=opening,
+            publish=iterate_message(summary, FIRST_ITERATION_STEP),
+        )
+    return Advance(
+        stage=stage, session=transitions.complete_session(session, now, final_analysis=final)
+    )
+
+
 # ─── starting ─────────────────────────────────────────────────────────────────
 
 
@@ -141,13 +265,6 @@ async def _first_step_may_be_lost(execution_id: str, deps: Deps) -> bool:
     if current.status.is_terminal or current.lease_owner:
         return False
     return not await deps.store.was_published(execution_id, FIRST_ITERATION_STEP)
-
-
-async def mark_cancelled(session_id: str, deps: Deps) -> None:
-    """End a session whose cancel was requested: nothing further starts."""
-    await deps.store.update_session(
-        session_id, {"status": ExecutionStatus.CANCELLED.value, "completed_at": utcnow()}
-    )
 
 
 async def start_execution(
@@ -165,7 +282,7 @@ async def start_execution(
 
 async def previous_context(session: Session, before: int, deps: Deps) -> str:
     """The ContextFormatter text of stages ``0 .. before-1``."""
-    chain = deps.config.agent_chains[session.chain_id]
+    chain = deps.config.chain(session.chain_id)
     executions = await deps.store.list_executions(session.session_id)
     stages: list[tuple[str, list[ExecutionRecord]]] = []
     for index in range(before):
@@ -180,9 +297,23 @@ async def previous_context(session: Session, before: int, deps: Deps) -> str:
     return format_stages(stages)
 
 
-async def start_stage(session: Session, index: int, deps: Deps) -> None:
+async def start_stage(session_id: str, index: int, deps: Deps) -> None:
+    """Handle ``start_session`` (stage 0) and ``start_stage``: create and publish the stage."""
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        logger.error("session %s does not exist; dropping", session_id)
+        return
+    if session.status.is_terminal:
+        return
+    if session.cancel_requested:
+        await deps.store.update_session(session_id, transitions.cancel_session(session, utcnow()))
+        return
+    await _start_stage(session, index, deps)
+
+
+async def _start_stage(session: Session, index: int, deps: Deps) -> None:
     """Create stage ``index`` with its executions (atomically) and publish their first steps."""
-    chain = deps.config.agent_chains[session.chain_id]
+    chain = deps.config.chain(session.chain_id)
     stage_config = chain.stages[index]
     context = await previous_context(session, index, deps) if index else ""
     executions: list[AgentExecution] = []
@@ -198,6 +329,7 @@ async def start_stage(session: Session, index: int, deps: Deps) -> None:
     parallel_type = "single"
     if len(executions) > 1:
         parallel_type = "replica" if stage_config.replicas > 1 else "multi_agent"
+    now = utcnow()
     stage = Stage(
         index=index,
         name=stage_config.name,
@@ -206,16 +338,14 @@ async def start_stage(session: Session, index: int, deps: Deps) -> None:
         agents=[e.agent for e in executions],
         execution_ids=[e.execution_id for e in executions],
         success_policy=stage_config.success_policy,
-        started_at=utcnow(),
+        started_at=now,
     )
-    session_fields: dict[str, Any] = {
-        "status": ExecutionStatus.ACTIVE.value,
-        "current_stage": index,
-    }
-    if index == 0:
-        session_fields["started_at"] = utcnow()
     created = await deps.store.start_stage(
-        session.session_id, stage, executions, opening, session_fields
+        session.session_id,
+        stage,
+        executions,
+        opening,
+        transitions.start_stage_of_session(session, index, now),
     )
     published: list[str] = []
     for execution in executions:
@@ -227,7 +357,7 @@ async def start_stage(session: Session, index: int, deps: Deps) -> None:
     await deps.store.mark_published(published, FIRST_ITERATION_STEP)
 
 
-# ─── after an execution ends ──────────────────────────────────────────────────
+# ─── fan-in, and healing a lost advance ───────────────────────────────────────
 
 
 async def after_execution(execution: AgentExecution, deps: Deps) -> None:
@@ -235,10 +365,12 @@ async def after_execution(execution: AgentExecution, deps: Deps) -> None:
     if execution.role == "chat":
         return  # a chat answers on a finished session; nothing follows it
     session = await deps.store.get_session(execution.session_id)
-    if session is None or (session.status.is_terminal and execution.role != "summary"):
+    if session is None or session.status.is_terminal:
         return
     if session.cancel_requested:
-        await mark_cancelled(session.session_id, deps)
+        await deps.store.update_session(
+            session.session_id, transitions.cancel_session(session, utcnow())
+        )
         return
     if execution.role == "summary":
         await _finish_session(session, execution, deps)
@@ -252,7 +384,7 @@ async def after_execution(execution: AgentExecution, deps: Deps) -> None:
 
 
 async def _after_agent(session: Session, execution: AgentExecution, deps: Deps) -> None:
-    chain = deps.config.agent_chains[session.chain_id]
+    chain = deps.config.chain(session.chain_id)
     stage_config = chain.stages[execution.stage]
     index = execution.stage
     if stage_config.is_parallel:
@@ -273,10 +405,7 @@ async def _after_agent(session: Session, execution: AgentExecution, deps: Deps) 
         await _start_synthesis(session, index, stage_config.name, finished, deps)
         return
     analysis = execution.final_analysis or "" if not stage_config.is_parallel else None
-    await _after_stage(
-        session, index, status, deps, analysis=analysis,
-        stage_fields={"finished_executions": finished},
-    )  # fmt: skip
+    await _after_stage(session, index, status, deps, analysis=analysis, finished=finished)
 
 
 async def _start_synthesis(
@@ -309,9 +438,7 @@ async def _start_synthesis(
     execution = _new_execution(session, index, len(finished), "synthesis", resolved,
                                synthesis_id)  # fmt: skip
     await deps.store.update_stage(
-        session.session_id,
-        index,
-        {"finished_executions": finished, "synthesis_execution_id": synthesis_id},
+        session.session_id, index, transitions.start_synthesis(finished, synthesis_id)
     )
     await start_execution(execution, opening, deps)
 
@@ -323,7 +450,7 @@ async def _after_stage(
     deps: Deps,
     *,
     analysis: str | None,
-    stage_fields: dict[str, Any] | None = None,
+    finished: dict[str, str] | None = None,
     synthesis: bool = False,
 ) -> None:
     """A stage has its result (its agent's, or its synthesis'): record it and move on."""
@@ -333,76 +460,109 @@ async def _after_stage(
         logger.info("stage %s synthesis advance already claimed; re-checking", index)
     now = utcnow()
     await deps.store.update_stage(
-        session.session_id,
-        index,
-        {**(stage_fields or {}), "status": status.value, "completed_at": now},
+        session.session_id, index, transitions.end_stage(status, now, finished)
     )
-    chain = deps.config.agent_chains[session.chain_id]
+    chain = deps.config.chain(session.chain_id)
     if status is not ExecutionStatus.COMPLETED:
         reasons = [
             f"{e.agent}: {e.error.message}"
             for e in await deps.store.list_executions(session.session_id)
             if e.stage == index and e.error is not None
         ]
-        error = ErrorInfo(
-            message=f"stage {chain.stages[index].name!r} ended {status.value}"
-            + (f" ({'; '.join(reasons)})" if reasons else ""),
-            code=f"stage_{status.value}",
-            retryable=False,
-        )
+        error = stage_error(chain.stages[index].name, status, reasons)
         await deps.store.update_session(
-            session.session_id,
-            {"status": status.value, "error": error.model_dump(), "completed_at": now},
+            session.session_id, transitions.fail_session(session, error, now, status=status)
         )
         return
     if index + 1 < len(chain.stages):
         if await deps.store.get_stage(session.session_id, index + 1) is None:
-            await deps.bus.publish(
-                StepMessage(session_id=session.session_id, step=index + 1, kind="start_stage")
-            )
+            await deps.bus.publish(start_stage_message(session.session_id, index + 1))
         return
     final = analysis or ""
     if chain.executive_summary:
-        await deps.store.update_session(session.session_id, {"final_analysis": final})
-        await _start_summary(session, final, deps)
+        if session.final_analysis is None:
+            await deps.store.update_session(
+                session.session_id, transitions.record_final_analysis(session, final)
+            )
+        summary, opening = summary_opening(deps.config, session, final)
+        await start_execution(summary, opening, deps)
     else:
         await deps.store.update_session(
-            session.session_id,
-            {
-                "final_analysis": final,
-                "status": ExecutionStatus.COMPLETED.value,
-                "completed_at": now,
-            },
+            session.session_id, transitions.complete_session(session, now, final_analysis=final)
         )
-
-
-async def _start_summary(session: Session, analysis: str, deps: Deps) -> None:
-    resolved = deps.config.resolve_role(session.chain_id, None, "summary")
-    opening = [
-        ConversationMessage(role="system", content=system_prompt(resolved)),
-        ConversationMessage(
-            role="user",
-            content=f"Final analysis of the investigation:\n{delimit('ANALYSIS', analysis)}",
-        ),
-    ]
-    execution = _new_execution(session, SUMMARY_STAGE, 0, "summary", resolved,
-                               summary_id_for(session.session_id))  # fmt: skip
-    await start_execution(execution, opening, deps)
 
 
 async def _finish_session(session: Session, summary: AgentExecution, deps: Deps) -> None:
-    if session.status.is_terminal:
-        return
-    fields_: dict[str, Any] = {"completed_at": utcnow()}
-    if summary.status is ExecutionStatus.COMPLETED:
-        fields_.update(
-            status=ExecutionStatus.COMPLETED.value, executive_summary=summary.final_analysis
-        )
-    else:
+    completed = summary.status is ExecutionStatus.COMPLETED
+    if not completed:
         # The investigation itself succeeded; only its summary did not.
-        fields_.update(status=ExecutionStatus.COMPLETED.value, executive_summary=None)
         logger.warning("executive summary of %s failed", session.session_id)
-    await deps.store.update_session(session.session_id, fields_)
+    update = transitions.complete_session(
+        session,
+        utcnow(),
+        executive_summary=summary.final_analysis if completed else None,
+        with_summary=True,
+    )
+    await deps.store.update_session(session.session_id, update)
+
+
+# ─── ending a session from outside the step path ──────────────────────────────
+
+
+async def cancel_execution(execution: AgentExecution, session: Session, deps: Deps) -> None:
+    """End a cancelled session's execution (and the session) without another LLM call."""
+    now = utcnow()
+    await deps.store.update_execution(
+        execution.execution_id, transitions.cancel_execution(execution, now)
+    )
+    if not session.status.is_terminal:
+        await deps.store.update_session(
+            session.session_id, transitions.cancel_session(session, now)
+        )
+    logger.info(
+        "cancelled",
+        extra=fields(session_id=execution.session_id, execution_id=execution.execution_id),
+    )
+
+
+DEADLINE_ERROR = ErrorInfo(message="the session passed its deadline", code="deadline")
+
+
+async def time_out(session: Session, deps: Deps) -> None:
+    """End a session past its deadline: it and its unfinished executions become timed_out."""
+    now = utcnow()
+    for execution in await deps.store.list_executions(session.session_id):
+        if not execution.status.is_terminal:
+            await deps.store.update_execution(
+                execution.execution_id,
+                transitions.time_out_execution(execution, DEADLINE_ERROR, now),
+            )
+    if not session.status.is_terminal:
+        await deps.store.update_session(
+            session.session_id, transitions.time_out_session(session, DEADLINE_ERROR, now)
+        )
+    logger.warning("session timed out", extra=fields(session_id=session.session_id))
+
+
+async def fail(message: StepMessage, error: ErrorInfo, deps: Deps) -> None:
+    """Fail the execution and session of ``message`` with ``error`` (safe to repeat).
+
+    For what no retry can fix: a configuration error met while stepping, a
+    permanent failure, or a message Pub/Sub gave up delivering.
+    """
+    logger.error(error.message, extra=fields(session_id=message.session_id))
+    now = utcnow()
+    if message.execution_id:
+        execution = await deps.store.get_execution(message.execution_id)
+        if execution is not None and not execution.status.is_terminal:
+            await deps.store.update_execution(
+                message.execution_id, transitions.dead_letter_execution(execution, error, now)
+            )
+    session = await deps.store.get_session(message.session_id)
+    if session is not None and not session.status.is_terminal:
+        await deps.store.update_session(
+            message.session_id, transitions.dead_letter_session(session, error, now)
+        )
 
 
 # ─── chat ─────────────────────────────────────────────────────────────────────
@@ -410,7 +570,7 @@ async def _finish_session(session: Session, summary: AgentExecution, deps: Deps)
 
 async def start_chat(session: Session, question: str, deps: Deps) -> AgentExecution:
     """Start a chat execution that answers ``question`` with the investigation as context."""
-    chain = deps.config.agent_chains[session.chain_id]
+    chain = deps.config.chain(session.chain_id)
     resolved = deps.config.resolve_role(session.chain_id, None, "chat")
     executions = await deps.store.list_executions(session.session_id)
     number = sum(1 for e in executions if e.role == "chat")

@@ -3,7 +3,8 @@
 ::
 
     TarsyError
-    ├── ConfigError                 configuration is wrong; found at load, never retried
+    ├── ConfigError                 configuration is wrong: at load (the process refuses to
+    │                               start) or met while stepping (the session fails at once)
     ├── InputError                  a caller sent something we reject (maps to 4xx)
     │   ├── AuthError               401: missing or wrong API key
     │   └── NotFoundError           404: no such session
@@ -11,19 +12,30 @@
     └── RuntimeFailure              something failed while running a step
         ├── TransientError          retry later: Pub/Sub redelivers the message
         │   └── LeaseHeldError      another invocation owns the execution right now
-        └── PermanentError          retrying cannot help; record it and fail the execution
-            └── LLMError            an LLM call failed; carries ErrorInfo
-                                    (``retryable`` tells the strategy layer whether
-                                    another iteration may succeed)
+        └── PermanentError          retrying the message cannot help; record it, acknowledge
+            ├── LLMError            one model call failed, after the transport retries;
+            │                       carries ErrorInfo (``retryable`` tells the strategy
+            │                       layer whether another iteration may succeed)
+            └── IllegalTransitionError  a status change the lifecycle forbids
 
-Step handlers re-raise ``TransientError`` (the Pub/Sub emulator and Pub/Sub
-redeliver only on a raised exception) and record ``PermanentError`` on the
-execution. SDK exceptions are translated at the adapter that calls the SDK.
+The step function maps them once (``tarsy.steps.handle``): ``TransientError``
+is re-raised (Pub/Sub redelivers only on a raised exception); ``ConfigError``
+and ``PermanentError`` are recorded on the execution and session, and the
+message is acknowledged. SDK exceptions are translated at the adapter that
+calls the SDK (``tarsy.llm.google_native``, ``tarsy.llm.langchain_provider``).
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from tarsy.models import ErrorInfo
+
+# How a model call failed; the transport layer retries every kind but ``client``.
+FailureKind = Literal["rate_limit", "server", "connection", "timeout", "empty", "client"]
+RETRIED_KINDS: frozenset[FailureKind] = frozenset(
+    {"rate_limit", "server", "connection", "timeout", "empty"}
+)
 
 
 class TarsyError(Exception):
@@ -85,12 +97,46 @@ class PermanentError(RuntimeFailure):
 
 
 class LLMError(PermanentError):
-    """An LLM call failed after the transport layer's retries."""
+    """A model call failed. Raised per attempt by a provider, and by the retry layer at the end.
 
-    def __init__(self, info: ErrorInfo, *, attempts: int = 1) -> None:
-        super().__init__(info.message)
-        self.info = info
+    ``kind`` decides whether the transport layer retries; ``retry_after`` is the
+    server's ``Retry-After`` in seconds; ``attempts`` is set when retries end.
+    """
+
+    def __init__(
+        self,
+        kind: FailureKind,
+        message: str,
+        *,
+        code: str,
+        retry_after: float | None = None,
+        attempts: int = 1,
+    ) -> None:
+        super().__init__(message)
+        self.kind: FailureKind = kind
+        self.code = code
+        self.retry_after = retry_after
         self.attempts = attempts
+
+    @property
+    def retryable(self) -> bool:
+        """Whether another try may succeed (the transport retries; then the strategy layer)."""
+        return self.kind in RETRIED_KINDS
+
+    @property
+    def info(self) -> ErrorInfo:
+        """The error as recorded on the interaction and the execution."""
+        return ErrorInfo(message=str(self), code=self.code, retryable=self.retryable)
+
+
+class IllegalTransitionError(PermanentError):
+    """A status change the lifecycle forbids (e.g. completing a cancelled execution)."""
+
+    def __init__(self, what: str, current: str, target: str) -> None:
+        super().__init__(f"{what} cannot go from {current!r} to {target!r}")
+        self.what = what
+        self.current = current
+        self.target = target
 
 
 class ApiError(TarsyError):

@@ -186,6 +186,8 @@ class AgentExecution(_Model):
     iteration: int = 0
     max_iterations: int = 20
     consecutive_failures: int = 0
+    # Set by a cancel: touching the execution voids a running step's commit precondition.
+    cancel_requested: bool = False
     lease_owner: str | None = None
     lease_until: datetime | None = None
     final_analysis: str | None = None
@@ -287,22 +289,17 @@ class MCPInteraction(_Model):
 
 # ─── Pub/Sub ──────────────────────────────────────────────────────────────────
 
-StepKind = Literal[
-    "start_session",
-    "start_stage",
-    "start_execution",
-    "iterate",
-    "synthesize",
-    "summarize",
-    "chat",
-]
+# The kinds the engine publishes: a session's start (stage 0), a later stage's
+# start (``stage``), and one iteration (``step``) of one execution.
+StepKind = Literal["start_session", "start_stage", "iterate"]
 
 
 class StepMessage(_Model):
     """The payload of every message on the steps topic.
 
     A message carries enough to be re-run alone: everything else is read from
-    Firestore by its ids.
+    Firestore by its ids. ``step`` is an execution's step number (``iterate``);
+    ``stage`` is a stage index (``start_stage``); each is 0 where it means nothing.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -310,8 +307,9 @@ class StepMessage(_Model):
     session_id: str = Field(min_length=1)
     execution_id: str = ""
     step: int = Field(default=0, ge=0)
+    stage: int = Field(default=0, ge=0)
     kind: StepKind
 
     def dedup_key(self) -> str:
         """Return a key that is equal for duplicates of one logical message."""
-        return f"{self.session_id}/{self.execution_id}/{self.kind}/{self.step}"
+        return f"{self.session_id}/{self.execution_id}/{self.kind}/{self.stage}/{self.step}"

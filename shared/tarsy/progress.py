@@ -11,25 +11,42 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from pydantic import BaseModel
 
 from tarsy.llm.base import Chunk, TextChunk, ThinkingChunk
-from tarsy.store import Store
+
+
+class ProgressStore(Protocol):
+    """Where snapshots go (:class:`tarsy.store.Store`)."""
+
+    async def write_progress(self, execution_id: str, progress: ProgressSnapshot) -> None:
+        """Overwrite the execution's progress document."""
+        ...
+
 
 FLUSH_INTERVAL_S = 1.0
 # The tail kept in the document: enough to watch, far below the document limit.
 TAIL_CHARS = 20_000
 
 
-def progress_fields(chunks: Sequence[Chunk], step: int) -> dict[str, object]:
-    """The progress document for the chunks streamed so far."""
+class ProgressSnapshot(BaseModel):
+    """``executions/{eid}/progress/current``: the call streaming right now, so far."""
+
+    step: int
+    text: str
+    thinking: str
+    chunks: int
+
+
+def snapshot(chunks: Sequence[Chunk], step: int) -> ProgressSnapshot:
+    """The progress document for the chunks streamed so far (the tails of long texts)."""
     text = "".join(c.text for c in chunks if isinstance(c, TextChunk))
     thinking = "".join(c.text for c in chunks if isinstance(c, ThinkingChunk))
-    return {
-        "step": step,
-        "text": text[-TAIL_CHARS:],
-        "thinking": thinking[-TAIL_CHARS:],
-        "chunks": len(chunks),
-    }
+    return ProgressSnapshot(
+        step=step, text=text[-TAIL_CHARS:], thinking=thinking[-TAIL_CHARS:], chunks=len(chunks)
+    )
 
 
 class ProgressWriter:
@@ -37,7 +54,7 @@ class ProgressWriter:
 
     def __init__(
         self,
-        store: Store,
+        store: ProgressStore,
         execution_id: str,
         step: int,
         *,
@@ -60,5 +77,5 @@ class ProgressWriter:
         if now - self._last < self._interval:
             return
         self._last = now
-        await self._store.write_progress(self._execution_id, progress_fields(chunks, self._step))
+        await self._store.write_progress(self._execution_id, snapshot(chunks, self._step))
         self.writes += 1

@@ -115,6 +115,16 @@ class Settings(BaseSettings):
         description="How long a step owns its execution; longer than the step function timeout.",
         json_schema_extra=_used_by("step", "api"),
     )
+    step_timeout_seconds: int = Field(
+        default=540,
+        validation_alias="TARSY_STEP_TIMEOUT_SECONDS",
+        ge=60,
+        description=(
+            "The step function's timeout; model attempts, retries and tools share a budget "
+            "derived from it, so a step ends in time to record what happened."
+        ),
+        json_schema_extra=_used_by("step"),
+    )
     sweeper_invoker: str = Field(
         default="",
         validation_alias="TARSY_SWEEPER_INVOKER",

@@ -1,15 +1,25 @@
 """The step engine: what one invocation of the step function does with one message.
 
-Each message runs at most one LLM iteration. The rules that make at-least-once
-delivery safe:
+A ``start_session``/``start_stage`` message creates a stage (:mod:`tarsy.chains`).
+An ``iterate`` message runs ONE iteration of one execution, read top to bottom
+in :func:`iterate`::
 
-* ``message.step < execution.step``: the step is already committed. If the next
-  step's message may never have been published (a crash between commit and
-  publish), publish it again; otherwise acknowledge.
-* ``message.step == execution.step``: claim the lease (fails if another
-  invocation holds it: raise, Pub/Sub redelivers later), run the iteration,
-  commit atomically under the claim, publish what comes next.
-* ``message.step > execution.step``: cannot happen in order; acknowledge and log.
+    load state → triage → claim → prepare the turn → call the model (streaming)
+    → run the tools → decide → commit (one batch) → publish what comes next
+
+At-least-once delivery is made safe by :func:`triage`:
+
+* ``message.step < execution.step``: the step is already committed. If the
+  next message may never have been published (a crash between commit and
+  publish), publish it again; a finished execution re-runs its fan-in.
+* ``message.step == execution.step``: claim the lease (another invocation
+  holding it raises LeaseHeldError: Pub/Sub redelivers later), run, commit
+  under the claim, publish.
+* ``message.step > execution.step``: cannot happen in order; acknowledged.
+
+Errors are mapped once, in :func:`handle`: transient ones are re-raised so
+Pub/Sub redelivers; configuration and permanent errors fail the session with
+the reason and the message is acknowledged (see :mod:`tarsy.errors`).
 """
 
 from __future__ import annotations
@@ -18,17 +28,18 @@ import logging
 import os
 import time
 import uuid
-from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal
 
-from tarsy import chains
-from tarsy.bus import Publisher
-from tarsy.chains import iterate_message
+from tarsy import chains, transitions
+from tarsy.app import Deps
+from tarsy.chains import Advance, iterate_message
 from tarsy.chunking import cap_strings
-from tarsy.config.schema import ModelPrice, TarsyConfig
-from tarsy.errors import LeaseHeldError, LLMError
-from tarsy.llm import collect, get_provider
+from tarsy.config.schema import ModelPrice, ResolvedAgentConfig, TarsyConfig
+from tarsy.errors import ConfigError, LeaseHeldError, LLMError, PermanentError, TransientError
+from tarsy.llm import LLMProvider, LLMResult, get_provider
+from tarsy.llm.base import GenerateRequest
 from tarsy.log import fields
 from tarsy.models import (
     AgentExecution,
@@ -43,35 +54,280 @@ from tarsy.models import (
     utcnow,
 )
 from tarsy.progress import ProgressWriter
-from tarsy.settings import Settings
-from tarsy.store import StepCommit, Store
-from tarsy.strategies.base import IterationOutcome, IterationState
+from tarsy.store import Claim, StepCommit, StepState
+from tarsy.strategies.base import IterationOutcome, IterationState, Strategy
 from tarsy.strategies.registry import get_strategy
 from tarsy.summarize import shrink_results
-from tarsy.tools import ToolExecutor, ToolListing, ToolResult, error_result
+from tarsy.tools import ToolListing, ToolResult, error_result
+from tarsy.transitions import ExecutionUpdate
 
 logger = logging.getLogger(__name__)
 
 INTERACTION_TEXT_CHARS = 64 * 1024  # per string in an interaction record's request copy
 # Thought signatures are only useful while an execution runs; the TTL policy deletes them.
 PROVIDER_STATE_TTL = timedelta(hours=1)
-
-
+# Of the step function's timeout, what is kept for the commit and the publish after
+# the model and tools: the budget they share ends this long before the platform
+# would kill the step.
+COMMIT_RESERVE_FRACTION = 0.1
+MIN_COMMIT_RESERVE_S = 20.0
 # Strategy-layer retry (seed 000 Q5): after the transport layer gave up, a retryable
 # failure gets one more step; the second consecutive one fails the execution.
 MAX_CONSECUTIVE_FAILURES = 2
 
 
-def after_llm_failure(execution: AgentExecution, error: ErrorInfo) -> IterationOutcome:
-    """Retry the iteration in a later step, or fail on a second failure in a row."""
-    failures = execution.consecutive_failures + 1
-    if error.retryable and failures < MAX_CONSECUTIVE_FAILURES:
-        return IterationOutcome(next="continue", error=error, failed_attempt=True)
-    if error.retryable:
-        error = error.model_copy(
-            update={"message": f"{failures} consecutive failed iterations; last: {error.message}"}
+# ─── entry ────────────────────────────────────────────────────────────────────
+
+
+async def handle(message: StepMessage, deps: Deps) -> None:
+    """Run one step message, mapping errors once.
+
+    Raises TransientError when the message must be redelivered; records
+    everything else from the error tree on the execution and session.
+    """
+    log = fields(session_id=message.session_id, execution_id=message.execution_id)
+    logger.info("step %s %s", message.kind, message.step or message.stage, extra=log)
+    try:
+        if message.kind == "iterate":
+            await iterate(message, deps)
+        else:
+            await chains.start_stage(message.session_id, message.stage, deps)
+    except TransientError:
+        raise
+    except ConfigError as error:
+        await chains.fail(message, ErrorInfo(message=str(error), code="configuration"), deps)
+    except PermanentError as error:
+        await chains.fail(message, ErrorInfo(message=str(error), code="permanent"), deps)
+
+
+async def handle_dead_letter(message: StepMessage, deps: Deps, *, delivery_attempts: str) -> None:
+    """Fail the execution and session of a message that Pub/Sub gave up delivering."""
+    reason = ErrorInfo(
+        message=(
+            f"step {message.kind!r} #{message.step or message.stage} could not be processed "
+            f"after {delivery_attempts} delivery attempts"
+        ),
+        code="dead_letter",
+    )
+    await chains.fail(message, reason, deps)
+
+
+# ─── one iteration, top to bottom ─────────────────────────────────────────────
+
+
+async def iterate(message: StepMessage, deps: Deps) -> None:
+    """Run step ``message.step`` of execution ``message.execution_id``."""
+    budget = step_budget(time.monotonic(), deps.settings.step_timeout_seconds)
+    state = await deps.store.get_step_state(
+        message.execution_id, message.session_id, list(deps.config.mcp_servers)
+    )
+    execution, session = state.execution, state.session
+    if execution is None or session is None or state.update_time is None:
+        logger.error("execution %s or its session is missing; dropping", message.execution_id)
+        return
+    fate = triage(message, execution, session, utcnow())
+    if fate != "run":
+        await _settle(fate, message, execution, session, deps)
+        return
+    claim = await claim_step(message, state.update_time, deps)
+    running = execution.model_copy(update={"status": ExecutionStatus.ACTIVE})
+    turn = await prepare_turn(running, session, state, budget, deps)
+    call = await call_model(turn, message.step, deps)
+    tools = await run_tools(turn, call, deps)
+    outcome = decide(turn, call, tools)
+    commit, advance = build_commit(message, turn, call, tools, outcome, claim, deps.config)
+    if not await deps.store.commit_step(commit):
+        await after_lost_commit(message, deps)
+        return
+    await publish_next(message, turn, outcome, commit, advance, deps)
+
+
+def step_budget(started: float, timeout_seconds: float) -> float:
+    """The ``time.monotonic()`` deadline for the model and tools of a step begun at ``started``."""
+    reserve = max(MIN_COMMIT_RESERVE_S, timeout_seconds * COMMIT_RESERVE_FRACTION)
+    return started + timeout_seconds - reserve
+
+
+Fate = Literal["run", "heal", "fan_in", "ahead", "settled", "cancel", "time_out", "leased"]
+
+
+def triage(
+    message: StepMessage, execution: AgentExecution, session: Session, now: datetime
+) -> Fate:
+    """What to do with an ``iterate`` message, from the state it finds (pure)."""
+    if message.step < execution.step:
+        return "fan_in" if execution.status.is_terminal else "heal"
+    if message.step > execution.step:
+        return "ahead"
+    if execution.status.is_terminal or execution.status is ExecutionStatus.PAUSED:
+        return "settled"
+    if execution.role != "chat":  # a chat runs on a finished session
+        if session.cancel_requested:
+            return "cancel"
+        if session.deadline is not None and now > session.deadline:
+            return "time_out"
+    if execution.lease_owner and execution.lease_until and execution.lease_until > now:
+        return "leased"
+    return "run"
+
+
+async def _settle(
+    fate: Fate, message: StepMessage, execution: AgentExecution, session: Session, deps: Deps
+) -> None:
+    """Everything but running: heal, fan in, cancel, time out, or wait for the lease."""
+    if fate == "fan_in":
+        await chains.after_execution(execution, deps)  # the fan-in may not have run
+    elif fate == "heal":
+        await _heal_publish(execution, deps)
+    elif fate == "ahead":
+        logger.warning(
+            "message for step %s but execution %s is at step %s; dropping",
+            message.step,
+            execution.execution_id,
+            execution.step,
         )
-    return IterationOutcome(next="fail", error=error)
+    elif fate == "cancel":
+        await chains.cancel_execution(execution, session, deps)
+    elif fate == "time_out":
+        await chains.time_out(session, deps)
+    elif fate == "leased":
+        until = execution.lease_until.isoformat() if execution.lease_until else "?"
+        raise LeaseHeldError(
+            f"execution {execution.execution_id!r} step {execution.step} is leased until {until}"
+        )
+
+
+async def _heal_publish(execution: AgentExecution, deps: Deps) -> None:
+    """Re-publish the execution's current step if its message may have been lost."""
+    if execution.status.is_terminal or execution.status == ExecutionStatus.PAUSED:
+        return
+    if execution.published_step >= execution.step or execution.lease_owner:
+        return
+    logger.info(
+        "re-publishing step %s of %s (its message may have been lost)",
+        execution.step,
+        execution.execution_id,
+    )
+    await deps.bus.publish(iterate_message(execution, execution.step))
+
+
+async def after_lost_commit(message: StepMessage, deps: Deps) -> None:
+    """The execution changed under the step: a cancel, or a takeover after the lease ran out.
+
+    A cancel marks the execution (see :func:`tarsy.transitions.request_cancel_of_execution`),
+    so a step that was mid-call when it came ends the execution here instead of
+    committing and publishing what would follow.
+    """
+    execution = await deps.store.get_execution(message.execution_id)
+    if execution is None or not execution.cancel_requested or execution.status.is_terminal:
+        return  # another invocation took over after our lease expired; it owns the step now
+    session = await deps.store.get_session(message.session_id)
+    if session is not None:
+        await chains.cancel_execution(execution, session, deps)
+
+
+def _lease_owner() -> str:
+    return f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+async def claim_step(message: StepMessage, read_time: datetime, deps: Deps) -> Claim:
+    """Take the execution's lease for this step (LeaseHeldError if someone wrote it since)."""
+    return await deps.store.claim(
+        message.execution_id,
+        owner=_lease_owner(),
+        until=utcnow() + timedelta(seconds=deps.settings.step_lease_seconds),
+        read_time=read_time,
+        step=message.step,
+    )
+
+
+# ─── preparing the turn ───────────────────────────────────────────────────────
+
+
+@dataclass
+class Turn:
+    """What one iteration works with: who runs, with what config, tools and request."""
+
+    execution: AgentExecution
+    session: Session
+    config: ResolvedAgentConfig
+    strategy: Strategy
+    provider: LLMProvider
+    state: IterationState
+    request: GenerateRequest
+    budget: float  # time.monotonic() deadline shared by model attempts and summaries
+
+
+async def prepare_turn(
+    execution: AgentExecution, session: Session, state: StepState, budget: float, deps: Deps
+) -> Turn:
+    """Resolve the config, read the conversation, list the tools, build the request."""
+    config = chains.resolve_execution(deps.config, session, execution)
+    strategy = get_strategy(execution.strategy)
+    listing = ToolListing()
+    if strategy.uses_tools and config.mcp_servers and deps.tools is not None:
+        listing = await deps.tools.list_tools(config.mcp_servers, state.tool_lists)
+    iteration = IterationState(
+        execution=execution,
+        config=config,
+        messages=await deps.store.load_messages(execution.execution_id),
+        provider_state=state.provider_state,
+        tools=listing,
+    )
+    return Turn(
+        execution=execution,
+        session=session,
+        config=config,
+        strategy=strategy,
+        provider=get_provider(config.provider, deps.settings),
+        state=iteration,
+        request=strategy.build_request(iteration),
+        budget=budget,
+    )
+
+
+# ─── the model call ───────────────────────────────────────────────────────────
+
+
+@dataclass
+class ModelCall:
+    """The model's answer (or its failure) and the record of the call."""
+
+    interaction: LLMInteraction
+    result: LLMResult | None = None
+    error: LLMError | None = None
+
+
+async def call_model(turn: Turn, step: int, deps: Deps) -> ModelCall:
+    """Call the model, streaming progress to Firestore at most once a second."""
+    interaction = LLMInteraction(
+        step=step,
+        model=turn.config.provider.model,
+        provider=turn.provider.name,
+        # The full conversation is in messages/; the record keeps a bounded copy.
+        request=cap_strings(
+            turn.request.model_dump(mode="json", exclude={"thought_signatures"}),
+            INTERACTION_TEXT_CHARS,
+        ),
+    )
+    progress = ProgressWriter(deps.store, turn.execution.execution_id, step)
+    started = time.perf_counter()
+    try:
+        result = await turn.provider.generate(turn.request, progress, budget=turn.budget)
+    except LLMError as error:
+        interaction.duration_ms = (time.perf_counter() - started) * 1000
+        interaction.error = error.info
+        interaction.attempts = error.attempts
+        return ModelCall(interaction=interaction, error=error)
+    interaction.duration_ms = (time.perf_counter() - started) * 1000
+    interaction.response_text = result.text
+    interaction.thinking_text = result.thinking
+    interaction.tool_calls = result.tool_calls
+    interaction.tokens = result.usage
+    interaction.attempts = result.attempts
+    interaction.metadata = result.metadata
+    interaction.cost = cost_of(deps.config.price_for(turn.config.provider.model), result.usage)
+    return ModelCall(interaction=interaction, result=result)
 
 
 def cost_of(price: ModelPrice | None, usage: TokenUsage) -> float:
@@ -84,201 +340,51 @@ def cost_of(price: ModelPrice | None, usage: TokenUsage) -> float:
     ) / 1_000_000
 
 
-@dataclass(frozen=True)
-class Deps:
-    """What the engine talks to; built once per process by the function entry point."""
-
-    settings: Settings
-    config: TarsyConfig
-    store: Store
-    bus: Publisher
-    tools: ToolExecutor | None = None
+# ─── the tools ────────────────────────────────────────────────────────────────
 
 
-def _lease_owner() -> str:
-    return f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+@dataclass
+class ToolRun:
+    """The tool calls of a turn: results as the model sees them, records, extra usage."""
+
+    results: list[ToolResult] = field(default_factory=list)
+    records: list[MCPInteraction] = field(default_factory=list)
+    summaries: list[TimelineEvent] = field(default_factory=list)
+    usage: TokenUsage = field(default_factory=TokenUsage)
 
 
-async def handle(message: StepMessage, deps: Deps) -> None:
-    """Run one step message. Raises TransientError when the message must be redelivered."""
-    log_fields = fields(
-        session_id=message.session_id, execution_id=message.execution_id, step=message.step
-    )
-    logger.info("step %s", message.kind, extra=log_fields)
-    if message.kind == "start_session":
-        await _start_stage(message, 0, deps)
-    elif message.kind == "start_stage":
-        await _start_stage(message, message.step, deps)
-    elif message.kind == "iterate":
-        await _iterate(message, deps)
+async def run_tools(turn: Turn, call: ModelCall, deps: Deps) -> ToolRun:
+    """Run the calls the model asked for, all at once, and shrink large results."""
+    if call.result is None:
+        return ToolRun()
+    calls = turn.strategy.tool_calls(turn.state, call.result)
+    if not calls:
+        return ToolRun()
+    if deps.tools is None:
+        results = [error_result(c, "no tool executor is configured") for c in calls]
     else:
-        logger.error("no handler for step kind %r; dropping", message.kind, extra=log_fields)
-
-
-# ─── start ────────────────────────────────────────────────────────────────────
-
-
-async def _start_stage(message: StepMessage, index: int, deps: Deps) -> None:
-    """``start_session`` (stage 0) and ``start_stage`` (stage ``message.step``)."""
-    session = await deps.store.get_session(message.session_id)
-    if session is None:
-        logger.error("session %s does not exist; dropping", message.session_id)
-        return
-    if session.status.is_terminal:
-        return
-    if session.cancel_requested:
-        await chains.mark_cancelled(session.session_id, deps)
-        return
-    await chains.start_stage(session, index, deps)
-
-
-# ─── iterate ──────────────────────────────────────────────────────────────────
-
-
-async def _iterate(message: StepMessage, deps: Deps) -> None:
-    loaded = await deps.store.get_step_state(message.execution_id, message.session_id)
-    execution, read_time, session = loaded.execution, loaded.update_time, loaded.session
-    if execution is None or session is None or read_time is None:
-        logger.error("execution %s or its session is missing; dropping", message.execution_id)
-        return
-    if message.step < execution.step:
-        if execution.status.is_terminal:
-            await chains.after_execution(execution, deps)  # the fan-in may not have run
-        else:
-            await _heal_publish(execution, deps)
-        return
-    if message.step > execution.step:
-        logger.warning(
-            "message for step %s but execution %s is at step %s; dropping",
-            message.step,
-            execution.execution_id,
-            execution.step,
-        )
-        return
-    if execution.status.is_terminal or execution.status == ExecutionStatus.PAUSED:
-        return
-    now = utcnow()
-    if execution.role != "chat":  # a chat runs on a finished session
-        if session.cancel_requested:
-            await _cancel_execution(execution, deps)
-            return
-        if session.deadline is not None and now > session.deadline:
-            await time_out(session.session_id, deps)
-            return
-    if execution.lease_owner and execution.lease_until and execution.lease_until > now:
-        raise LeaseHeldError(
-            f"execution {execution.execution_id!r} step {execution.step} is leased until "
-            f"{execution.lease_until.isoformat()}"
-        )
-    claim = await deps.store.claim(
-        execution.execution_id,
-        owner=_lease_owner(),
-        until=now + timedelta(seconds=deps.settings.step_lease_seconds),
-        read_time=read_time,
-        step=message.step,
+        results = await deps.tools.call_tools(calls, turn.state.tools)
+    shrunk = await shrink_results(
+        results,
+        deps.config.mcp_servers,
+        execution_id=turn.execution.execution_id,
+        provider=turn.provider,
+        config=turn.config.provider,
+        context=_investigation_context(turn.session),
+        budget=turn.budget,
     )
-    resolved = chains.resolve_execution(deps, session, execution)
-    strategy = get_strategy(execution.strategy)
-    listing = ToolListing()
-    if strategy.uses_tools and resolved.mcp_servers and deps.tools is not None:
-        listing = await deps.tools.list_tools(resolved.mcp_servers)
-    state = IterationState(
-        execution=execution,
-        config=resolved,
-        messages=await deps.store.load_messages(execution.execution_id),
-        provider_state=loaded.provider_state,
-        tools=listing,
+    step = call.interaction.step
+    return ToolRun(
+        results=shrunk.results,
+        records=[_mcp_record(step, r) for r in shrunk.results],
+        summaries=shrunk.timeline,
+        usage=shrunk.usage,
     )
-    request = strategy.build_request(state)
-    provider = get_provider(resolved.provider, deps.settings)
-    interaction = LLMInteraction(
-        step=message.step,
-        model=resolved.provider.model,
-        provider=provider.name,
-        # The full conversation is in messages/; the record keeps a bounded copy.
-        request=cap_strings(
-            request.model_dump(mode="json", exclude={"thought_signatures"}),
-            INTERACTION_TEXT_CHARS,
-        ),
-    )
-    provider_state: dict[str, str] = {}
-    mcp_records: list[MCPInteraction] = []
-    extra_usage = TokenUsage()
-    started = time.perf_counter()
-    try:
-        progress = ProgressWriter(deps.store, execution.execution_id, message.step)
-        result = await collect(provider.generate(request, progress))
-    except LLMError as e:
-        interaction.duration_ms = (time.perf_counter() - started) * 1000
-        interaction.error = e.info
-        interaction.attempts = e.attempts
-        outcome = after_llm_failure(execution, e.info)
-    else:
-        interaction.duration_ms = (time.perf_counter() - started) * 1000
-        interaction.response_text = result.text
-        interaction.thinking_text = result.thinking
-        interaction.tool_calls = result.tool_calls
-        interaction.tokens = result.usage
-        interaction.attempts = result.attempts
-        interaction.metadata = result.metadata
-        interaction.cost = cost_of(deps.config.price_for(resolved.provider.model), result.usage)
-        provider_state = result.provider_state
-        calls = strategy.tool_calls(state, result)
-        tool_results: list[ToolResult] = []
-        summary_events: list[TimelineEvent] = []
-        if calls:
-            if deps.tools is None:
-                tool_results = [error_result(c, "no tool executor is configured") for c in calls]
-            else:
-                tool_results = await deps.tools.call_tools(calls, listing)
-            shrunk = await shrink_results(
-                tool_results,
-                deps.config.mcp_servers,
-                execution_id=execution.execution_id,
-                provider=provider,
-                config=resolved.provider,
-                context=_investigation_context(session),
-            )
-            tool_results, summary_events, extra_usage = (
-                shrunk.results,
-                shrunk.timeline,
-                shrunk.usage,
-            )
-            mcp_records = [_mcp_record(message.step, r) for r in tool_results]
-        outcome = strategy.on_result(state, result, tool_results)
-        outcome.timeline.extend(summary_events)
-        if listing.unavailable and outcome.timeline:
-            outcome.timeline[0].metadata["unavailable_servers"] = dict(listing.unavailable)
-    commit = _commit_for(message, execution, session, outcome, interaction)
-    commit.claim = claim
-    commit.mcp_interactions = mcp_records
-    if extra_usage.total_tokens:
-        commit.usage = commit.usage + extra_usage
-        commit.cost += cost_of(deps.config.price_for(resolved.provider.model), extra_usage)
-    if provider_state:
-        commit.provider_state = provider_state
-        commit.provider_state_expire_at = utcnow() + PROVIDER_STATE_TTL
-    if not await deps.store.commit_step(commit):
-        return  # another invocation took over after our lease expired; it owns the step now
-    if commit.finished_status is not None:
-        finished = execution.model_copy(
-            update={"status": commit.finished_status, "final_analysis": outcome.final_analysis}
-        )
-        await chains.after_execution(finished, deps)
-        return
-    if outcome.next == "continue":
-        # Cancellation may have been asked for while the model was thinking.
-        current = await deps.store.get_session(session.session_id)
-        if current is not None and current.cancel_requested and execution.role != "chat":
-            await _cancel_execution(execution, deps)
-            return
-        await deps.bus.publish(iterate_message(execution, message.step + 1))
 
 
 def _investigation_context(session: Session, limit: int = 4000) -> str:
     """What a tool-result summary needs to know about the investigation."""
-    alert = session.alert_data if len(session.alert_data) <= limit else session.alert_data[:limit]
-    return f"Alert type: {session.alert_type}\n{alert}"
+    return f"Alert type: {session.alert_type}\n{session.alert_data[:limit]}"
 
 
 def _mcp_record(step: int, result: ToolResult) -> MCPInteraction:
@@ -297,135 +403,131 @@ def _mcp_record(step: int, result: ToolResult) -> MCPInteraction:
     )
 
 
-def _commit_for(
-    message: StepMessage,
-    execution: AgentExecution,
-    session: Session,
-    outcome: IterationOutcome,
-    interaction: LLMInteraction,
-) -> StepCommit:
-    now = utcnow()
-    execution_fields: dict[str, Any] = {"iteration": execution.iteration + 1}
-    if outcome.failed_attempt:
-        # The same iteration runs again in the next step; only the failure is counted.
-        execution_fields = {"consecutive_failures": execution.consecutive_failures + 1}
-    else:
-        execution_fields["consecutive_failures"] = 0
-    stage_fields: dict[str, Any] = {}
-    session_fields: dict[str, Any] = {}
-    finished: ExecutionStatus | None = None
-    if outcome.next == "complete":
-        finished = ExecutionStatus.COMPLETED
-        execution_fields.update(
-            status=finished.value, final_analysis=outcome.final_analysis, completed_at=now
+# ─── deciding and committing ──────────────────────────────────────────────────
+
+
+def after_llm_failure(execution: AgentExecution, error: ErrorInfo) -> IterationOutcome:
+    """Retry the iteration in a later step, or fail on a second failure in a row."""
+    failures = execution.consecutive_failures + 1
+    if error.retryable and failures < MAX_CONSECUTIVE_FAILURES:
+        return IterationOutcome(next="continue", error=error, failed_attempt=True)
+    if error.retryable:
+        error = error.model_copy(
+            update={"message": f"{failures} consecutive failed iterations; last: {error.message}"}
         )
-    elif outcome.next == "fail":
-        finished = ExecutionStatus.FAILED
-        error = outcome.error.model_dump() if outcome.error else None
-        execution_fields.update(status=finished.value, error=error, completed_at=now)
-    elif outcome.next == "pause":
-        error = outcome.error.model_dump() if outcome.error else None
-        execution_fields.update(status=ExecutionStatus.PAUSED.value, error=error)
-        if execution.role == "agent":
-            stage_fields.update(status=ExecutionStatus.PAUSED.value)
-        session_fields.update(status=ExecutionStatus.PAUSED.value, error=error)
-    return StepCommit(
+    return IterationOutcome(next="fail", error=error)
+
+
+def decide(turn: Turn, call: ModelCall, tools: ToolRun) -> IterationOutcome:
+    """The strategy's verdict on the answer and the tool results (pure)."""
+    if call.result is None:
+        assert call.error is not None
+        return after_llm_failure(turn.execution, call.error.info)
+    outcome = turn.strategy.on_result(turn.state, call.result, tools.results)
+    outcome.timeline.extend(tools.summaries)
+    if turn.state.tools.unavailable and outcome.timeline:
+        outcome.timeline[0].metadata["unavailable_servers"] = dict(turn.state.tools.unavailable)
+    return outcome
+
+
+def execution_update(
+    execution: AgentExecution, outcome: IterationOutcome, now: datetime
+) -> ExecutionUpdate:
+    """The execution's status change after this iteration (pure)."""
+    progress = transitions.count_iteration(execution, failed_attempt=outcome.failed_attempt)
+    if outcome.next == "complete":
+        return transitions.complete_execution(
+            execution, outcome.final_analysis, now, progress=progress
+        )
+    if outcome.next == "fail":
+        return transitions.fail_execution(execution, outcome.error, now, progress=progress)
+    if outcome.next == "pause":
+        return transitions.pause_execution(execution, outcome.error, progress=progress)
+    return progress
+
+
+FINISHED: dict[str, ExecutionStatus] = {
+    "complete": ExecutionStatus.COMPLETED,
+    "fail": ExecutionStatus.FAILED,
+}
+
+
+def build_commit(
+    message: StepMessage,
+    turn: Turn,
+    call: ModelCall,
+    tools: ToolRun,
+    outcome: IterationOutcome,
+    claim: Claim | None,
+    config: TarsyConfig,
+) -> tuple[StepCommit, Advance | None]:
+    """Everything this step writes, as one atomic batch, and what it publishes after.
+
+    When the execution ends and alone decides what follows (:func:`chains.plan_advance`),
+    the stage result, the session's status and the next execution join the batch.
+    """
+    now = utcnow()
+    execution, session = turn.execution, turn.session
+    update = execution_update(execution, outcome, now)
+    finished = FINISHED.get(outcome.next)
+    usage = call.interaction.tokens + tools.usage
+    price = config.price_for(turn.config.provider.model)
+    commit = StepCommit(
         execution_id=execution.execution_id,
         session_id=session.session_id,
         step=message.step,
         next_step=message.step + 1,
+        claim=claim,
         messages=outcome.messages,
         timeline=outcome.timeline,
-        llm_interaction=interaction,
-        execution_fields=execution_fields,
-        usage=interaction.tokens,
-        cost=interaction.cost,
+        llm_interaction=call.interaction,
+        mcp_interactions=tools.records,
+        execution=update,
+        usage=usage,
+        cost=call.interaction.cost + cost_of(price, tools.usage),
         stage_index=execution.stage if execution.stage >= 0 else None,
-        stage_fields=stage_fields,
-        session_fields=session_fields,
         finished_status=finished,
         role=execution.role,
     )
+    if call.result is not None and call.result.provider_state:
+        commit.provider_state = call.result.provider_state
+        commit.provider_state_expire_at = now + PROVIDER_STATE_TTL
+    if outcome.next == "pause" and execution.role != "chat":
+        if execution.role == "agent":
+            commit.stage = transitions.pause_stage()
+        commit.session = transitions.pause_session(session, outcome.error)
+    advance: Advance | None = None
+    if finished is not None:
+        ended = execution.model_copy(update={"error": outcome.error})
+        advance = chains.plan_advance(config, session, ended, finished, outcome.final_analysis, now)
+        if advance is not None:
+            commit.stage, commit.session = advance.stage, advance.session
+            commit.create_execution = advance.create
+            commit.create_opening = advance.opening
+    return commit, advance
 
 
-async def _cancel_execution(execution: AgentExecution, deps: Deps) -> None:
-    """End a cancelled session's execution (and the session) without another LLM call."""
-    now = utcnow()
-    cancelled = ExecutionStatus.CANCELLED.value
-    await deps.store.update_execution(
-        execution.execution_id,
-        {"status": cancelled, "completed_at": now, "lease_owner": None, "lease_until": None},
-    )
-    await deps.store.update_session(
-        execution.session_id, {"status": cancelled, "completed_at": now}
-    )
-    logger.info(
-        "cancelled",
-        extra=fields(session_id=execution.session_id, execution_id=execution.execution_id),
-    )
-
-
-async def time_out(session_id: str, deps: Deps) -> None:
-    """End a session past its deadline: it and its unfinished executions become timed_out."""
-    now = utcnow()
-    timed_out = ExecutionStatus.TIMED_OUT.value
-    error = ErrorInfo(message="the session passed its deadline", code="deadline", retryable=False)
-    for execution in await deps.store.list_executions(session_id):
-        if not execution.status.is_terminal:
-            await deps.store.update_execution(
-                execution.execution_id,
-                {"status": timed_out, "completed_at": now, "lease_owner": None,
-                 "lease_until": None, "error": error.model_dump()},
-            )  # fmt: skip
-    await deps.store.update_session(
-        session_id, {"status": timed_out, "completed_at": now, "error": error.model_dump()}
-    )
-    logger.warning("session timed out", extra=fields(session_id=session_id))
-
-
-async def _heal_publish(execution: AgentExecution, deps: Deps) -> None:
-    """Re-publish the execution's current step if its message may have been lost."""
-    if execution.status.is_terminal or execution.status == ExecutionStatus.PAUSED:
+async def publish_next(
+    message: StepMessage,
+    turn: Turn,
+    outcome: IterationOutcome,
+    commit: StepCommit,
+    advance: Advance | None,
+    deps: Deps,
+) -> None:
+    """Publish what follows the committed step: the next step, the advance, or the fan-in."""
+    if outcome.next == "continue":
+        await deps.bus.publish(iterate_message(turn.execution, message.step + 1))
         return
-    if execution.published_step >= execution.step or execution.lease_owner:
-        return
-    logger.info(
-        "re-publishing step %s of %s (its message may have been lost)",
-        execution.step,
-        execution.execution_id,
-    )
-    await deps.bus.publish(iterate_message(execution, execution.step))
-
-
-async def handle_dead_letter(message: StepMessage, deps: Deps, *, delivery_attempts: str) -> None:
-    """Fail the execution and session of a message that Pub/Sub gave up delivering."""
-    reason = ErrorInfo(
-        message=(
-            f"step {message.kind!r} #{message.step} could not be processed after "
-            f"{delivery_attempts} delivery attempts"
-        ),
-        code="dead_letter",
-        retryable=False,
-    )
-    logger.error(reason.message, extra=fields(session_id=message.session_id))
-    now = utcnow()
-    failed = ExecutionStatus.FAILED.value
-    if message.execution_id:
-        execution = await deps.store.get_execution(message.execution_id)
-        if execution is not None and not execution.status.is_terminal:
-            await deps.store.update_execution(
-                message.execution_id,
-                {
-                    "status": failed,
-                    "error": reason.model_dump(),
-                    "completed_at": now,
-                    "lease_owner": None,
-                    "lease_until": None,
-                },
-            )
-    session = await deps.store.get_session(message.session_id)
-    if session is not None and not session.status.is_terminal:
-        await deps.store.update_session(
-            message.session_id,
-            {"status": failed, "error": reason.model_dump(), "completed_at": now},
+    if commit.finished_status is None:
+        return  # paused
+    if advance is None:
+        finished = turn.execution.model_copy(
+            update={"status": commit.finished_status, "final_analysis": outcome.final_analysis}
         )
+        await chains.after_execution(finished, deps)
+        return
+    if advance.publish is not None:
+        await deps.bus.publish(advance.publish)
+        if advance.publish.kind == "iterate":
+            await deps.store.mark_published([advance.publish.execution_id], advance.publish.step)

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -45,7 +46,10 @@ from tarsy.models import (
     TokenUsage,
     utcnow,
 )
+from tarsy.progress import ProgressSnapshot
 from tarsy.settings import Settings
+from tarsy.tools import CachedToolList
+from tarsy.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +80,22 @@ def stage_id(index: int) -> str:
 
 def _doc(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="python")
+
+
+def firestore_fields(update: ExecutionUpdate | SessionUpdate | StageUpdate) -> dict[str, Any]:
+    """The Firestore fields of a typed update: exactly the fields it sets."""
+    written = update.written() - {"release_lease"}
+    fields: dict[str, Any] = {}
+    for name in written:
+        value = getattr(update, name)
+        if isinstance(value, StrEnum):
+            value = value.value
+        elif isinstance(value, BaseModel):
+            value = value.model_dump()
+        fields[name] = value
+    if isinstance(update, ExecutionUpdate) and update.release_lease:
+        fields.update(lease_owner=None, lease_until=None)
+    return fields
 
 
 def _usage_increments(prefix: str, usage: TokenUsage) -> dict[str, Any]:
@@ -109,32 +129,33 @@ class StepCommit(BaseModel):
     # Set when the execution ends: written as its stage's completion marker, atomically.
     finished_status: ExecutionStatus | None = None
     role: str = "agent"
-    execution_fields: dict[str, Any] = Field(default_factory=dict)
+    execution: ExecutionUpdate = Field(default_factory=ExecutionUpdate)
     usage: TokenUsage = Field(default_factory=TokenUsage)
     cost: float = 0.0
     stage_index: int | None = None
-    stage_fields: dict[str, Any] = Field(default_factory=dict)
-    session_fields: dict[str, Any] = Field(default_factory=dict)
+    stage: StageUpdate | None = None
+    session: SessionUpdate | None = None
     provider_state: dict[str, str] = Field(default_factory=dict)
     provider_state_expire_at: datetime | None = None
-
-
-class CachedToolList(BaseModel):
-    """``mcp_tool_lists/{server}``: a server's tools as last listed."""
-
-    server: str
-    tools: list[ToolDefinition]
-    fetched_at: datetime
+    # The execution that follows this one (e.g. the executive summary), created with it.
+    create_execution: AgentExecution | None = None
+    create_opening: list[ConversationMessage] = Field(default_factory=list)
 
 
 @dataclass
 class StepState:
-    """What a step reads before it runs: the execution, its session, its provider state."""
+    """What a step reads before it runs, in one round trip.
+
+    The execution (with its update time, for the claim's precondition), its
+    session, its provider state, and the cached tool lists of the MCP servers
+    the step may use.
+    """
 
     execution: AgentExecution | None = None
     update_time: datetime | None = None
     session: Session | None = None
     provider_state: dict[str, str] = field(default_factory=dict)
+    tool_lists: dict[str, CachedToolList] = field(default_factory=dict)
 
 
 @dataclass
@@ -229,16 +250,19 @@ class Store:
         snap = await self._execution(execution_id).get()
         return AgentExecution.model_validate(snap.to_dict()) if snap.exists else None
 
-    async def get_step_state(self, execution_id: str, session_id: str) -> StepState:
-        """Read an execution (with its update time), its session and its provider state.
+    async def get_step_state(
+        self, execution_id: str, session_id: str, tool_servers: Sequence[str] = ()
+    ) -> StepState:
+        """Read an execution, its session, its provider state and cached tool lists.
 
-        One round trip for all three documents.
+        One round trip for all the documents (``tool_servers`` names the lists).
         """
         self.round_trips.add("get_all")
         exec_ref, session_ref = self._execution(execution_id), self._session(session_id)
         state_ref = self._db.collection(THOUGHT_SIGNATURES).document(execution_id)
+        list_refs = [self._db.collection(TOOL_LISTS).document(s) for s in tool_servers]
         result = StepState()
-        async for snap in self._db.get_all([exec_ref, session_ref, state_ref]):
+        async for snap in self._db.get_all([exec_ref, session_ref, state_ref, *list_refs]):
             if not snap.exists:
                 continue
             if snap.reference.path == exec_ref.path:
@@ -246,9 +270,12 @@ class Store:
                 result.update_time = snap.update_time
             elif snap.reference.path == session_ref.path:
                 result.session = Session.model_validate(await self._read(snap))
-            else:
+            elif snap.reference.path == state_ref.path:
                 stored = (snap.to_dict() or {}).get("state", {})
                 result.provider_state = {str(k): str(v) for k, v in stored.items()}
+            else:
+                cached = CachedToolList.model_validate(await self._read(snap))
+                result.tool_lists[cached.server] = cached
         return result
 
     async def start_stage(
@@ -257,7 +284,7 @@ class Store:
         stage: Stage,
         executions: Sequence[AgentExecution],
         initial_messages: dict[str, list[ConversationMessage]],
-        session_fields: dict[str, Any],
+        session: SessionUpdate,
     ) -> bool:
         """Create a stage with its executions and their first messages, atomically.
 
@@ -272,8 +299,7 @@ class Store:
                 self._write(
                     batch, ref.collection(MESSAGES).document(record_id(0, n)), _doc(message)
                 )
-        if session_fields:
-            batch.update(self._session(session_id), session_fields)
+        batch.update(self._session(session_id), firestore_fields(session))
         self.round_trips.add("commit")
         try:
             await batch.commit()
@@ -329,11 +355,11 @@ class Store:
         self.round_trips.add("commit")
         await batch.commit()
 
-    async def write_progress(self, execution_id: str, fields: dict[str, Any]) -> None:
+    async def write_progress(self, execution_id: str, progress: ProgressSnapshot) -> None:
         """Overwrite the live progress of the call that is streaming."""
         self.round_trips.add("set")
         ref = self._execution(execution_id).collection(PROGRESS).document("current")
-        await ref.set({**fields, "updated_at": utcnow()})
+        await ref.set({**_doc(progress), "updated_at": utcnow()})
 
     async def was_published(self, execution_id: str, step: int) -> bool:
         """Whether the message for ``step`` is known to have gone out."""
@@ -384,7 +410,7 @@ class Store:
                 merge=True,
             )
         execution_update: dict[str, Any] = {
-            **commit.execution_fields,
+            **firestore_fields(commit.execution),
             "step": commit.next_step,
             "lease_owner": None,
             "lease_until": None,
@@ -398,17 +424,24 @@ class Store:
             else None
         )
         batch.update(exec_ref, execution_update, option=option)
-        if commit.stage_index is not None and commit.stage_fields:
-            batch.update(self._stage(commit.session_id, commit.stage_index), commit.stage_fields)
-        session_update = {**commit.session_fields, **_usage_increments("tokens", commit.usage)}
+        if commit.stage_index is not None and commit.stage is not None:
+            batch.update(
+                self._stage(commit.session_id, commit.stage_index), firestore_fields(commit.stage)
+            )
+        session_update = {
+            **(firestore_fields(commit.session) if commit.session else {}),
+            **_usage_increments("tokens", commit.usage),
+        }
         if commit.cost:
             session_update["cost"] = firestore.Increment(commit.cost)
         if session_update:
             batch.update(self._session(commit.session_id), session_update)
+        if commit.create_execution is not None:
+            self._add_execution(batch, commit.create_execution, commit.create_opening)
         self.round_trips.add("commit")
         try:
             await batch.commit()
-        except gexc.FailedPrecondition:
+        except (gexc.FailedPrecondition, gexc.AlreadyExists):
             logger.warning(
                 "step %s of %s lost its lease; nothing written", commit.step, commit.execution_id
             )
@@ -416,6 +449,16 @@ class Store:
         return True
 
     # ─── executions and stages ───────────────────────────────────────────────
+
+    def _add_execution(
+        self, batch: Any, execution: AgentExecution, opening: Sequence[ConversationMessage]
+    ) -> Any:
+        """Add the creation of an execution and its opening messages to ``batch``."""
+        ref = self._execution(execution.execution_id)
+        batch.create(ref, _doc(execution))
+        for n, message in enumerate(opening):
+            self._write(batch, ref.collection(MESSAGES).document(record_id(0, n)), _doc(message))
+        return ref
 
     async def create_execution(
         self,
@@ -425,10 +468,7 @@ class Store:
     ) -> bool:
         """Create an execution with its opening messages (and events); False if it exists."""
         batch = self._db.batch()
-        ref = self._execution(execution.execution_id)
-        batch.create(ref, _doc(execution))
-        for n, message in enumerate(opening):
-            self._write(batch, ref.collection(MESSAGES).document(record_id(0, n)), _doc(message))
+        ref = self._add_execution(batch, execution, opening)
         for n, event in enumerate(timeline):
             self._write(batch, ref.collection(TIMELINE).document(record_id(0, n)), _doc(event))
         self.round_trips.add("commit")
@@ -444,10 +484,10 @@ class Store:
         snap = await self._stage(session_id, index).get()
         return Stage.model_validate(snap.to_dict()) if snap.exists else None
 
-    async def update_stage(self, session_id: str, index: int, fields: dict[str, Any]) -> None:
-        """Blind update of stage fields."""
+    async def update_stage(self, session_id: str, index: int, update: StageUpdate) -> None:
+        """Apply a typed stage update."""
         self.round_trips.add("update")
-        await self._stage(session_id, index).update(fields)
+        await self._stage(session_id, index).update(firestore_fields(update))
 
     async def finished_agents(self, session_id: str, index: int) -> dict[str, str]:
         """``{execution_id: status}`` of the stage's agent executions that have finished."""
@@ -506,9 +546,9 @@ class Store:
         )
         return [AgentExecution.model_validate(s.to_dict()) async for s in query.stream()]
 
-    async def overdue_sessions(self, now: datetime, limit: int = 100) -> list[str]:
-        """Ids of unfinished sessions past their deadline."""
-        overdue: list[str] = []
+    async def overdue_sessions(self, now: datetime, limit: int = 100) -> list[Session]:
+        """Unfinished sessions past their deadline."""
+        overdue: list[Session] = []
         for status in (ExecutionStatus.PENDING, ExecutionStatus.ACTIVE, ExecutionStatus.PAUSED):
             self.round_trips.add("query")
             query = (
@@ -517,7 +557,9 @@ class Store:
                 .where(filter=firestore.FieldFilter("deadline", "<", now))
                 .limit(limit)
             )
-            overdue.extend([s.id async for s in query.stream()])
+            overdue.extend(
+                [Session.model_validate(await self._read(s)) async for s in query.stream()]
+            )
         return overdue
 
     async def list_mcp_interactions(self, execution_id: str) -> list[MCPInteraction]:
@@ -559,15 +601,15 @@ class Store:
         query = self._execution(execution_id).collection(LLM_INTERACTIONS).order_by("__name__")
         return [LLMInteraction.model_validate(await self._read(s)) async for s in query.stream()]
 
-    async def update_execution(self, execution_id: str, fields: dict[str, Any]) -> None:
-        """Blind update of execution fields."""
+    async def update_execution(self, execution_id: str, update: ExecutionUpdate) -> None:
+        """Apply a typed execution update."""
         self.round_trips.add("update")
-        await self._execution(execution_id).update(fields)
+        await self._execution(execution_id).update(firestore_fields(update))
 
-    async def update_session(self, session_id: str, fields: dict[str, Any]) -> None:
-        """Blind update of session fields."""
+    async def update_session(self, session_id: str, update: SessionUpdate) -> None:
+        """Apply a typed session update."""
         self.round_trips.add("update")
-        await self._session(session_id).update(fields)
+        await self._session(session_id).update(firestore_fields(update))
 
 
 _store: Store | None = None

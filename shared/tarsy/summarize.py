@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from tarsy.config.schema import LLMProviderConfig, MCPServerConfig
 from tarsy.errors import LLMError
-from tarsy.llm.base import GenerateRequest, LLMProvider, collect
+from tarsy.llm.base import GenerateRequest, LLMProvider
 from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, TokenUsage
 from tarsy.prompts import delimit
 from tarsy.tools import ToolResult, estimate_tokens, truncate_for_model
@@ -66,6 +66,7 @@ async def shrink_results(
     provider: LLMProvider,
     config: LLMProviderConfig,
     context: str,
+    budget: float | None = None,
 ) -> Shrunk:
     """Summarize or truncate each result that is over its server's budget."""
     shrunk = Shrunk(results=[])
@@ -78,7 +79,7 @@ async def shrink_results(
         if server is not None and server.summarize_large_results:
             request = summary_request(execution_id, config, result, context, budget // 2)
             try:
-                summary = await collect(provider.generate(request))
+                summary = await provider.generate(request, budget=budget)
             except LLMError as e:
                 logger.warning("summarizing %s failed (%s); truncating", result.name, e)
             else:

@@ -14,9 +14,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from tarsy.chains import iterate_message
+from tarsy.app import Deps
+from tarsy.chains import iterate_message, time_out
 from tarsy.models import utcnow
-from tarsy.steps import Deps, time_out
 
 logger = logging.getLogger(__name__)
 
@@ -32,9 +32,9 @@ async def sweep(deps: Deps, now: datetime | None = None) -> SweepReport:
     """Re-publish steps whose lease expired; time out sessions past their deadline."""
     now = now or utcnow()
     report = SweepReport()
-    for session_id in await deps.store.overdue_sessions(now):
-        await time_out(session_id, deps)
-        report.timed_out.append(session_id)
+    for session in await deps.store.overdue_sessions(now):
+        await time_out(session, deps)
+        report.timed_out.append(session.session_id)
     for execution in await deps.store.expired_leases(now):
         if execution.session_id in report.timed_out:
             continue

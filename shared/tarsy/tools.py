@@ -10,7 +10,8 @@ on MCP servers.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 import jsonschema
@@ -61,11 +62,25 @@ class ToolResult(BaseModel):
         return self.name.split(".", 1)[-1]
 
 
+class CachedToolList(BaseModel):
+    """``mcp_tool_lists/{server}``: a server's tools as last listed."""
+
+    server: str
+    tools: list[ToolDefinition]
+    fetched_at: datetime
+
+
 class ToolExecutor(Protocol):
     """Lists and runs tools for one agent execution."""
 
-    async def list_tools(self, servers: Sequence[str]) -> ToolListing:
-        """The tools of ``servers``; a server that is down is reported, not raised."""
+    async def list_tools(
+        self, servers: Sequence[str], cached: Mapping[str, CachedToolList] | None = None
+    ) -> ToolListing:
+        """The tools of ``servers``; a server that is down is reported, not raised.
+
+        ``cached`` holds the cache entries the step already read with its state
+        (saving a round trip); without it the executor reads the cache itself.
+        """
         ...
 
     async def call_tools(self, calls: Sequence[ToolCall], listing: ToolListing) -> list[ToolResult]:

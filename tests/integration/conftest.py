@@ -19,6 +19,7 @@ import pytest
 from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import pubsub_v1  # type: ignore[attr-defined]
 
+from tarsy.app import Deps
 from tarsy.bus import get_bus
 from tarsy.client import TarsyClient
 from tarsy.config import load_config
@@ -26,7 +27,6 @@ from tarsy.localstack.emulators import clear_firestore
 from tarsy.localstack.stack import Stack, StackOptions, start_stack, stop_stack
 from tarsy.models import StepMessage
 from tarsy.settings import Settings
-from tarsy.steps import Deps
 from tarsy.store import Store, get_store
 from tarsy.testing.fake_gemini import FakeGemini, StandInResponder
 

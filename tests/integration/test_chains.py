@@ -16,10 +16,11 @@ import pytest
 from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import pubsub_v1  # type: ignore[attr-defined]
 
+from tarsy.app import Deps
 from tarsy.client import SessionView, TarsyClient
 from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.steps import Deps, handle
+from tarsy.steps import handle
 from tarsy.store import Store
 from tarsy.testing.bus import RecordingBus
 from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall

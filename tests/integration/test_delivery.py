@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from tarsy.app import Deps
 from tarsy.chains import execution_id_for, summary_id_for
 from tarsy.client import TarsyClient
 from tarsy.errors import LeaseHeldError, TransientError
 from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.steps import Deps, handle
+from tarsy.steps import handle
 from tarsy.store import Store
 from tarsy.testing.bus import RecordingBus
 from tarsy.testing.fake_gemini import FakeGemini, FakeReply

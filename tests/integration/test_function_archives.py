@@ -7,6 +7,7 @@ checkout's) handles the requests, against the same emulators as the stack.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -77,6 +78,49 @@ def test_archive_imports_its_own_tarsy(archives: dict[str, Path], function: str)
     assert Path(out[0]).resolve().is_relative_to(directory.resolve())
     assert function in out[1] or (function == "step" and "dead_letter" in out[1])
     assert (directory / "requirements.txt").read_text().count("google-cloud-firestore") == 1
+
+
+# Imports every module of the archive's tarsy package, then reports each loaded
+# tarsy module's file: the checkout's tarsy is importable too (the venv's editable
+# install), so a module that needed excluded code would load it from there.
+_IMPORT_ALL = """
+import importlib, json, pkgutil, sys
+sys.path.insert(0, '.')
+import main, tarsy
+for module in pkgutil.walk_packages(tarsy.__path__, 'tarsy.'):
+    importlib.import_module(module.name)
+print(json.dumps({n: getattr(m, '__file__', None) for n, m in sys.modules.items()
+                  if n == 'tarsy' or n.startswith('tarsy.')}))
+"""
+
+
+@pytest.mark.parametrize("function", ["ingest", "api", "step"])
+def test_archive_excludes_dev_only_code_and_needs_none_of_it(
+    archives: dict[str, Path], function: str
+) -> None:
+    directory = archives[function]
+    names = {
+        p.relative_to(directory / "tarsy").as_posix() for p in (directory / "tarsy").rglob("*")
+    }
+    assert not any(name.startswith(("localstack", "testing", "mcp/demo_cluster")) for name in names)
+    assert "cli.py" not in names and "client.py" not in names
+    assert {"steps.py", "llm/google_native.py", "mcp/executor.py"} <= names
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORT_ALL],
+        cwd=directory,
+        env={**os.environ, "PYTHONPATH": str(directory)},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    loaded: dict[str, str | None] = json.loads(out.splitlines()[-1])
+    assert "tarsy.steps" in loaded and "tarsy.llm.langchain_provider" in loaded
+    outside = {
+        name: file
+        for name, file in loaded.items()
+        if file is None or not Path(file).resolve().is_relative_to(directory.resolve())
+    }
+    assert outside == {}
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from tarsy.config.schema import LLMProviderConfig, RetryPolicy
 from tarsy.errors import LLMError
 from tarsy.llm.base import (
     Chunk,
-    ErrorChunk,
     FinalChunk,
     GenerateRequest,
     TextChunk,
@@ -24,7 +23,6 @@ from tarsy.llm.base import (
     ToolCallChunk,
     ToolDefinition,
     UsageChunk,
-    collect,
 )
 from tarsy.llm.endpoint import endpoint_for
 from tarsy.llm.google_native import (
@@ -32,8 +30,7 @@ from tarsy.llm.google_native import (
     TurnSignatures,
     _chunks_of,
     _client,
-    attempt_error,
-    error_info,
+    llm_error,
     signatures_of,
     to_contents,
     turn_key,
@@ -214,15 +211,16 @@ def api_error(code: int, message: str = "boom", headers: dict[str, str] | None =
      (429, True), (500, True), (502, True), (503, True), (504, True)],
 )  # fmt: skip
 def test_api_error_mapping(code: int, retryable: bool) -> None:
-    info = error_info(api_error(code, "quota exceeded"))
-    assert info == ErrorInfo(message="quota exceeded", code=str(code), retryable=retryable)
+    error = llm_error(api_error(code, "quota exceeded"))
+    assert error is not None
+    assert error.info == ErrorInfo(message="quota exceeded", code=str(code), retryable=retryable)
 
 
 def test_retry_after_is_read_from_the_response() -> None:
-    error = attempt_error(api_error(429, headers={"Retry-After": "7"}))
+    error = llm_error(api_error(429, headers={"Retry-After": "7"}))
     assert error is not None
     assert (error.kind, error.retry_after) == ("rate_limit", 7.0)
-    no_header = attempt_error(api_error(429))
+    no_header = llm_error(api_error(429))
     assert no_header is not None and no_header.retry_after is None
 
 
@@ -236,17 +234,15 @@ def test_retry_after_is_read_from_the_response() -> None:
     ],
 )
 def test_transport_error_mapping(exc: Exception, code: str, kind: str) -> None:
-    error = attempt_error(exc)
+    error = llm_error(exc)
     assert error is not None
     assert (error.kind, error.code, error.retryable) == (kind, code, True)
-    info = error_info(exc)
-    assert info is not None and info.retryable and info.code == code
+    assert error.info.retryable and error.info.code == code
 
 
 @pytest.mark.parametrize("exc", [ValueError("x"), KeyError("k"), RuntimeError("r")])
 def test_other_exceptions_are_not_mapped(exc: Exception) -> None:
-    assert attempt_error(exc) is None
-    assert error_info(exc) is None
+    assert llm_error(exc) is None
 
 
 # ─── the real SDK against the fake ───────────────────────────────────────────
@@ -288,7 +284,8 @@ def req(
 
 
 async def chunks(provider: GoogleNativeProvider, request: GenerateRequest) -> list[Chunk]:
-    return [chunk async for chunk in provider.generate(request)]
+    """The chunks of one attempt, as they arrive."""
+    return [chunk async for chunk in provider.attempt(request)]
 
 
 async def test_text_stream(provider: GoogleNativeProvider, fake: FakeGemini) -> None:
@@ -303,7 +300,6 @@ async def test_text_stream(provider: GoogleNativeProvider, fake: FakeGemini) -> 
     )
     final = stream[-1]
     assert isinstance(final, FinalChunk)
-    assert final.attempts == 1
     assert final.provider_state == {}
 
     [call] = fake.calls
@@ -337,7 +333,7 @@ async def test_tool_calls_come_back_canonical(
             ]
         )
     )  # fmt: skip
-    result = await collect(provider.generate(req(tools=[TOOL])))
+    result = await provider.generate(req(tools=[TOOL]))
     assert [(c.name, json.loads(c.arguments)) for c in result.tool_calls] == [
         ("kubernetes.pods_log", {"name": "api-0", "tail": 5}),
         ("kubernetes.pods_log", {"name": "api-1"}),
@@ -355,22 +351,21 @@ async def test_turn_signature_becomes_provider_state(
 ) -> None:
     fake.script(FakeReply(text="a", thinking="t", thought_signature=b"sig"))
     history = [msg("user", "q"), msg("assistant", "earlier"), msg("user", "again")]
-    result = await collect(provider.generate(req(messages=history)))
+    result = await provider.generate(req(messages=history))
     stored = TurnSignatures.model_validate_json(result.provider_state[turn_key(1)])
     assert stored.text == base64.b64encode(b"sig").decode()
     assert stored.calls == {}
 
 
 @pytest.mark.parametrize("status", [429, 500, 503])
-async def test_retryable_errors_end_in_an_error_chunk(
+async def test_retryable_errors_end_in_a_retryable_llm_error(
     provider: GoogleNativeProvider, fake: FakeGemini, status: int
 ) -> None:
     fake.script(*[FakeReply(status=status, error_message="try later")] * 2)
-    stream = await chunks(provider, req())
-    assert stream == [
-        ErrorChunk(error=ErrorInfo(message="try later", code=str(status), retryable=True)),
-        FinalChunk(attempts=2),
-    ]
+    with pytest.raises(LLMError) as failure:
+        await provider.generate(req())
+    assert failure.value.info == ErrorInfo(message="try later", code=str(status), retryable=True)
+    assert failure.value.attempts == 2
     assert len(fake.calls) == 2
 
 
@@ -378,14 +373,14 @@ async def test_retryable_error_then_success(
     provider: GoogleNativeProvider, fake: FakeGemini
 ) -> None:
     fake.script(FakeReply(status=429), FakeReply(text="ok now"))
-    result = await collect(provider.generate(req()))
+    result = await provider.generate(req())
     assert (result.text, result.attempts) == ("ok now", 2)
 
 
 async def test_400_is_not_retryable(provider: GoogleNativeProvider, fake: FakeGemini) -> None:
     fake.script(FakeReply(status=400, error_message="bad schema"), FakeReply(text="unused"))
     with pytest.raises(LLMError) as failure:
-        await collect(provider.generate(req()))
+        await provider.generate(req())
     assert failure.value.info == ErrorInfo(message="bad schema", code="400", retryable=False)
     assert failure.value.attempts == 1
     assert len(fake.calls) == 1
@@ -396,7 +391,7 @@ async def test_empty_responses_exhaust_as_retryable(
 ) -> None:
     fake.script(FakeReply(empty=True), FakeReply(thinking="only thoughts"))
     with pytest.raises(LLMError) as failure:
-        await collect(provider.generate(req()))
+        await provider.generate(req())
     assert failure.value.info.code == "empty_response"
     assert failure.value.info.retryable is True
     assert failure.value.attempts == 2
@@ -410,11 +405,10 @@ async def test_unreachable_endpoint_is_a_retryable_connection_error() -> None:
     unreachable = GoogleNativeProvider(
         Settings(GEMINI_API_KEY="unit-key", GEMINI_BASE_URL=f"http://127.0.0.1:{port}")
     )
-    stream = await chunks(unreachable, req())
-    error = stream[0]
-    assert isinstance(error, ErrorChunk)
-    assert (error.error.code, error.error.retryable) == ("connection", True)
-    assert stream[-1] == FinalChunk(attempts=2)
+    with pytest.raises(LLMError) as failure:
+        await unreachable.generate(req())
+    assert (failure.value.code, failure.value.retryable) == ("connection", True)
+    assert failure.value.attempts == 2
 
 
 def test_sdk_clients_are_shared_per_credential_set(fake: FakeGemini) -> None:

@@ -223,7 +223,7 @@ def test_mcp_interaction_shown_as_is_checked() -> None:
 
 def test_step_message_dedup_key() -> None:
     message = StepMessage(session_id="s1", execution_id="e1", step=3, kind="iterate")
-    assert message.dedup_key() == "s1/e1/iterate/3"
+    assert message.dedup_key() == "s1/e1/iterate/0/3"
     again = StepMessage.model_validate_json(message.model_dump_json())
     assert again == message
     assert again.dedup_key() == message.dedup_key()
@@ -231,13 +231,21 @@ def test_step_message_dedup_key() -> None:
 
 def test_step_message_defaults_and_distinct_keys() -> None:
     start = StepMessage(session_id="s1", kind="start_session")
-    assert (start.execution_id, start.step) == ("", 0)
+    assert (start.execution_id, start.step, start.stage) == ("", 0, 0)
     keys = {
-        StepMessage(session_id="s1", execution_id="e1", step=step, kind=kind).dedup_key()
+        StepMessage(session_id="s1", execution_id="e1", step=step, kind="iterate").dedup_key()
         for step in (1, 2)
-        for kind in ("iterate", "synthesize")
+    } | {
+        StepMessage(session_id="s1", stage=stage, kind="start_stage").dedup_key()
+        for stage in (1, 2)
     }
     assert len(keys) == 4
+
+
+@pytest.mark.parametrize("kind", ["start_execution", "synthesize", "summarize", "chat"])
+def test_only_the_published_step_kinds_exist(kind: str) -> None:
+    with pytest.raises(ValidationError):
+        StepMessage.model_validate({"session_id": "s1", "kind": kind})
 
 
 @pytest.mark.parametrize(

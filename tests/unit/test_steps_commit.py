@@ -14,7 +14,9 @@ from tarsy.chains import (
     summary_id_for,
     synthesis_id_for,
 )
+from tarsy.config import load_config
 from tarsy.config.schema import ModelPrice
+from tarsy.llm import get_provider
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
@@ -27,8 +29,12 @@ from tarsy.models import (
     TimelineEventType,
     TokenUsage,
 )
-from tarsy.steps import _commit_for, after_llm_failure, cost_of
-from tarsy.strategies.base import IterationOutcome
+from tarsy.settings import Settings
+from tarsy.steps import ModelCall, ToolRun, Turn, after_llm_failure, build_commit, cost_of
+from tarsy.store import StepCommit, firestore_fields
+from tarsy.strategies.base import IterationOutcome, IterationState
+from tarsy.strategies.registry import get_strategy
+from tarsy.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
 
 SID = "0b7e5c1a-1111-4222-8333-444455556666"
 
@@ -56,11 +62,12 @@ def test_execution_ids_are_deterministic_and_distinct() -> None:
 
 def execution(**overrides: Any) -> AgentExecution:
     values: dict[str, Any] = {
-        "execution_id": execution_id_for(SID, 1, 0),
+        "execution_id": execution_id_for(SID, 0, 0),
         "session_id": SID,
-        "stage": 1,
+        "stage": 0,
         "agent": "investigator",
         "strategy": "react",
+        "status": "active",
         "provider": "default",
         "step": 4,
         "iteration": 3,
@@ -72,9 +79,9 @@ def execution(**overrides: Any) -> AgentExecution:
 def test_iterate_message() -> None:
     message = iterate_message(execution(), 5)
     assert message == StepMessage(
-        session_id=SID, execution_id=execution_id_for(SID, 1, 0), step=5, kind="iterate"
+        session_id=SID, execution_id=execution_id_for(SID, 0, 0), step=5, kind="iterate"
     )
-    assert message.dedup_key() == f"{SID}/{execution_id_for(SID, 1, 0)}/iterate/5"
+    assert message.dedup_key() == f"{SID}/{execution_id_for(SID, 0, 0)}/iterate/0/5"
 
 
 # ─── cost ────────────────────────────────────────────────────────────────────
@@ -94,8 +101,11 @@ def test_cost_bills_thinking_as_output() -> None:
 
 # ─── the commit of one step ──────────────────────────────────────────────────
 
-SESSION = Session(session_id=SID, alert_type="t", alert_data="d", chain_id="default")
+SESSION = Session(
+    session_id=SID, alert_type="t", alert_data="d", chain_id="default", status="active"
+)
 USAGE = TokenUsage(input_tokens=100, output_tokens=20, total_tokens=130, thinking_tokens=10)
+CONFIG = load_config(Settings(_env_file=None))  # type: ignore[call-arg]
 
 
 def interaction() -> LLMInteraction:
@@ -105,65 +115,100 @@ def interaction() -> LLMInteraction:
     )  # fmt: skip
 
 
-def commit(outcome: IterationOutcome, **execution_overrides: Any) -> Any:
-    message = StepMessage(
-        session_id=SID, execution_id=execution_id_for(SID, 1, 0), step=4, kind="iterate"
+def turn(**execution_overrides: Any) -> Turn:
+    running = execution(**execution_overrides)
+    resolved = CONFIG.resolve("default", 0, 0)
+    state = IterationState(execution=running, config=resolved, messages=[])
+    strategy = get_strategy(running.strategy)
+    return Turn(
+        execution=running,
+        session=SESSION,
+        config=resolved,
+        strategy=strategy,
+        provider=get_provider(resolved.provider, Settings(_env_file=None)),  # type: ignore[call-arg]
+        state=state,
+        request=strategy.build_request(state),
+        budget=0.0,
     )
-    return _commit_for(message, execution(**execution_overrides), SESSION, outcome, interaction())
+
+
+def commit(outcome: IterationOutcome, **execution_overrides: Any) -> StepCommit:
+    return planned(outcome, **execution_overrides)[0]
+
+
+def planned(outcome: IterationOutcome, **execution_overrides: Any) -> tuple[StepCommit, Any]:
+    message = StepMessage(
+        session_id=SID, execution_id=execution_id_for(SID, 0, 0), step=4, kind="iterate"
+    )
+    call = ModelCall(interaction=interaction())
+    return build_commit(
+        message, turn(**execution_overrides), call, ToolRun(), outcome, None, CONFIG
+    )
 
 
 def test_continue_only_counts_the_iteration() -> None:
     messages = [ConversationMessage(role="assistant", content="thinking aloud")]
     timeline = [TimelineEvent(type=TimelineEventType.LLM_RESPONSE, content="thinking aloud")]
     result = commit(IterationOutcome(next="continue", messages=messages, timeline=timeline))
-    assert result.execution_id == execution_id_for(SID, 1, 0)
+    assert result.execution_id == execution_id_for(SID, 0, 0)
     assert result.session_id == SID
     assert (result.step, result.next_step) == (4, 5)
-    assert result.execution_fields == {"iteration": 4, "consecutive_failures": 0}
-    assert result.stage_fields == {}
-    assert result.session_fields == {}
+    assert firestore_fields(result.execution) == {"iteration": 4, "consecutive_failures": 0}
+    assert result.stage is None
+    assert result.session is None
     assert result.finished_status is None
     assert result.messages == messages
     assert result.timeline == timeline
     assert result.usage == USAGE
     assert result.cost == 0.125
-    assert result.stage_index == 1
+    assert result.stage_index == 0
     assert result.llm_interaction == interaction().model_copy(
         update={"created_at": result.llm_interaction.created_at}
     )
 
 
-def test_complete_finishes_the_execution() -> None:
-    result = commit(IterationOutcome(next="complete", final_analysis="## Root cause\nconfig"))
-    fields = result.execution_fields
+def test_complete_finishes_the_execution_and_plans_the_summary_in_the_same_commit() -> None:
+    result, advance = planned(
+        IterationOutcome(next="complete", final_analysis="## Root cause\nconfig")
+    )
+    fields = firestore_fields(result.execution)
     assert fields["iteration"] == 4
     assert fields["status"] == "completed"
     assert fields["final_analysis"] == "## Root cause\nconfig"
     assert isinstance(fields["completed_at"], datetime)
     assert fields["completed_at"].tzinfo is not None
     assert result.finished_status is ExecutionStatus.COMPLETED
-    # The stage and the session are advanced by the fan-in, not by this commit.
-    assert result.stage_fields == {}
-    assert result.session_fields == {}
+    # A single-agent stage's last step also ends the stage and starts the summary.
+    assert isinstance(result.stage, StageUpdate)
+    assert firestore_fields(result.stage)["status"] == "completed"
+    assert firestore_fields(result.stage)["finished_executions"] == {
+        execution_id_for(SID, 0, 0): "completed"
+    }
+    assert result.session == SessionUpdate(final_analysis="## Root cause\nconfig")
+    assert result.create_execution is not None
+    assert result.create_execution.execution_id == summary_id_for(SID)
+    assert [m.role for m in result.create_opening] == ["system", "user"]
+    assert advance.publish == iterate_message(result.create_execution, 1)
 
 
-def test_fail_records_the_error() -> None:
+def test_fail_records_the_error_and_fails_the_session() -> None:
     error = ErrorInfo(message="quota", code="429", retryable=True)
     result = commit(IterationOutcome(next="fail", error=error))
-    assert result.execution_fields["status"] == "failed"
-    assert result.execution_fields["error"] == {
-        "message": "quota",
-        "code": "429",
-        "retryable": True,
-    }
-    assert "completed_at" in result.execution_fields
+    fields = firestore_fields(result.execution)
+    assert fields["status"] == "failed"
+    assert fields["error"] == {"message": "quota", "code": "429", "retryable": True}
+    assert (fields["lease_owner"], fields["lease_until"]) == (None, None)
+    assert "completed_at" in fields
     assert result.finished_status is ExecutionStatus.FAILED
-    assert result.session_fields == {}
+    assert result.session is not None
+    assert result.session.status is ExecutionStatus.FAILED
+    assert result.session.error is not None
+    assert "investigator: quota" in result.session.error.message
 
 
 def test_fail_without_error_info() -> None:
     result = commit(IterationOutcome(next="fail"))
-    assert result.execution_fields["error"] is None
+    assert firestore_fields(result.execution)["error"] is None
     assert result.finished_status is ExecutionStatus.FAILED
 
 
@@ -171,30 +216,43 @@ def test_pause_pauses_execution_stage_and_session() -> None:
     error = ErrorInfo(message="max iterations reached", code="max_iterations")
     result = commit(IterationOutcome(next="pause", error=error))
     dumped = error.model_dump()
-    assert result.execution_fields == {
+    assert firestore_fields(result.execution) == {
         "iteration": 4,
         "consecutive_failures": 0,
         "status": "paused",
         "error": dumped,
     }
-    assert result.stage_fields == {"status": "paused"}
-    assert result.session_fields == {"status": "paused", "error": dumped}
+    assert result.stage is not None
+    assert firestore_fields(result.stage) == {"status": "paused"}
+    assert result.session is not None
+    assert firestore_fields(result.session) == {"status": "paused", "error": dumped}
     # A paused execution can resume: it is not finished and has no completion time.
     assert result.finished_status is None
-    assert "completed_at" not in result.execution_fields
+    assert "completed_at" not in firestore_fields(result.execution)
 
 
 def test_paused_synthesis_leaves_the_stage_alone() -> None:
     result = commit(IterationOutcome(next="pause"), role="synthesis")
-    assert result.stage_fields == {}
-    assert result.session_fields["status"] == "paused"
+    assert result.stage is None
+    assert result.session is not None
+    assert result.session.status is ExecutionStatus.PAUSED
     assert result.role == "synthesis"
 
 
-def test_summary_execution_has_no_stage() -> None:
+def test_summary_execution_has_no_stage_and_completes_the_session() -> None:
     result = commit(IterationOutcome(next="complete", final_analysis="s"), stage=-1, role="summary")
     assert result.stage_index is None
     assert result.role == "summary"
+    assert result.session is not None
+    assert firestore_fields(result.session)["status"] == "completed"
+    assert firestore_fields(result.session)["executive_summary"] == "s"
+
+
+def test_a_cancelled_execution_cannot_complete() -> None:
+    from tarsy.errors import IllegalTransitionError
+
+    with pytest.raises(IllegalTransitionError):
+        commit(IterationOutcome(next="complete", final_analysis="x"), status="cancelled")
 
 
 # ─── stage status from its agents ────────────────────────────────────────────
@@ -226,7 +284,7 @@ def test_first_retryable_failure_retries_the_iteration_next_step() -> None:
     assert (outcome.next, outcome.failed_attempt) == ("continue", True)
     result = commit(outcome)
     # The iteration is not counted; the step advances so the retry is a new message.
-    assert result.execution_fields == {"consecutive_failures": 1}
+    assert result.execution == ExecutionUpdate(consecutive_failures=1)
     assert (result.step, result.next_step) == (4, 5)
     assert result.finished_status is None
 

@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from tarsy.errors import ConfigError
 from tarsy.masking import MaskingConfig
 
 NAME_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_\-]*$"
@@ -359,9 +360,20 @@ class TarsyConfig(_Strict):
                     check_servers(f"{at}.mcp_servers", stage_agent.mcp_servers)
         return problems
 
+    def chain(self, chain_id: str) -> ChainConfig:
+        """The chain ``chain_id``; a ConfigError when this configuration no longer has it.
+
+        A session names its chain at ingest; a redeployed configuration may have
+        dropped it since, which no retry can fix.
+        """
+        try:
+            return self.agent_chains[chain_id]
+        except KeyError:
+            raise ConfigError(f"chain {chain_id!r} is not in the configuration") from None
+
     def session_timeout(self, chain_id: str) -> float:
         """Seconds a session of this chain may run before it is timed out."""
-        chain_timeout = self.agent_chains[chain_id].session_timeout_seconds
+        chain_timeout = self.chain(chain_id).session_timeout_seconds
         return chain_timeout or self.defaults.session_timeout_seconds
 
     def chain_for(self, alert_type: str) -> str:
@@ -373,7 +385,7 @@ class TarsyConfig(_Strict):
 
     def resolve(self, chain_id: str, stage_index: int, agent_index: int) -> ResolvedAgentConfig:
         """Apply the hierarchy for one stage agent of one chain."""
-        chain = self.agent_chains[chain_id]
+        chain = self.chain(chain_id)
         stage = chain.stages[stage_index]
         placed = stage.placed_agents[agent_index]
         definition = self.agents[placed.name]
@@ -418,7 +430,7 @@ class TarsyConfig(_Strict):
         role: Literal["synthesis", "summary", "chat"],
     ) -> ResolvedAgentConfig:
         """The configuration of a synthesis, summary or chat agent of a chain."""
-        chain = self.agent_chains[chain_id]
+        chain = self.chain(chain_id)
         strategy: IterationStrategy
         if role == "chat":
             definition = self.agents[chain.chat_agent]

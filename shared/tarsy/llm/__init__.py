@@ -4,7 +4,6 @@ from tarsy.llm.base import (
     Capabilities,
     Chunk,
     CodeExecutionChunk,
-    ErrorChunk,
     FinalChunk,
     GenerateRequest,
     LLMProvider,
@@ -14,24 +13,25 @@ from tarsy.llm.base import (
     ToolCallChunk,
     ToolDefinition,
     UsageChunk,
-    collect,
+    assemble,
 )
+from tarsy.llm.provider import StreamingProvider
 from tarsy.llm.registry import get_provider
 
 __all__ = [
     "Capabilities",
     "Chunk",
     "CodeExecutionChunk",
-    "ErrorChunk",
     "FinalChunk",
     "GenerateRequest",
     "LLMProvider",
     "LLMResult",
+    "StreamingProvider",
     "TextChunk",
     "ThinkingChunk",
     "ToolCallChunk",
     "ToolDefinition",
     "UsageChunk",
-    "collect",
+    "assemble",
     "get_provider",
 ]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tarsy.config.schema import LLMProviderConfig
-from tarsy.errors import LLMError
-from tarsy.models import ConversationMessage, ErrorInfo, TokenUsage, ToolCall
+from tarsy.models import ConversationMessage, TokenUsage, ToolCall
 
 
 class ToolDefinition(BaseModel):
@@ -89,30 +88,16 @@ class UsageChunk(BaseModel):
     usage: TokenUsage
 
 
-class ErrorChunk(BaseModel):
-    """The call failed; nothing follows but the final marker."""
-
-    type: Literal["error"] = "error"
-    error: ErrorInfo
-
-
 class FinalChunk(BaseModel):
-    """The last chunk of every stream. ``state`` carries provider state to persist."""
+    """The last chunk of an attempt: provider state to persist, and provider notes."""
 
     type: Literal["final"] = "final"
-    attempts: int = 1
     provider_state: dict[str, str] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 Chunk = Annotated[
-    TextChunk
-    | ThinkingChunk
-    | ToolCallChunk
-    | CodeExecutionChunk
-    | UsageChunk
-    | ErrorChunk
-    | FinalChunk,
+    TextChunk | ThinkingChunk | ToolCallChunk | CodeExecutionChunk | UsageChunk | FinalChunk,
     Field(discriminator="type"),
 ]
 
@@ -120,18 +105,24 @@ Chunk = Annotated[
 # Called as a call streams with the current attempt's chunks so far (a retried
 # attempt starts again from none), so a watcher can see thinking and text grow.
 Progress = Callable[[Sequence["Chunk"]], Awaitable[None]]
+# A ``time.monotonic()`` deadline shared by every attempt of a call (the step's budget).
+Budget = float | None
 
 
 class LLMProvider(Protocol):
-    """A backend that streams one LLM call."""
+    """A backend: one async call that streams to ``progress`` and returns the whole answer.
+
+    ``generate`` raises :class:`~tarsy.errors.LLMError` once the transport
+    retries are spent; implementations get it from :class:`StreamingProvider`.
+    """
 
     name: str
     capabilities: Capabilities
 
-    def generate(
-        self, request: GenerateRequest, progress: Progress | None = None
-    ) -> AsyncIterator[Chunk]:
-        """Stream the response to ``request``, ending with a FinalChunk."""
+    async def generate(
+        self, request: GenerateRequest, progress: Progress | None = None, *, budget: Budget = None
+    ) -> LLMResult:
+        """Answer ``request``; ``budget`` is a ``time.monotonic()`` deadline for all attempts."""
         ...
 
 
@@ -151,18 +142,12 @@ class LLMResult(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-ProgressCallback = Callable[[LLMResult], None]
-
-
-async def collect(
-    stream: AsyncIterator[Chunk], on_progress: ProgressCallback | None = None
-) -> LLMResult:
-    """Assemble a stream into an LLMResult; raise LLMError on an error chunk."""
-    result = LLMResult()
+def assemble(chunks: Sequence[Chunk], attempts: int = 1) -> LLMResult:
+    """Assemble one attempt's chunks into an LLMResult."""
+    result = LLMResult(attempts=attempts)
     text: list[str] = []
     thinking: list[str] = []
-    error: ErrorInfo | None = None
-    async for chunk in stream:
+    for chunk in chunks:
         match chunk:
             case TextChunk():
                 text.append(chunk.text)
@@ -176,16 +161,13 @@ async def collect(
                 result.code_executions.append(chunk)
             case UsageChunk():
                 result.usage = chunk.usage
-            case ErrorChunk():
-                error = chunk.error
             case FinalChunk():
-                result.attempts = chunk.attempts
                 result.provider_state = chunk.provider_state
                 result.metadata = chunk.metadata
-        if on_progress is not None and isinstance(chunk, TextChunk | ThinkingChunk):
-            result.text, result.thinking = "".join(text), "".join(thinking)
-            on_progress(result)
     result.text, result.thinking = "".join(text), "".join(thinking)
-    if error is not None:
-        raise LLMError(error, attempts=result.attempts)
     return result
+
+
+def has_content(chunks: Sequence[Chunk]) -> bool:
+    """Whether an attempt produced an answer (text, a tool call or code execution)."""
+    return any(isinstance(c, TextChunk | ToolCallChunk | CodeExecutionChunk) for c in chunks)

@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from tarsy import secrets
 from tarsy.config.schema import LLMProviderConfig
 from tarsy.errors import ConfigError
-from tarsy.llm.retry import AttemptError
 from tarsy.settings import Settings
 
 
@@ -54,10 +53,12 @@ def endpoint_for(config: LLMProviderConfig, settings: Settings) -> Endpoint:
 
 
 def resolve_endpoint(config: LLMProviderConfig, settings: Settings) -> Endpoint:
-    """:func:`endpoint_for` for a call: unresolvable credentials fail it, without retries."""
+    """:func:`endpoint_for` for a call: unresolvable credentials are a configuration error.
+
+    It is not a model failure: no retry or other iteration can fix it, so the
+    step engine fails the session at once with the reason.
+    """
     try:
         return endpoint_for(config, settings)
     except ConfigError as exc:
-        raise AttemptError(
-            "client", f"no credentials for model {config.model!r}: {exc}", code="configuration"
-        ) from exc
+        raise ConfigError(f"no credentials for model {config.model!r}: {exc}") from exc

@@ -18,16 +18,15 @@ import httpx
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from tarsy.config.schema import LLMProviderConfig
+from tarsy.errors import LLMError
 from tarsy.llm.base import (
     Chunk,
     CodeExecutionChunk,
-    ErrorChunk,
     FinalChunk,
     GenerateRequest,
-    Progress,
     TextChunk,
     ThinkingChunk,
     ToolCallChunk,
@@ -36,9 +35,10 @@ from tarsy.llm.base import (
 )
 from tarsy.llm.capabilities import BACKEND_CAPABILITIES
 from tarsy.llm.endpoint import Endpoint, resolve_endpoint
-from tarsy.llm.retry import AttemptError, classify_status, parse_retry_after, with_retries
+from tarsy.llm.provider import StreamingProvider
+from tarsy.llm.retry import classify_status, parse_retry_after
 from tarsy.llm.tool_names import from_function_name, to_function_name
-from tarsy.models import ConversationMessage, ErrorInfo, TokenUsage
+from tarsy.models import ConversationMessage, TokenUsage
 from tarsy.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -69,28 +69,22 @@ def _client(endpoint: Endpoint) -> genai.Client:
         return client
 
 
-def attempt_error(exc: BaseException) -> AttemptError | None:
-    """Classify an SDK or transport exception for the retry layer; None if it is not one."""
+def llm_error(exc: BaseException) -> LLMError | None:
+    """Translate an SDK or transport exception, once, into LLMError; None if it is not one."""
     if isinstance(exc, genai_errors.APIError):
         status = int(exc.code) if exc.code else 0
         headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-        return AttemptError(
+        return LLMError(
             classify_status(status),
             str(exc.message or exc),
             code=str(status),
             retry_after=parse_retry_after(headers.get("retry-after")),
         )
     if isinstance(exc, httpx.TimeoutException):
-        return AttemptError("timeout", f"timeout: {exc}", code="timeout")
+        return LLMError("timeout", f"timeout: {exc}", code="timeout")
     if isinstance(exc, httpx.TransportError):
-        return AttemptError("connection", f"connection error: {exc}", code="connection")
+        return LLMError("connection", f"connection error: {exc}", code="connection")
     return None
-
-
-def error_info(exc: BaseException) -> ErrorInfo | None:
-    """Translate an SDK or transport exception into ErrorInfo; None if it is not one."""
-    error = attempt_error(exc)
-    return error.info() if error is not None else None
 
 
 # ─── thinking ─────────────────────────────────────────────────────────────────
@@ -280,7 +274,7 @@ def _function_tools(tools: Sequence[ToolDefinition]) -> list[types.Tool]:
     return [types.Tool(function_declarations=declarations)]
 
 
-class GoogleNativeProvider:
+class GoogleNativeProvider(StreamingProvider):
     """Gemini via google-genai: streaming, function calling, thinking, native tools."""
 
     name = "google-native"
@@ -313,28 +307,22 @@ class GoogleNativeProvider:
             config["tools"] = _native_tools(provider.native_tools)
         return types.GenerateContentConfig(**config)
 
-    async def _attempt(
-        self,
-        provider: LLMProviderConfig,
-        contents: list[types.Content],
-        config: types.GenerateContentConfig,
-        progress: Progress | None,
-    ) -> _Attempt:
-        """One streamed call, buffered; raises AttemptError for the retry layer."""
-        client = _client(resolve_endpoint(provider, self._settings))
-        model = provider.model
-        chunks: list[Chunk] = []
+    async def attempt(self, request: GenerateRequest) -> AsyncIterator[Chunk]:
+        """One streamed call: chunks as they arrive, then the turn's signatures and notes."""
+        system, contents = to_contents(request.messages, request.thought_signatures)
+        metadata: dict[str, Any] = {}
+        config = self._config(request, system, metadata)
+        client = _client(resolve_endpoint(request.config, self._settings))
         parts: list[types.Part] = []
         usage: TokenUsage | None = None
         grounding: list[dict[str, Any]] = []
         try:
             stream = await client.aio.models.generate_content_stream(
-                model=model, contents=list(contents), config=config
+                model=request.config.model, contents=contents, config=config
             )
             async for response in stream:
-                chunks.extend(_chunks_of(response))
-                if progress is not None:
-                    await progress(chunks)
+                for chunk in _chunks_of(response):
+                    yield chunk
                 for candidate in response.candidates or []:
                     if candidate.content and candidate.content.parts:
                         parts.extend(candidate.content.parts)
@@ -345,54 +333,17 @@ class GoogleNativeProvider:
                 if response.usage_metadata is not None:
                     usage = _usage(response.usage_metadata)
         except Exception as exc:
-            error = attempt_error(exc)
+            error = llm_error(exc)
             if error is None:
                 raise
             raise error from exc
-        if not any(isinstance(c, TextChunk | ToolCallChunk | CodeExecutionChunk) for c in chunks):
-            raise AttemptError("empty", "the model returned no content", code="empty_response")
         if usage is not None:
-            chunks.append(UsageChunk(usage=usage))
-        return _Attempt(chunks=chunks, parts=parts, grounding=grounding)
-
-    async def generate(
-        self, request: GenerateRequest, progress: Progress | None = None
-    ) -> AsyncIterator[Chunk]:
-        """Stream one call (retried by the transport layer); errors end as an ErrorChunk."""
-        system, contents = to_contents(request.messages, request.thought_signatures)
-        metadata: dict[str, Any] = {}
-        config = self._config(request, system, metadata)
-        outcome: list[_Attempt] = []
-
-        async def attempt() -> list[Chunk]:
-            result = await self._attempt(request.config, contents, config, progress)
-            outcome[:] = [result]
-            return result.chunks
-
-        try:
-            chunks, attempts = await with_retries(attempt, request.config.retry)
-        except AttemptError as error:
-            yield ErrorChunk(error=error.info())
-            yield FinalChunk(attempts=error.attempts, metadata=metadata)
-            return
-        for chunk in chunks:
-            yield chunk
-        [result] = outcome
+            yield UsageChunk(usage=usage)
         state: dict[str, str] = {}
-        turn = signatures_of(result.parts)
+        turn = signatures_of(parts)
         if turn is not None:
             assistant_turns = sum(1 for m in request.messages if m.role == "assistant")
             state[turn_key(assistant_turns)] = turn.model_dump_json(exclude_defaults=True)
-        if result.grounding:
-            metadata["grounding"] = result.grounding
-        yield FinalChunk(attempts=attempts, provider_state=state, metadata=metadata)
-
-
-class _Attempt(BaseModel):
-    """What one successful call produced, before it is yielded."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    chunks: list[Chunk]
-    parts: list[types.Part]
-    grounding: list[dict[str, Any]]
+        if grounding:
+            metadata["grounding"] = grounding
+        yield FinalChunk(provider_state=state, metadata=metadata)

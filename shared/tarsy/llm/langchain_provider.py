@@ -8,7 +8,7 @@ such a model is configured.
 
 LangChain's own retries are turned off: the transport layer in
 :mod:`tarsy.llm.retry` owns them. SDK exceptions are translated here, once,
-into :class:`~tarsy.llm.retry.AttemptError`.
+into :class:`~tarsy.errors.LLMError`.
 """
 
 from __future__ import annotations
@@ -38,12 +38,11 @@ from langchain_core.messages.tool import tool_call
 from langchain_google_genai import ChatGoogleGenerativeAI
 
 from tarsy.config.schema import LLMProviderConfig
+from tarsy.errors import ConfigError, FailureKind, LLMError
 from tarsy.llm.base import (
     Chunk,
-    ErrorChunk,
     FinalChunk,
     GenerateRequest,
-    Progress,
     TextChunk,
     ThinkingChunk,
     ToolCallChunk,
@@ -53,13 +52,8 @@ from tarsy.llm.base import (
 from tarsy.llm.capabilities import BACKEND_CAPABILITIES
 from tarsy.llm.endpoint import Endpoint, resolve_endpoint
 from tarsy.llm.model_names import is_partner_model
-from tarsy.llm.retry import (
-    AttemptError,
-    FailureKind,
-    classify_status,
-    parse_retry_after,
-    with_retries,
-)
+from tarsy.llm.provider import StreamingProvider
+from tarsy.llm.retry import classify_status, parse_retry_after
 from tarsy.llm.tool_names import from_function_name, to_function_name
 from tarsy.models import ConversationMessage, TokenUsage
 from tarsy.settings import Settings
@@ -173,13 +167,11 @@ def _headers(exc: BaseException) -> Any:
     return getattr(getattr(exc, "response", None), "headers", None) or {}
 
 
-def _from_status(
-    status: int, message: str, exc: BaseException, details: Any = None
-) -> AttemptError:
+def _from_status(status: int, message: str, exc: BaseException, details: Any = None) -> LLMError:
     retry_after = parse_retry_after(_headers(exc).get("retry-after"))
     if retry_after is None:
         retry_after = _retry_info_delay(details)
-    return AttemptError(classify_status(status), message, code=str(status), retry_after=retry_after)
+    return LLMError(classify_status(status), message, code=str(status), retry_after=retry_after)
 
 
 _MODEL_ERROR_KINDS: tuple[tuple[type[lc_errors.ModelError], FailureKind, str], ...] = (
@@ -190,8 +182,8 @@ _MODEL_ERROR_KINDS: tuple[tuple[type[lc_errors.ModelError], FailureKind, str], .
 )
 
 
-def attempt_error(exc: BaseException) -> AttemptError | None:
-    """Classify an SDK or transport exception for the retry layer; None if it is not one."""
+def llm_error(exc: BaseException) -> LLMError | None:
+    """Translate an SDK or transport exception, once, into LLMError; None if it is not one."""
     chain = list(_causes(exc))
     for cause in chain:
         if isinstance(cause, genai_errors.APIError):
@@ -204,19 +196,19 @@ def attempt_error(exc: BaseException) -> AttemptError | None:
             return _from_status(status_code, str(cause), cause)
     for cause in chain:
         if isinstance(cause, httpx.TimeoutException):
-            return AttemptError("timeout", f"timeout: {cause}", code="timeout")
+            return LLMError("timeout", f"timeout: {cause}", code="timeout")
         if isinstance(cause, httpx.TransportError | auth_errors.TransportError):
-            return AttemptError("connection", f"connection error: {cause}", code="connection")
+            return LLMError("connection", f"connection error: {cause}", code="connection")
         if isinstance(cause, auth_errors.GoogleAuthError):
             auth_kind: FailureKind = (
                 "connection" if getattr(cause, "retryable", False) else "client"
             )
-            return AttemptError(auth_kind, f"authentication failed: {cause}", code="auth")
+            return LLMError(auth_kind, f"authentication failed: {cause}", code="auth")
     if isinstance(exc, lc_errors.ModelError):
         for error_type, kind, code in _MODEL_ERROR_KINDS:
             if isinstance(exc, error_type):
-                return AttemptError(kind, str(exc), code=code)
-        return AttemptError("client", str(exc), code="client")
+                return LLMError(kind, str(exc), code=code)
+        return LLMError("client", str(exc), code="client")
     return None
 
 
@@ -321,7 +313,7 @@ def _thinking_kwargs(config: LLMProviderConfig) -> dict[str, Any]:
     return kwargs
 
 
-class LangChainProvider:
+class LangChainProvider(StreamingProvider):
     """LangChain chat models: streaming, function calling via ``bind_tools``, or plain text."""
 
     name = "langchain"
@@ -331,87 +323,54 @@ class LangChainProvider:
         self._settings = settings
         self._credentials = credentials
 
-    async def _attempt(
-        self,
-        request: GenerateRequest,
-        messages: list[BaseMessage],
-        names: dict[str, str],
-        progress: Progress | None,
-    ) -> list[Chunk]:
-        """One streamed call, buffered; raises AttemptError for the retry layer."""
+    async def attempt(self, request: GenerateRequest) -> AsyncIterator[Chunk]:
+        """One streamed call: text and thinking as they arrive, then tool calls and usage."""
         config = request.config
+        metadata: dict[str, Any] = {}
+        if config.native_tools:
+            logger.warning(
+                "native tools %s ignored: the langchain backend does not offer them",
+                config.native_tools,
+            )
+            metadata["native_tools_suppressed"] = list(config.native_tools)
+        names = {to_function_name(tool.name): tool.name for tool in request.tools}
         endpoint = resolve_endpoint(config, self._settings)
         try:
             model = chat_model(config, endpoint, self._credentials)
         except (ImportError, ValueError) as exc:
-            raise AttemptError(
-                "client", f"cannot create chat model {config.model!r}: {exc}", code="configuration"
-            ) from exc
+            raise ConfigError(f"cannot create chat model {config.model!r}: {exc}") from exc
         kwargs = _thinking_kwargs(config)
         runnable = (
             model.bind_tools(to_tools(request.tools), **kwargs)
             if request.tools
             else model.bind(**kwargs)
         )
-        chunks: list[Chunk] = []
         whole: AIMessageChunk | None = None
         try:
-            async for piece in runnable.astream(messages):
+            async for piece in runnable.astream(to_messages(request.messages)):
                 if not isinstance(piece, AIMessageChunk):
                     continue
-                chunks.extend(_content_chunks(piece))
+                for chunk in _content_chunks(piece):
+                    yield chunk
                 whole = piece if whole is None else whole + piece
-                if progress is not None:
-                    await progress(chunks)
         except Exception as exc:
-            error = attempt_error(exc)
+            error = llm_error(exc)
             if error is None:
                 raise
             raise error from exc
         if whole is not None:
             for call in whole.tool_calls:
-                chunks.append(
-                    ToolCallChunk(
-                        call_id=call["id"] or f"call-{uuid.uuid4().hex[:12]}",
-                        name=names.get(call["name"]) or _canonical(call["name"]),
-                        arguments=json.dumps(call["args"], sort_keys=True),
-                    )
+                yield ToolCallChunk(
+                    call_id=call["id"] or f"call-{uuid.uuid4().hex[:12]}",
+                    name=names.get(call["name"]) or _canonical(call["name"]),
+                    arguments=json.dumps(call["args"], sort_keys=True),
                 )
             for invalid in whole.invalid_tool_calls:
                 logger.warning("dropped an unparseable tool call: %s", invalid)
-        if not any(isinstance(c, TextChunk | ToolCallChunk) for c in chunks):
-            raise AttemptError("empty", "the model returned no content", code="empty_response")
-        usage = _usage(whole) if whole is not None else None
-        if usage is not None:
-            chunks.append(UsageChunk(usage=usage))
-        return chunks
-
-    async def generate(
-        self, request: GenerateRequest, progress: Progress | None = None
-    ) -> AsyncIterator[Chunk]:
-        """Stream one call (retried by the transport layer); errors end as an ErrorChunk."""
-        messages = to_messages(request.messages)
-        names = {to_function_name(tool.name): tool.name for tool in request.tools}
-        metadata: dict[str, Any] = {}
-        if request.config.native_tools:
-            logger.warning(
-                "native tools %s ignored: the langchain backend does not offer them",
-                request.config.native_tools,
-            )
-            metadata["native_tools_suppressed"] = list(request.config.native_tools)
-
-        async def attempt() -> list[Chunk]:
-            return await self._attempt(request, messages, names, progress)
-
-        try:
-            chunks, attempts = await with_retries(attempt, request.config.retry)
-        except AttemptError as error:
-            yield ErrorChunk(error=error.info())
-            yield FinalChunk(attempts=error.attempts, metadata=metadata)
-            return
-        for chunk in chunks:
-            yield chunk
-        yield FinalChunk(attempts=attempts, metadata=metadata)
+            usage = _usage(whole)
+            if usage is not None:
+                yield UsageChunk(usage=usage)
+        yield FinalChunk(metadata=metadata)
 
 
 def _canonical(function_name: str) -> str:

@@ -5,66 +5,38 @@ Who owns which error:
 * **transport (here, tenacity)**: 429 (waits ``Retry-After`` when given, else
   exponential backoff with jitter), 5xx, connection errors and timeouts, and
   empty responses (fixed delay), each up to ``max_retries`` times; any other
-  4xx fails at once. A call is retried whole and its chunks are buffered per
-  attempt, so a retried attempt leaves nothing behind: only the final outcome
-  is returned and committed.
+  4xx fails at once. Each attempt streams its chunks to the progress sink as
+  they arrive; a retried attempt starts the sink again from nothing, and only
+  the successful attempt's result is returned and committed.
 * **strategy (the controller)**: what is still failing after the transport
   gave up arrives as an :class:`~tarsy.errors.LLMError` whose ``ErrorInfo``
   says whether it is ``retryable``; the controller decides whether another
   iteration may try again (e.g. two consecutive timeouts fail the execution).
 
-Each backend supplies one ``attempt`` coroutine that runs one streaming call
-and either returns its chunks or raises :class:`AttemptError` classified by
-its own SDK mapping.
+All attempts share one budget (a ``time.monotonic()`` deadline from the step):
+an attempt never runs past it, and no retry starts that could not finish a
+wait inside it, so a step always ends in time to record what happened.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
-    retry_if_exception,
     stop_after_attempt,
     wait_random_exponential,
 )
 
 from tarsy.config.schema import RetryPolicy
-from tarsy.llm.base import Chunk
-from tarsy.models import ErrorInfo
+from tarsy.errors import FailureKind, LLMError
+from tarsy.llm.base import Budget, Chunk, LLMResult, Progress, assemble, has_content
 
 logger = logging.getLogger(__name__)
-
-FailureKind = Literal["rate_limit", "server", "connection", "timeout", "empty", "client"]
-RETRIED_KINDS: frozenset[FailureKind] = frozenset(
-    {"rate_limit", "server", "connection", "timeout", "empty"}
-)
-
-
-class AttemptError(Exception):
-    """One attempt failed; ``kind`` decides whether the transport layer retries."""
-
-    def __init__(
-        self, kind: FailureKind, message: str, *, code: str, retry_after: float | None = None
-    ) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.code = code
-        self.retry_after = retry_after
-        self.attempts = 1  # set by with_retries when it gives up
-
-    @property
-    def retryable(self) -> bool:
-        """Whether retrying might succeed."""
-        return self.kind in RETRIED_KINDS
-
-    def info(self) -> ErrorInfo:
-        """The error as the strategy layer sees it."""
-        return ErrorInfo(message=str(self), code=self.code, retryable=self.retryable)
 
 
 def classify_status(status: int) -> FailureKind:
@@ -93,7 +65,7 @@ def _wait(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
 
     def wait(state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome else None
-        if isinstance(error, AttemptError):
+        if isinstance(error, LLMError):
             if error.kind == "empty":
                 return policy.empty_response_delay
             if error.kind == "rate_limit" and error.retry_after is not None:
@@ -111,42 +83,75 @@ def _log_retry(state: RetryCallState) -> None:
     )
 
 
-async def with_retries(
-    attempt: Callable[[], Awaitable[Sequence[Chunk]]],
+def _out_of_budget(budget: Budget, wait: float, clock: Callable[[], float]) -> bool:
+    """Whether waiting ``wait`` seconds leaves no time for another attempt."""
+    return budget is not None and clock() + wait >= budget
+
+
+async def _one_attempt(
+    attempt: Callable[[], AsyncIterator[Chunk]],
+    seconds: float,
+    progress: Progress | None,
+) -> list[Chunk]:
+    """Run one streamed attempt within ``seconds``, feeding ``progress`` as chunks arrive."""
+    chunks: list[Chunk] = []
+    try:
+        async with asyncio.timeout(seconds):
+            async for chunk in attempt():
+                chunks.append(chunk)
+                if progress is not None and chunk.type in ("text", "thinking"):
+                    await progress(chunks)
+    except TimeoutError as e:
+        raise LLMError("timeout", f"no complete answer within {seconds:g}s", code="timeout") from e
+    if not has_content(chunks):
+        raise LLMError("empty", "the model returned no content", code="empty_response")
+    return chunks
+
+
+async def call_with_retries(
+    attempt: Callable[[], AsyncIterator[Chunk]],
     policy: RetryPolicy,
+    progress: Progress | None = None,
     *,
+    budget: Budget = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> tuple[Sequence[Chunk], int]:
-    """Run ``attempt`` until it succeeds or the policy gives up.
+    clock: Callable[[], float] = time.monotonic,
+) -> LLMResult:
+    """Run ``attempt`` until it succeeds, the policy gives up or the budget runs out.
 
-    Returns the successful attempt's chunks and the number of attempts made.
-    Raises the last :class:`AttemptError` when retries are exhausted or the
-    failure is not retryable.
+    Raises the last :class:`~tarsy.errors.LLMError` (``attempts`` set) when
+    retries are exhausted, the failure is not retryable, or no time is left.
     """
+    wait = _wait(policy)
 
-    async def bounded() -> Sequence[Chunk]:
-        try:
-            return await asyncio.wait_for(attempt(), timeout=policy.timeout)
-        except TimeoutError as e:
-            raise AttemptError(
-                "timeout", f"no complete answer within {policy.timeout:g}s", code="timeout"
-            ) from e
+    def should_retry(state: RetryCallState) -> bool:
+        error = state.outcome.exception() if state.outcome else None
+        if not (isinstance(error, LLMError) and error.retryable):
+            return False
+        return not _out_of_budget(budget, wait(state), clock)
 
-    attempts = 0
     retrying = AsyncRetrying(
         stop=stop_after_attempt(policy.max_retries + 1),
-        wait=_wait(policy),
-        retry=retry_if_exception(lambda e: isinstance(e, AttemptError) and e.retryable),
+        wait=wait,
+        retry=should_retry,
         before_sleep=_log_retry,
         sleep=sleep,
         reraise=True,
     )
+    attempts = 0
     try:
         async for trial in retrying:
             with trial:
                 attempts = trial.retry_state.attempt_number
-                chunks = await bounded()
-    except AttemptError as error:
+                timeout = policy.timeout
+                if budget is not None:
+                    timeout = min(timeout, budget - clock())
+                    if timeout <= 0:
+                        raise LLMError(
+                            "timeout", "the step's time budget ran out", code="step_budget"
+                        )
+                chunks = await _one_attempt(attempt, timeout, progress)
+    except LLMError as error:
         error.attempts = attempts
         raise
-    return chunks, attempts
+    return assemble(chunks, attempts)

@@ -14,7 +14,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from typing import Any
@@ -31,7 +31,7 @@ from tarsy.models import ToolCall, utcnow
 from tarsy.secrets import resolve_all
 from tarsy.settings import Settings
 from tarsy.store import Store
-from tarsy.tools import ToolListing, ToolResult, check_call, error_result
+from tarsy.tools import CachedToolList, ToolListing, ToolResult, check_call, error_result
 
 logger = logging.getLogger(__name__)
 
@@ -115,13 +115,16 @@ class MCPToolExecutor:
             for tool in listed.tools
         ]
 
-    async def list_tools(self, servers: Sequence[str]) -> ToolListing:
+    async def list_tools(
+        self, servers: Sequence[str], cached: Mapping[str, CachedToolList] | None = None
+    ) -> ToolListing:
         """Tools of ``servers`` from the Firestore cache, fetching the stale ones."""
         enabled = [s for s in servers if self._config.mcp_servers[s].enabled]
         listing = ToolListing(
             unavailable={s: "disabled in configuration" for s in servers if s not in enabled}
         )
-        cached = await self._store.get_tool_lists(enabled)
+        if cached is None:
+            cached = await self._store.get_tool_lists(enabled)
         now = utcnow()
         fresh: dict[str, list[ToolDefinition]] = {}
         stale: list[str] = []

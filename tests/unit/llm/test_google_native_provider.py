@@ -9,7 +9,7 @@ import pytest
 
 from tarsy.config.schema import LLMProviderConfig, RetryPolicy
 from tarsy.errors import LLMError
-from tarsy.llm.base import GenerateRequest, LLMResult, ToolDefinition, collect
+from tarsy.llm.base import GenerateRequest, LLMResult, ToolDefinition
 from tarsy.llm.google_native import GoogleNativeProvider, thinking_config, turn_key
 from tarsy.models import ConversationMessage, ToolCall
 from tarsy.settings import Settings
@@ -53,7 +53,7 @@ def snake(name: str) -> str:
 
 
 async def generate(fake: FakeGemini, req: GenerateRequest) -> LLMResult:
-    return await collect(provider(fake).generate(req))
+    return await provider(fake).generate(req)
 
 
 @pytest.mark.parametrize(

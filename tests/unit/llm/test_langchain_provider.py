@@ -13,9 +13,9 @@ from google.oauth2.credentials import Credentials
 from langchain_core import exceptions as lc_errors
 
 from tarsy.config.schema import Backend, LLMProviderConfig, RetryPolicy, SecretRef
+from tarsy.errors import ConfigError, LLMError
 from tarsy.llm.base import (
     Chunk,
-    ErrorChunk,
     FinalChunk,
     GenerateRequest,
     LLMResult,
@@ -24,17 +24,17 @@ from tarsy.llm.base import (
     ToolCallChunk,
     ToolDefinition,
     UsageChunk,
-    collect,
 )
 from tarsy.llm.endpoint import endpoint_for
 from tarsy.llm.langchain_provider import (
     LangChainProvider,
-    attempt_error,
     chat_model,
+    llm_error,
     to_messages,
 )
+from tarsy.llm.provider import StreamingProvider
 from tarsy.llm.registry import get_provider
-from tarsy.models import ConversationMessage, ErrorInfo, TokenUsage, ToolCall
+from tarsy.models import ConversationMessage, TokenUsage, ToolCall
 from tarsy.settings import Settings
 from tarsy.testing.fake_gemini import FakeGemini, FakeReply, FakeToolCall
 
@@ -78,19 +78,19 @@ def request(
 
 
 async def stream(p: LangChainProvider, req: GenerateRequest) -> list[Chunk]:
-    return [chunk async for chunk in p.generate(req)]
+    """The chunks of one attempt, as they arrive."""
+    return [chunk async for chunk in p.attempt(req)]
 
 
 async def generate(fake: FakeGemini, req: GenerateRequest) -> LLMResult:
-    return await collect(provider(fake).generate(req))
+    return await provider(fake).generate(req)
 
 
-def error_and_final(chunks: list[Chunk]) -> tuple[ErrorChunk, FinalChunk]:
-    assert [c.type for c in chunks] == ["error", "final"]
-    error, final = chunks
-    assert isinstance(error, ErrorChunk)
-    assert isinstance(final, FinalChunk)
-    return error, final
+async def failure(p: LangChainProvider, req: GenerateRequest) -> LLMError:
+    """The error a call ends with once the transport retries are spent."""
+    with pytest.raises(LLMError) as raised:
+        await p.generate(req)
+    return raised.value
 
 
 def thinking_config(body: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +112,6 @@ async def test_text_is_streamed_in_several_chunks(fake: FakeGemini) -> None:
     assert len(texts) == 3
     assert "".join(c.text for c in texts) == "The pod is OOM killed; raise its memory limit."
     assert isinstance(chunks[-1], FinalChunk)
-    assert chunks[-1].attempts == 1
     [call] = fake.calls
     assert call.streaming
     assert call.path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
@@ -284,23 +283,23 @@ async def test_rate_limit_waits_retry_after_then_succeeds(fake: FakeGemini) -> N
 async def test_server_errors_exhaust_retries_into_a_retryable_error(fake: FakeGemini) -> None:
     fake.script(*[FakeReply(status=500)] * 4)
 
-    error, final = error_and_final(await stream(provider(fake), request()))
+    error = await failure(provider(fake), request())
 
-    assert error.error.retryable is True
-    assert error.error.code == "500"
-    assert final.attempts == 4
+    assert error.retryable is True
+    assert error.code == "500"
+    assert error.attempts == 4
     assert len(fake.calls) == 4  # LangChain and google-genai retry nothing themselves
 
 
 async def test_client_error_fails_at_once(fake: FakeGemini) -> None:
     fake.script(FakeReply(status=400, error_message="Invalid JSON payload"))
 
-    error, final = error_and_final(await stream(provider(fake), request()))
+    error = await failure(provider(fake), request())
 
-    assert error.error.retryable is False
-    assert error.error.code == "400"
-    assert "Invalid JSON payload" in error.error.message
-    assert final.attempts == 1
+    assert error.retryable is False
+    assert error.code == "400"
+    assert "Invalid JSON payload" in str(error)
+    assert error.attempts == 1
     assert len(fake.calls) == 1
 
 
@@ -319,11 +318,11 @@ async def test_unreachable_endpoint_is_a_retryable_connection_error() -> None:
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
     p = LangChainProvider(api_key_settings(f"http://127.0.0.1:{port}"))
 
-    error, final = error_and_final(await stream(p, request()))
+    error = await failure(p, request())
 
-    assert error.error.code == "connection"
-    assert error.error.retryable is True
-    assert final.attempts == 4
+    assert error.code == "connection"
+    assert error.retryable is True
+    assert error.attempts == 4
 
 
 @pytest.mark.parametrize(
@@ -337,7 +336,7 @@ async def test_unreachable_endpoint_is_a_retryable_connection_error() -> None:
 def test_langchain_model_errors_without_an_sdk_cause_are_classified(
     exc: BaseException, kind: str, retry_after: float | None
 ) -> None:
-    error = attempt_error(exc)
+    error = llm_error(exc)
 
     assert error is not None
     assert (error.kind, error.retry_after) == (kind, retry_after)
@@ -353,14 +352,14 @@ def test_retry_info_in_a_google_error_body_gives_the_delay() -> None:
             "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"}],
         }
     }
-    error = attempt_error(genai_errors.ClientError(429, body))
+    error = llm_error(genai_errors.ClientError(429, body))
 
     assert error is not None
     assert (error.kind, error.code, error.retry_after) == ("rate_limit", "429", 7.0)
 
 
 def test_unknown_exceptions_are_not_classified() -> None:
-    assert attempt_error(KeyError("bug")) is None
+    assert llm_error(KeyError("bug")) is None
 
 
 @pytest.mark.skipif(
@@ -369,15 +368,11 @@ def test_unknown_exceptions_are_not_classified() -> None:
 async def test_partner_model_without_its_sdk_is_a_configuration_error(
     fake: FakeGemini,
 ) -> None:
-    error, final = error_and_final(
-        await stream(provider(fake), request(model="claude-sonnet-4@20250514"))
-    )
+    with pytest.raises(ConfigError) as raised:
+        await provider(fake).generate(request(model="claude-sonnet-4@20250514"))
 
-    assert final.attempts == 1
-
-    assert error.error.code == "configuration"
-    assert error.error.retryable is False
-    assert "anthropic" in error.error.message
+    assert "anthropic" in str(raised.value)
+    assert fake.calls == []
     assert fake.calls == []
 
 
@@ -394,7 +389,7 @@ async def test_vertex_mode_reaches_the_fake_with_token_credentials(fake: FakeGem
     )
     p = LangChainProvider(settings, credentials=Credentials(token="fake"))  # type: ignore[no-untyped-call]
 
-    result = await collect(p.generate(request()))
+    result = await p.generate(request())
 
     assert result.text == "ok from vertex"
     [call] = fake.calls
@@ -432,7 +427,7 @@ async def test_a_provider_with_a_vertex_project_uses_vertex_despite_a_process_ap
     )
     p = LangChainProvider(settings, credentials=Credentials(token="fake"))  # type: ignore[no-untyped-call]
 
-    assert (await collect(p.generate(request().model_copy(update={"config": config})))).text == (
+    assert (await p.generate(request().model_copy(update={"config": config}))).text == (
         "ok from vertex"
     )
     [call] = fake.calls
@@ -460,8 +455,8 @@ async def test_a_provider_api_key_from_the_environment_overrides_the_process_key
 
     for config in (own, shared):
         fake.script(FakeReply(text="ok"))
-        result = await collect(
-            get_provider(config, settings).generate(request_of(update={"config": config}))
+        result = await get_provider(config, settings).generate(
+            request_of(update={"config": config})
         )
         assert result.text == "ok"
 
@@ -478,24 +473,17 @@ async def test_an_unset_provider_key_variable_fails_the_call_without_retries(
     )
     settings = Settings(GEMINI_API_KEY="process-key", GEMINI_BASE_URL=fake.url)
 
-    stream = [
-        c
-        async for c in get_provider(config, settings).generate(
+    # A configuration error, not a model failure: no retry, and the step engine
+    # fails the session with this reason at once.
+    with pytest.raises(ConfigError) as raised:
+        await get_provider(config, settings).generate(
             request().model_copy(update={"config": config})
         )
-    ]
 
-    assert stream == [
-        ErrorChunk(
-            error=ErrorInfo(
-                message="no credentials for model 'gemini-2.5-flash': environment variable "
-                "'TEAM_GEMINI_KEY' named in the config is not set",
-                code="configuration",
-                retryable=False,
-            )
-        ),
-        FinalChunk(attempts=1),
-    ]
+    assert str(raised.value) == (
+        "no credentials for model 'gemini-2.5-flash': environment variable "
+        "'TEAM_GEMINI_KEY' named in the config is not set"
+    )
     assert fake.calls == []
 
 
@@ -520,7 +508,8 @@ async def test_both_backends_stream_the_same_chunk_types(
         tools=[TOOL],
     )
 
-    chunks = [chunk async for chunk in p.generate(req)]
+    assert isinstance(p, StreamingProvider)
+    chunks = [chunk async for chunk in p.attempt(req)]
 
     assert [c.type for c in chunks] == ["text", "tool_call", "usage", "final"]
     text, call, usage, final = chunks
@@ -531,5 +520,4 @@ async def test_both_backends_stream_the_same_chunk_types(
     assert isinstance(usage, UsageChunk)
     assert usage.usage == TokenUsage(input_tokens=11, output_tokens=22, total_tokens=33)
     assert isinstance(final, FinalChunk)
-    assert final.attempts == 1
     assert fake.calls[0].function_names() == ["kubernetes__pods_get"]

@@ -1,0 +1,303 @@
+"""Every status change of a session, stage or execution, as a named pure function.
+
+Each function takes the record as it was read, refuses a change the lifecycle
+forbids (:class:`~tarsy.errors.IllegalTransitionError`), and returns a typed
+partial update that only :class:`tarsy.store.Store` turns into Firestore
+fields. No other module writes field names, so the type checker sees every
+status change, and the table of allowed moves below is the whole lifecycle::
+
+    pending ──▶ active ──▶ completed | failed | timed_out | cancelled
+                  │  ▲
+                  ▼  │ resume
+                 paused ──▶ failed | timed_out | cancelled
+
+Terminal records never move again. ``active → active`` is allowed: a session
+moves from stage to stage, an execution from step to step.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from tarsy.errors import IllegalTransitionError
+from tarsy.models import AgentExecution, ErrorInfo, ExecutionStatus, Session
+
+S = ExecutionStatus
+
+ALLOWED_MOVES: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
+    S.PENDING: frozenset({S.ACTIVE, S.FAILED, S.TIMED_OUT, S.CANCELLED}),
+    S.ACTIVE: frozenset({S.ACTIVE, S.COMPLETED, S.FAILED, S.PAUSED, S.TIMED_OUT, S.CANCELLED}),
+    S.PAUSED: frozenset({S.ACTIVE, S.FAILED, S.TIMED_OUT, S.CANCELLED}),
+    S.COMPLETED: frozenset(),
+    S.FAILED: frozenset(),
+    S.TIMED_OUT: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+
+def check_move(what: str, current: ExecutionStatus, target: ExecutionStatus) -> None:
+    """Raise IllegalTransitionError unless ``current → target`` is in the table."""
+    if target not in ALLOWED_MOVES[current]:
+        raise IllegalTransitionError(what, current.value, target.value)
+
+
+# ─── typed updates (only the fields set are written) ──────────────────────────
+
+
+class _Update(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def written(self) -> set[str]:
+        """The names of the fields this update writes (those given explicitly)."""
+        return set(self.model_fields_set)
+
+
+class ExecutionUpdate(_Update):
+    """A partial update of ``executions/{eid}``. ``release_lease`` clears the step lease."""
+
+    status: ExecutionStatus | None = None
+    final_analysis: str | None = None
+    error: ErrorInfo | None = None
+    completed_at: datetime | None = None
+    iteration: int | None = None
+    consecutive_failures: int | None = None
+    max_iterations: int | None = None
+    cancel_requested: bool | None = None
+    release_lease: bool = False
+
+
+class StageUpdate(_Update):
+    """A partial update of ``sessions/{sid}/stages/{index}``."""
+
+    status: ExecutionStatus | None = None
+    completed_at: datetime | None = None
+    finished_executions: dict[str, str] | None = None
+    synthesis_execution_id: str | None = None
+
+
+class SessionUpdate(_Update):
+    """A partial update of ``sessions/{sid}``."""
+
+    status: ExecutionStatus | None = None
+    current_stage: int | None = None
+    final_analysis: str | None = None
+    executive_summary: str | None = None
+    error: ErrorInfo | None = None
+    cancel_requested: bool | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+
+
+# ─── executions ───────────────────────────────────────────────────────────────
+
+
+def _execution(execution: AgentExecution, target: ExecutionStatus) -> None:
+    check_move(f"execution {execution.execution_id!r}", execution.status, target)
+
+
+def count_iteration(execution: AgentExecution, *, failed_attempt: bool) -> ExecutionUpdate:
+    """After a step: one more iteration, or one more failed attempt at the same one."""
+    if failed_attempt:
+        return ExecutionUpdate(consecutive_failures=execution.consecutive_failures + 1)
+    return ExecutionUpdate(iteration=execution.iteration + 1, consecutive_failures=0)
+
+
+def complete_execution(
+    execution: AgentExecution, analysis: str | None, now: datetime, *, progress: ExecutionUpdate
+) -> ExecutionUpdate:
+    """The execution produced its final analysis."""
+    _execution(execution, S.COMPLETED)
+    return progress.model_copy(
+        update={"status": S.COMPLETED, "final_analysis": analysis, "completed_at": now}
+    )
+
+
+def fail_execution(
+    execution: AgentExecution,
+    error: ErrorInfo | None,
+    now: datetime,
+    *,
+    progress: ExecutionUpdate | None = None,
+) -> ExecutionUpdate:
+    """The execution failed with ``error``; its lease is released."""
+    _execution(execution, S.FAILED)
+    base = progress or ExecutionUpdate()
+    return base.model_copy(
+        update={"status": S.FAILED, "error": error, "completed_at": now, "release_lease": True}
+    )
+
+
+def pause_execution(
+    execution: AgentExecution, error: ErrorInfo | None, *, progress: ExecutionUpdate
+) -> ExecutionUpdate:
+    """Stop at max_iterations until someone resumes."""
+    _execution(execution, S.PAUSED)
+    return progress.model_copy(update={"status": S.PAUSED, "error": error})
+
+
+def resume_execution(execution: AgentExecution, extra_iterations: int) -> ExecutionUpdate:
+    """A paused execution continues with ``extra_iterations`` more iterations."""
+    _execution(execution, S.ACTIVE)
+    if execution.status is not S.PAUSED:
+        raise IllegalTransitionError(
+            f"execution {execution.execution_id!r}", execution.status.value, "resumed"
+        )
+    return ExecutionUpdate(
+        status=S.ACTIVE, max_iterations=execution.max_iterations + extra_iterations, error=None
+    )
+
+
+def request_cancel_of_execution(execution: AgentExecution) -> ExecutionUpdate:
+    """Mark a running execution cancelled-to-be.
+
+    The write itself matters: it changes the execution's update time, so a step
+    running on it cannot commit (its precondition fails) and cancels instead.
+    """
+    if execution.status.is_terminal:
+        raise IllegalTransitionError(
+            f"execution {execution.execution_id!r}", execution.status.value, "cancel requested"
+        )
+    return ExecutionUpdate(cancel_requested=True)
+
+
+def cancel_execution(execution: AgentExecution, now: datetime) -> ExecutionUpdate:
+    """End an execution whose session was cancelled, without another model call."""
+    _execution(execution, S.CANCELLED)
+    return ExecutionUpdate(status=S.CANCELLED, completed_at=now, release_lease=True)
+
+
+def time_out_execution(
+    execution: AgentExecution, error: ErrorInfo, now: datetime
+) -> ExecutionUpdate:
+    """End an unfinished execution of a session past its deadline."""
+    _execution(execution, S.TIMED_OUT)
+    return ExecutionUpdate(status=S.TIMED_OUT, error=error, completed_at=now, release_lease=True)
+
+
+def dead_letter_execution(
+    execution: AgentExecution, error: ErrorInfo, now: datetime
+) -> ExecutionUpdate:
+    """Fail an execution whose step message Pub/Sub gave up delivering."""
+    return fail_execution(execution, error, now)
+
+
+# ─── sessions ─────────────────────────────────────────────────────────────────
+
+
+def _session(session: Session, target: ExecutionStatus) -> None:
+    check_move(f"session {session.session_id!r}", session.status, target)
+
+
+def start_stage_of_session(session: Session, index: int, now: datetime) -> SessionUpdate:
+    """The session runs stage ``index`` (the first one also marks the start)."""
+    _session(session, S.ACTIVE)
+    if index == 0:
+        return SessionUpdate(status=S.ACTIVE, current_stage=index, started_at=now)
+    return SessionUpdate(status=S.ACTIVE, current_stage=index)
+
+
+def record_final_analysis(session: Session, analysis: str) -> SessionUpdate:
+    """The chain's analysis is known; the executive summary is still to come."""
+    _session(session, S.ACTIVE)
+    return SessionUpdate(final_analysis=analysis)
+
+
+def complete_session(
+    session: Session,
+    now: datetime,
+    *,
+    final_analysis: str | None = None,
+    executive_summary: str | None = None,
+    with_summary: bool = False,
+) -> SessionUpdate:
+    """The investigation is done; ``with_summary`` writes the summary (None when it failed)."""
+    _session(session, S.COMPLETED)
+    update = SessionUpdate(status=S.COMPLETED, completed_at=now)
+    if final_analysis is not None:
+        update = update.model_copy(update={"final_analysis": final_analysis})
+    if with_summary:
+        update = update.model_copy(update={"executive_summary": executive_summary})
+    return update
+
+
+def fail_session(
+    session: Session, error: ErrorInfo, now: datetime, *, status: ExecutionStatus = S.FAILED
+) -> SessionUpdate:
+    """The session ends unsuccessfully (a stage failed, timed out or was cancelled)."""
+    if status is S.COMPLETED or status is S.PAUSED or not status.is_terminal:
+        raise IllegalTransitionError(f"session {session.session_id!r}", "failing", status.value)
+    _session(session, status)
+    return SessionUpdate(status=status, error=error, completed_at=now)
+
+
+def pause_session(session: Session, error: ErrorInfo | None) -> SessionUpdate:
+    """An agent paused at max_iterations: so does the session."""
+    _session(session, S.PAUSED)
+    return SessionUpdate(status=S.PAUSED, error=error)
+
+
+def resume_session(session: Session) -> SessionUpdate:
+    """A paused session continues."""
+    if session.status is not S.PAUSED:
+        raise IllegalTransitionError(
+            f"session {session.session_id!r}", session.status.value, "resumed"
+        )
+    return SessionUpdate(status=S.ACTIVE, error=None)
+
+
+def request_cancel(session: Session) -> SessionUpdate:
+    """Ask a running session to stop; steps check the flag before each model call."""
+    if session.status.is_terminal:
+        raise IllegalTransitionError(
+            f"session {session.session_id!r}", session.status.value, "cancel requested"
+        )
+    return SessionUpdate(cancel_requested=True)
+
+
+def cancel_session(session: Session, now: datetime) -> SessionUpdate:
+    """The session's cancel took effect."""
+    _session(session, S.CANCELLED)
+    return SessionUpdate(status=S.CANCELLED, completed_at=now)
+
+
+def time_out_session(session: Session, error: ErrorInfo, now: datetime) -> SessionUpdate:
+    """The session passed its deadline."""
+    _session(session, S.TIMED_OUT)
+    return SessionUpdate(status=S.TIMED_OUT, error=error, completed_at=now)
+
+
+def dead_letter_session(session: Session, error: ErrorInfo, now: datetime) -> SessionUpdate:
+    """A step of the session could not be delivered: it fails with the reason."""
+    _session(session, S.FAILED)
+    return SessionUpdate(status=S.FAILED, error=error, completed_at=now)
+
+
+# ─── stages ───────────────────────────────────────────────────────────────────
+
+
+def end_stage(
+    status: ExecutionStatus, now: datetime, finished: dict[str, str] | None = None
+) -> StageUpdate:
+    """A stage has its result: its status from its agents' (and synthesis')."""
+    if not status.is_terminal:
+        raise IllegalTransitionError("stage", "active", status.value)
+    if finished is None:
+        return StageUpdate(status=status, completed_at=now)
+    return StageUpdate(status=status, completed_at=now, finished_executions=finished)
+
+
+def pause_stage() -> StageUpdate:
+    """The stage's agent paused at max_iterations."""
+    return StageUpdate(status=S.PAUSED)
+
+
+def resume_stage() -> StageUpdate:
+    """The stage's paused agent continues."""
+    return StageUpdate(status=S.ACTIVE)
+
+
+def start_synthesis(finished: dict[str, str], synthesis_id: str) -> StageUpdate:
+    """A parallel stage's agents are done; its synthesis runs next."""
+    return StageUpdate(finished_executions=finished, synthesis_execution_id=synthesis_id)
