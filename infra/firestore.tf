@@ -20,23 +20,9 @@ resource "google_firestore_field" "thought_signatures_ttl" {
   index_config {}
 }
 
-# The sweeper's queries (Store.expired_leases, Store.overdue_sessions): equality on
-# status and a range on a timestamp need a composite index each.
-resource "google_firestore_index" "executions_status_lease" {
-  database    = google_firestore_database.main.name
-  collection  = "executions"
-  query_scope = "COLLECTION"
-
-  fields {
-    field_path = "status"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "lease_until"
-    order      = "ASCENDING"
-  }
-}
-
+# The sweeper's deadline query (Store.overdue_sessions): equality on
+# status and a range on a timestamp need a composite index. Its due-time queries
+# (Store.due_executions, Store.due_sessions) filter one field: indexed by default.
 resource "google_firestore_index" "sessions_status_deadline" {
   database    = google_firestore_database.main.name
   collection  = "sessions"
@@ -49,5 +35,54 @@ resource "google_firestore_index" "sessions_status_deadline" {
   fields {
     field_path = "deadline"
     order      = "ASCENDING"
+  }
+}
+
+# Listing sessions (GET /sessions, Store.list_sessions): newest first, with an
+# equality filter on status, alert_type or source. One index per filter field;
+# Firestore merges them when filters are combined, and appends the document id
+# (which breaks ties) in the direction of the last field.
+resource "google_firestore_index" "sessions_by_status" {
+  database    = google_firestore_database.main.name
+  collection  = "sessions"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "sessions_by_alert_type" {
+  database    = google_firestore_database.main.name
+  collection  = "sessions"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "alert_type"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "sessions_by_source" {
+  database    = google_firestore_database.main.name
+  collection  = "sessions"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "source"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
   }
 }

@@ -25,6 +25,7 @@ locals {
       GOOGLE_CLOUD_PROJECT     = var.project_id
       TARSY_FIRESTORE_DATABASE = google_firestore_database.main.name
       TARSY_STEPS_TOPIC        = google_pubsub_topic.steps.name
+      TARSY_STEP_DUE_SECONDS   = tostring(local.step_due_seconds)
       TARSY_PUBLIC_API_URL     = var.public_api_url != "" ? var.public_api_url : local.api_url
       TARSY_MAX_ALERT_BYTES    = tostring(var.max_alert_bytes)
       TARSY_CONFIG_PATH        = var.config_packaged ? "/workspace/tarsy.yaml" : null
@@ -35,6 +36,7 @@ locals {
       GOOGLE_CLOUD_PROJECT       = var.project_id
       TARSY_FIRESTORE_DATABASE   = google_firestore_database.main.name
       TARSY_STEPS_TOPIC          = google_pubsub_topic.steps.name
+      TARSY_STEP_DUE_SECONDS     = tostring(local.step_due_seconds)
       TARSY_CONFIG_PATH          = var.config_packaged ? "/workspace/tarsy.yaml" : null
       TARSY_DEFAULT_MODEL        = var.default_model
       TARSY_VERTEX_PROJECT       = var.vertex_project
@@ -49,6 +51,7 @@ locals {
       GOOGLE_CLOUD_PROJECT     = var.project_id
       TARSY_FIRESTORE_DATABASE = google_firestore_database.main.name
       TARSY_STEPS_TOPIC        = google_pubsub_topic.steps.name
+      TARSY_STEP_DUE_SECONDS   = tostring(local.step_due_seconds)
       TARSY_CONFIG_PATH        = var.config_packaged ? "/workspace/tarsy.yaml" : null
       TARSY_STEP_LEASE_SECONDS = tostring(local.step_lease_seconds)
       TARSY_SWEEPER_INVOKER    = google_service_account.sweeper.email
@@ -71,6 +74,9 @@ locals {
     name => google_secret_manager_secret.config_secret[name].secret_id
   }
 
-  # A lease outlives the step that holds it (Settings.step_lease_seconds).
-  step_lease_seconds = var.step_function.timeout_seconds + 60
+  # A running step renews its lease every third of it (Settings.step_lease_seconds):
+  # a short lease means a step whose process died is re-run within about a minute.
+  step_lease_seconds = 60
+  # How soon a published step must have been claimed before the sweeper re-publishes it.
+  step_due_seconds = 60
 }

@@ -25,7 +25,7 @@ Firestore field name.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
 
@@ -104,7 +104,7 @@ def start_stage_message(session_id: str, stage: int) -> StepMessage:
 
 def _new_execution(
     session: Session, stage: int, index: int, role: ExecutionRole, config: ResolvedAgentConfig,
-    execution_id: str,
+    execution_id: str, due: datetime,
 ) -> AgentExecution:  # fmt: skip
     strategy: str = config.iteration_strategy
     if role == "summary":
@@ -120,6 +120,7 @@ def _new_execution(
         provider=config.provider_name,
         step=FIRST_ITERATION_STEP,
         max_iterations=config.max_iterations,
+        due_at=due,
     )
 
 
@@ -166,9 +167,9 @@ def stage_error(stage_name: str, status: ExecutionStatus, reasons: list[str]) ->
 # ─── openings ─────────────────────────────────────────────────────────────────
 
 
-def summary_opening(config: TarsyConfig, session: Session, analysis: str) -> tuple[
-    AgentExecution, list[ConversationMessage]
-]:  # fmt: skip
+def summary_opening(
+    config: TarsyConfig, session: Session, analysis: str, due: datetime
+) -> tuple[AgentExecution, list[ConversationMessage]]:
     """The executive-summary execution of a session and its opening messages."""
     resolved = config.resolve_role(session.chain_id, None, "summary")
     opening = [
@@ -179,8 +180,13 @@ def summary_opening(config: TarsyConfig, session: Session, analysis: str) -> tup
         ),
     ]
     execution = _new_execution(session, SUMMARY_STAGE, 0, "summary", resolved,
-                               summary_id_for(session.session_id))  # fmt: skip
+                               summary_id_for(session.session_id), due)  # fmt: skip
     return execution, opening
+
+
+def _due(deps: Deps) -> datetime:
+    """When a step published now must have been claimed."""
+    return utcnow() + timedelta(seconds=deps.settings.step_due_seconds)
 
 
 # ─── the advance planned in an execution's last commit ────────────────────────
@@ -203,6 +209,7 @@ def plan_advance(
     status: ExecutionStatus,
     analysis: str | None,
     now: datetime,
+    due: datetime,
 ) -> Advance | None:
     """What follows ``execution`` ending in ``status``, when it alone decides; else None.
 
@@ -237,11 +244,13 @@ def plan_advance(
         )
     if execution.stage + 1 < len(chain.stages):
         return Advance(
-            stage=stage, publish=start_stage_message(session.session_id, execution.stage + 1)
+            stage=stage,
+            session=transitions.await_stage(session, execution.stage + 1, due),
+            publish=start_stage_message(session.session_id, execution.stage + 1),
         )
     final = analysis or ""
     if chain.executive_summary:
-        summary, opening = summary_opening(config, session, final)
+        summary, opening = summary_opening(config, session, final, due)
         return Advance(
             stage=stage,
             session=transitions.record_final_analysis(session, final),
@@ -322,7 +331,7 @@ async def _start_stage(session: Session, index: int, deps: Deps) -> None:
         resolved = deps.config.resolve(session.chain_id, index, agent_index)
         execution = _new_execution(
             session, index, agent_index, "agent", resolved,
-            execution_id_for(session.session_id, index, agent_index),
+            execution_id_for(session.session_id, index, agent_index), _due(deps),
         )  # fmt: skip
         executions.append(execution)
         opening[execution.execution_id] = initial_messages(resolved, session, context)
@@ -365,12 +374,13 @@ async def after_execution(execution: AgentExecution, deps: Deps) -> None:
     if execution.role == "chat":
         return  # a chat answers on a finished session; nothing follows it
     session = await deps.store.get_session(execution.session_id)
-    if session is None or session.status.is_terminal:
-        return
-    if session.cancel_requested:
-        await deps.store.update_session(
-            session.session_id, transitions.cancel_session(session, utcnow())
-        )
+    if session is None or session.status.is_terminal or session.cancel_requested:
+        if session is not None and not session.status.is_terminal:
+            await deps.store.update_session(
+                session.session_id, transitions.cancel_session(session, utcnow())
+            )
+        # Nothing follows: the execution's fan-in is no longer owed.
+        await deps.store.update_executions([execution.execution_id], transitions.fan_in_done())
         return
     if execution.role == "summary":
         await _finish_session(session, execution, deps)
@@ -390,7 +400,10 @@ async def _after_agent(session: Session, execution: AgentExecution, deps: Deps) 
     if stage_config.is_parallel:
         finished = await deps.store.finished_agents(session.session_id, index)
         if len(finished) < len(stage_config.placed_agents):
-            return  # others are still running; the last one to finish moves on
+            # Others are still running; the last one to finish (which sees every
+            # completion marker, all committed before its query) moves on.
+            await deps.store.update_executions([execution.execution_id], transitions.fan_in_done())
+            return
     else:
         finished = {execution.execution_id: execution.status.value}
     if not await deps.store.claim_marker(session.session_id, index, ADVANCE_MARKER):
@@ -403,9 +416,11 @@ async def _after_agent(session: Session, execution: AgentExecution, deps: Deps) 
     logger.info("stage %s agents done: %s", stage_config.name, status.value, extra=log)
     if status is ExecutionStatus.COMPLETED and stage_config.is_parallel:
         await _start_synthesis(session, index, stage_config.name, finished, deps)
-        return
-    analysis = execution.final_analysis or "" if not stage_config.is_parallel else None
-    await _after_stage(session, index, status, deps, analysis=analysis, finished=finished)
+    else:
+        analysis = execution.final_analysis or "" if not stage_config.is_parallel else None
+        await _after_stage(session, index, status, deps, analysis=analysis, finished=finished)
+    # The stage moved on: its agents' fan-in is no longer due (the sweeper stops re-running it).
+    await deps.store.update_executions(list(finished), transitions.fan_in_done())
 
 
 async def _start_synthesis(
@@ -436,7 +451,7 @@ async def _start_synthesis(
     ]
     synthesis_id = synthesis_id_for(session.session_id, index)
     execution = _new_execution(session, index, len(finished), "synthesis", resolved,
-                               synthesis_id)  # fmt: skip
+                               synthesis_id, _due(deps))  # fmt: skip
     await deps.store.update_stage(
         session.session_id, index, transitions.start_synthesis(finished, synthesis_id)
     )
@@ -476,6 +491,9 @@ async def _after_stage(
         return
     if index + 1 < len(chain.stages):
         if await deps.store.get_stage(session.session_id, index + 1) is None:
+            await deps.store.update_session(
+                session.session_id, transitions.await_stage(session, index + 1, _due(deps))
+            )
             await deps.bus.publish(start_stage_message(session.session_id, index + 1))
         return
     final = analysis or ""
@@ -484,7 +502,7 @@ async def _after_stage(
             await deps.store.update_session(
                 session.session_id, transitions.record_final_analysis(session, final)
             )
-        summary, opening = summary_opening(deps.config, session, final)
+        summary, opening = summary_opening(deps.config, session, final, _due(deps))
         await start_execution(summary, opening, deps)
     else:
         await deps.store.update_session(
@@ -588,7 +606,7 @@ async def start_chat(session: Session, question: str, deps: Deps) -> AgentExecut
     ]
     execution = _new_execution(
         session, CHAT_STAGE, number, "chat", resolved,
-        f"{session.session_id}-chat-{number:03d}",
+        f"{session.session_id}-chat-{number:03d}", _due(deps),
     )  # fmt: skip
     asked = TimelineEvent(
         type=TimelineEventType.USER_QUESTION, content=question, metadata={"chat": number}

@@ -24,6 +24,7 @@ the reason and the message is acknowledged (see :mod:`tarsy.errors`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -54,7 +55,7 @@ from tarsy.models import (
     utcnow,
 )
 from tarsy.progress import ProgressWriter
-from tarsy.store import Claim, StepCommit, StepState
+from tarsy.store import Claim, StepCommit, StepState, Store
 from tarsy.strategies.base import IterationOutcome, IterationState, Strategy
 from tarsy.strategies.registry import get_strategy
 from tarsy.summarize import shrink_results
@@ -66,11 +67,6 @@ logger = logging.getLogger(__name__)
 INTERACTION_TEXT_CHARS = 64 * 1024  # per string in an interaction record's request copy
 # Thought signatures are only useful while an execution runs; the TTL policy deletes them.
 PROVIDER_STATE_TTL = timedelta(hours=1)
-# Of the step function's timeout, what is kept for the commit and the publish after
-# the model and tools: the budget they share ends this long before the platform
-# would kill the step.
-COMMIT_RESERVE_FRACTION = 0.1
-MIN_COMMIT_RESERVE_S = 20.0
 # Strategy-layer retry (seed 000 Q5): after the transport layer gave up, a retryable
 # failure gets one more step; the second consecutive one fails the execution.
 MAX_CONSECUTIVE_FAILURES = 2
@@ -117,7 +113,8 @@ async def handle_dead_letter(message: StepMessage, deps: Deps, *, delivery_attem
 
 async def iterate(message: StepMessage, deps: Deps) -> None:
     """Run step ``message.step`` of execution ``message.execution_id``."""
-    budget = step_budget(time.monotonic(), deps.settings.step_timeout_seconds)
+    # Model attempts, retries and summaries share this deadline (Settings.step_budget_seconds).
+    budget = time.monotonic() + deps.settings.step_budget_seconds
     state = await deps.store.get_step_state(
         message.execution_id, message.session_id, list(deps.config.mcp_servers)
     )
@@ -131,21 +128,18 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
         return
     claim = await claim_step(message, state.update_time, deps)
     running = execution.model_copy(update={"status": ExecutionStatus.ACTIVE})
-    turn = await prepare_turn(running, session, state, budget, deps)
-    call = await call_model(turn, message.step, deps)
-    tools = await run_tools(turn, call, deps)
+    async with Heartbeat(deps.store, message.execution_id, claim, _lease(deps)) as heartbeat:
+        turn = await prepare_turn(running, session, state, budget, deps)
+        call = await call_model(turn, message.step, deps)
+        tools = await run_tools(turn, call, deps)
     outcome = decide(turn, call, tools)
-    commit, advance = build_commit(message, turn, call, tools, outcome, claim, deps.config)
+    commit, advance = build_commit(
+        message, turn, call, tools, outcome, heartbeat.claim, deps.config, _due(deps)
+    )
     if not await deps.store.commit_step(commit):
         await after_lost_commit(message, deps)
         return
     await publish_next(message, turn, outcome, commit, advance, deps)
-
-
-def step_budget(started: float, timeout_seconds: float) -> float:
-    """The ``time.monotonic()`` deadline for the model and tools of a step begun at ``started``."""
-    reserve = max(MIN_COMMIT_RESERVE_S, timeout_seconds * COMMIT_RESERVE_FRACTION)
-    return started + timeout_seconds - reserve
 
 
 Fate = Literal["run", "heal", "fan_in", "ahead", "settled", "cancel", "time_out", "leased"]
@@ -156,7 +150,10 @@ def triage(
 ) -> Fate:
     """What to do with an ``iterate`` message, from the state it finds (pure)."""
     if message.step < execution.step:
-        return "fan_in" if execution.status.is_terminal else "heal"
+        if execution.status.is_terminal:
+            # A finished execution stays due only while its stage's fan-in is owed.
+            return "fan_in" if execution.due_at is not None else "settled"
+        return "heal"
     if message.step > execution.step:
         return "ahead"
     if execution.status.is_terminal or execution.status is ExecutionStatus.PAUSED:
@@ -178,7 +175,7 @@ async def _settle(
     if fate == "fan_in":
         await chains.after_execution(execution, deps)  # the fan-in may not have run
     elif fate == "heal":
-        await _heal_publish(execution, deps)
+        await _heal_publish(execution, deps, utcnow())
     elif fate == "ahead":
         logger.warning(
             "message for step %s but execution %s is at step %s; dropping",
@@ -197,11 +194,18 @@ async def _settle(
         )
 
 
-async def _heal_publish(execution: AgentExecution, deps: Deps) -> None:
-    """Re-publish the execution's current step if its message may have been lost."""
+async def _heal_publish(execution: AgentExecution, deps: Deps, now: datetime) -> None:
+    """Re-publish the execution's current step if its message is overdue.
+
+    A duplicate of a committed step arrives while the next step's message is
+    most likely still on its way: publishing again on every duplicate would
+    only multiply messages. Once the next step is overdue, it was lost.
+    """
     if execution.status.is_terminal or execution.status == ExecutionStatus.PAUSED:
         return
     if execution.published_step >= execution.step or execution.lease_owner:
+        return
+    if execution.due_at is not None and execution.due_at > now:
         return
     logger.info(
         "re-publishing step %s of %s (its message may have been lost)",
@@ -226,6 +230,59 @@ async def after_lost_commit(message: StepMessage, deps: Deps) -> None:
         await chains.cancel_execution(execution, session, deps)
 
 
+def _due(deps: Deps) -> timedelta:
+    return timedelta(seconds=deps.settings.step_due_seconds)
+
+
+def _lease(deps: Deps) -> timedelta:
+    return timedelta(seconds=deps.settings.step_lease_seconds)
+
+
+class Heartbeat:
+    """Renews a running step's lease every third of it, so a slow step is never stolen.
+
+    The lease can then be short (a minute), and a step whose process died is
+    re-run soon after it expires. Each renewal is conditional on the claim's
+    update time and yields the one the commit must present; once a renewal
+    finds the execution changed (a cancel, a takeover), it stops, and the
+    commit will fail the same way.
+    """
+
+    def __init__(self, store: Store, execution_id: str, claim: Claim, lease: timedelta) -> None:
+        self.claim = claim
+        self._store = store
+        self._execution_id = execution_id
+        self._lease = lease
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Heartbeat:
+        self._task = asyncio.create_task(self._beat())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        # Let a renewal in flight finish: its new update time is the commit's precondition.
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+    async def _beat(self) -> None:
+        interval = self._lease.total_seconds() / 3
+        while True:
+            try:
+                await asyncio.wait_for(self._stop.wait(), timeout=interval)
+                return
+            except TimeoutError:
+                pass
+            renewed = await self._store.renew(
+                self._execution_id, self.claim, utcnow() + self._lease
+            )
+            if renewed is None:
+                logger.warning("step of %s lost its claim while running", self._execution_id)
+                return
+            self.claim = renewed
+
+
 def _lease_owner() -> str:
     return f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -235,7 +292,7 @@ async def claim_step(message: StepMessage, read_time: datetime, deps: Deps) -> C
     return await deps.store.claim(
         message.execution_id,
         owner=_lease_owner(),
-        until=utcnow() + timedelta(seconds=deps.settings.step_lease_seconds),
+        until=utcnow() + _lease(deps),
         read_time=read_time,
         step=message.step,
     )
@@ -431,16 +488,19 @@ def decide(turn: Turn, call: ModelCall, tools: ToolRun) -> IterationOutcome:
 
 
 def execution_update(
-    execution: AgentExecution, outcome: IterationOutcome, now: datetime
+    execution: AgentExecution, outcome: IterationOutcome, now: datetime, next_due: datetime | None
 ) -> ExecutionUpdate:
     """The execution's status change after this iteration (pure)."""
-    progress = transitions.count_iteration(execution, failed_attempt=outcome.failed_attempt)
+    progress = transitions.count_iteration(
+        execution, failed_attempt=outcome.failed_attempt, next_due=next_due
+    )
     if outcome.next == "complete":
         return transitions.complete_execution(
             execution, outcome.final_analysis, now, progress=progress
         )
     if outcome.next == "fail":
-        return transitions.fail_execution(execution, outcome.error, now, progress=progress)
+        update = transitions.fail_execution(execution, outcome.error, now, progress=progress)
+        return transitions.await_fan_in(update, next_due) if next_due else update
     if outcome.next == "pause":
         return transitions.pause_execution(execution, outcome.error, progress=progress)
     return progress
@@ -460,6 +520,7 @@ def build_commit(
     outcome: IterationOutcome,
     claim: Claim | None,
     config: TarsyConfig,
+    due: timedelta,
 ) -> tuple[StepCommit, Advance | None]:
     """Everything this step writes, as one atomic batch, and what it publishes after.
 
@@ -468,8 +529,18 @@ def build_commit(
     """
     now = utcnow()
     execution, session = turn.execution, turn.session
-    update = execution_update(execution, outcome, now)
     finished = FINISHED.get(outcome.next)
+    advance: Advance | None = None
+    if finished is not None:
+        ended = execution.model_copy(update={"error": outcome.error})
+        advance = chains.plan_advance(
+            config, session, ended, finished, outcome.final_analysis, now, now + due
+        )
+    # Due: the next step; or, once finished, what follows it until that is published
+    # (a parallel stage's fan-in, or the planned advance's message).
+    follows = advance is None or advance.publish is not None
+    awaits = outcome.next == "continue" or (finished is not None and follows)
+    update = execution_update(execution, outcome, now, now + due if awaits else None)
     usage = call.interaction.tokens + tools.usage
     price = config.price_for(turn.config.provider.model)
     commit = StepCommit(
@@ -496,14 +567,10 @@ def build_commit(
         if execution.role == "agent":
             commit.stage = transitions.pause_stage()
         commit.session = transitions.pause_session(session, outcome.error)
-    advance: Advance | None = None
-    if finished is not None:
-        ended = execution.model_copy(update={"error": outcome.error})
-        advance = chains.plan_advance(config, session, ended, finished, outcome.final_analysis, now)
-        if advance is not None:
-            commit.stage, commit.session = advance.stage, advance.session
-            commit.create_execution = advance.create
-            commit.create_opening = advance.opening
+    if advance is not None:
+        commit.stage, commit.session = advance.stage, advance.session
+        commit.create_execution = advance.create
+        commit.create_opening = advance.opening
     return commit, advance
 
 
@@ -529,5 +596,5 @@ async def publish_next(
         return
     if advance.publish is not None:
         await deps.bus.publish(advance.publish)
-        if advance.publish.kind == "iterate":
-            await deps.store.mark_published([advance.publish.execution_id], advance.publish.step)
+        # One batch: the next step is known published, and nothing more is due here.
+        await deps.store.settle_advance(turn.execution.execution_id, advance.publish)

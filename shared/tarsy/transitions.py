@@ -65,6 +65,7 @@ class ExecutionUpdate(_Update):
     consecutive_failures: int | None = None
     max_iterations: int | None = None
     cancel_requested: bool | None = None
+    due_at: datetime | None = None
     release_lease: bool = False
 
 
@@ -86,6 +87,9 @@ class SessionUpdate(_Update):
     executive_summary: str | None = None
     error: ErrorInfo | None = None
     cancel_requested: bool | None = None
+    deadline: datetime | None = None
+    awaiting_stage: int | None = None
+    due_at: datetime | None = None
     started_at: datetime | None = None
     completed_at: datetime | None = None
 
@@ -97,11 +101,17 @@ def _execution(execution: AgentExecution, target: ExecutionStatus) -> None:
     check_move(f"execution {execution.execution_id!r}", execution.status, target)
 
 
-def count_iteration(execution: AgentExecution, *, failed_attempt: bool) -> ExecutionUpdate:
-    """After a step: one more iteration, or one more failed attempt at the same one."""
+def count_iteration(
+    execution: AgentExecution, *, failed_attempt: bool, next_due: datetime | None
+) -> ExecutionUpdate:
+    """After a step: one more iteration (or failed attempt), and when the next step is due."""
     if failed_attempt:
-        return ExecutionUpdate(consecutive_failures=execution.consecutive_failures + 1)
-    return ExecutionUpdate(iteration=execution.iteration + 1, consecutive_failures=0)
+        return ExecutionUpdate(
+            consecutive_failures=execution.consecutive_failures + 1, due_at=next_due
+        )
+    return ExecutionUpdate(
+        iteration=execution.iteration + 1, consecutive_failures=0, due_at=next_due
+    )
 
 
 def complete_execution(
@@ -112,6 +122,16 @@ def complete_execution(
     return progress.model_copy(
         update={"status": S.COMPLETED, "final_analysis": analysis, "completed_at": now}
     )
+
+
+def await_fan_in(update: ExecutionUpdate, due: datetime) -> ExecutionUpdate:
+    """A finished agent of a parallel stage stays due until the stage's fan-in has run."""
+    return update.model_copy(update={"due_at": due})
+
+
+def fan_in_done() -> ExecutionUpdate:
+    """The stage moved on: nothing more is due for its finished agents."""
+    return ExecutionUpdate(due_at=None)
 
 
 def fail_execution(
@@ -125,7 +145,13 @@ def fail_execution(
     _execution(execution, S.FAILED)
     base = progress or ExecutionUpdate()
     return base.model_copy(
-        update={"status": S.FAILED, "error": error, "completed_at": now, "release_lease": True}
+        update={
+            "status": S.FAILED,
+            "error": error,
+            "completed_at": now,
+            "release_lease": True,
+            "due_at": None,
+        }
     )
 
 
@@ -134,10 +160,12 @@ def pause_execution(
 ) -> ExecutionUpdate:
     """Stop at max_iterations until someone resumes."""
     _execution(execution, S.PAUSED)
-    return progress.model_copy(update={"status": S.PAUSED, "error": error})
+    return progress.model_copy(update={"status": S.PAUSED, "error": error, "due_at": None})
 
 
-def resume_execution(execution: AgentExecution, extra_iterations: int) -> ExecutionUpdate:
+def resume_execution(
+    execution: AgentExecution, extra_iterations: int, due: datetime
+) -> ExecutionUpdate:
     """A paused execution continues with ``extra_iterations`` more iterations."""
     _execution(execution, S.ACTIVE)
     if execution.status is not S.PAUSED:
@@ -145,7 +173,10 @@ def resume_execution(execution: AgentExecution, extra_iterations: int) -> Execut
             f"execution {execution.execution_id!r}", execution.status.value, "resumed"
         )
     return ExecutionUpdate(
-        status=S.ACTIVE, max_iterations=execution.max_iterations + extra_iterations, error=None
+        status=S.ACTIVE,
+        max_iterations=execution.max_iterations + extra_iterations,
+        error=None,
+        due_at=due,
     )
 
 
@@ -165,7 +196,7 @@ def request_cancel_of_execution(execution: AgentExecution) -> ExecutionUpdate:
 def cancel_execution(execution: AgentExecution, now: datetime) -> ExecutionUpdate:
     """End an execution whose session was cancelled, without another model call."""
     _execution(execution, S.CANCELLED)
-    return ExecutionUpdate(status=S.CANCELLED, completed_at=now, release_lease=True)
+    return ExecutionUpdate(status=S.CANCELLED, completed_at=now, release_lease=True, due_at=None)
 
 
 def time_out_execution(
@@ -173,7 +204,9 @@ def time_out_execution(
 ) -> ExecutionUpdate:
     """End an unfinished execution of a session past its deadline."""
     _execution(execution, S.TIMED_OUT)
-    return ExecutionUpdate(status=S.TIMED_OUT, error=error, completed_at=now, release_lease=True)
+    return ExecutionUpdate(
+        status=S.TIMED_OUT, error=error, completed_at=now, release_lease=True, due_at=None
+    )
 
 
 def dead_letter_execution(
@@ -193,9 +226,16 @@ def _session(session: Session, target: ExecutionStatus) -> None:
 def start_stage_of_session(session: Session, index: int, now: datetime) -> SessionUpdate:
     """The session runs stage ``index`` (the first one also marks the start)."""
     _session(session, S.ACTIVE)
+    update = SessionUpdate(status=S.ACTIVE, current_stage=index, awaiting_stage=None, due_at=None)
     if index == 0:
-        return SessionUpdate(status=S.ACTIVE, current_stage=index, started_at=now)
-    return SessionUpdate(status=S.ACTIVE, current_stage=index)
+        return update.model_copy(update={"started_at": now})
+    return update
+
+
+def await_stage(session: Session, index: int, due: datetime) -> SessionUpdate:
+    """Stage ``index`` is to start (its message is being published) by ``due``."""
+    _session(session, S.ACTIVE)
+    return SessionUpdate(awaiting_stage=index, due_at=due)
 
 
 def record_final_analysis(session: Session, analysis: str) -> SessionUpdate:
@@ -214,7 +254,7 @@ def complete_session(
 ) -> SessionUpdate:
     """The investigation is done; ``with_summary`` writes the summary (None when it failed)."""
     _session(session, S.COMPLETED)
-    update = SessionUpdate(status=S.COMPLETED, completed_at=now)
+    update = SessionUpdate(status=S.COMPLETED, completed_at=now, due_at=None)
     if final_analysis is not None:
         update = update.model_copy(update={"final_analysis": final_analysis})
     if with_summary:
@@ -229,7 +269,7 @@ def fail_session(
     if status is S.COMPLETED or status is S.PAUSED or not status.is_terminal:
         raise IllegalTransitionError(f"session {session.session_id!r}", "failing", status.value)
     _session(session, status)
-    return SessionUpdate(status=status, error=error, completed_at=now)
+    return SessionUpdate(status=status, error=error, completed_at=now, due_at=None)
 
 
 def pause_session(session: Session, error: ErrorInfo | None) -> SessionUpdate:
@@ -238,13 +278,13 @@ def pause_session(session: Session, error: ErrorInfo | None) -> SessionUpdate:
     return SessionUpdate(status=S.PAUSED, error=error)
 
 
-def resume_session(session: Session) -> SessionUpdate:
-    """A paused session continues."""
+def resume_session(session: Session, deadline: datetime) -> SessionUpdate:
+    """A paused session continues, with a new deadline (the pause did not use its time)."""
     if session.status is not S.PAUSED:
         raise IllegalTransitionError(
             f"session {session.session_id!r}", session.status.value, "resumed"
         )
-    return SessionUpdate(status=S.ACTIVE, error=None)
+    return SessionUpdate(status=S.ACTIVE, error=None, deadline=deadline)
 
 
 def request_cancel(session: Session) -> SessionUpdate:
@@ -259,19 +299,19 @@ def request_cancel(session: Session) -> SessionUpdate:
 def cancel_session(session: Session, now: datetime) -> SessionUpdate:
     """The session's cancel took effect."""
     _session(session, S.CANCELLED)
-    return SessionUpdate(status=S.CANCELLED, completed_at=now)
+    return SessionUpdate(status=S.CANCELLED, completed_at=now, due_at=None)
 
 
 def time_out_session(session: Session, error: ErrorInfo, now: datetime) -> SessionUpdate:
     """The session passed its deadline."""
     _session(session, S.TIMED_OUT)
-    return SessionUpdate(status=S.TIMED_OUT, error=error, completed_at=now)
+    return SessionUpdate(status=S.TIMED_OUT, error=error, completed_at=now, due_at=None)
 
 
 def dead_letter_session(session: Session, error: ErrorInfo, now: datetime) -> SessionUpdate:
     """A step of the session could not be delivered: it fails with the reason."""
     _session(session, S.FAILED)
-    return SessionUpdate(status=S.FAILED, error=error, completed_at=now)
+    return SessionUpdate(status=S.FAILED, error=error, completed_at=now, due_at=None)
 
 
 # ─── stages ───────────────────────────────────────────────────────────────────

@@ -403,8 +403,10 @@ def test_store_queries_have_composite_indexes() -> None:
         for i in resources("google_firestore_index").values()
     }
     queries = _store_queries()
-    # The sweeper's two queries, found in the code rather than copied here.
-    assert (EXECUTIONS, ("status", "lease_until")) in queries
+    # The sweeper's queries, found in the code rather than copied here; the due-time
+    # ones filter on one field, which Firestore indexes by itself.
+    assert (EXECUTIONS, ("due_at",)) in queries
+    assert (SESSIONS, ("due_at",)) in queries
     assert (SESSIONS, ("status", "deadline")) in queries
     for collection, fields in queries:
         if len(set(fields)) > 1:
@@ -441,12 +443,19 @@ def test_memory_timeout_and_scaling_are_set(name: str) -> None:
     assert concurrency == 1 or float(var_default(service["available_cpu"])) >= 1
 
 
-def test_step_lease_outlives_the_step_timeout() -> None:
-    lease = locals_()["step_lease_seconds"]
-    assert lease == "${var.step_function.timeout_seconds + 60}"
-    assert locals_()["function_env"]["step"]["TARSY_STEP_LEASE_SECONDS"] == (
-        "${tostring(local.step_lease_seconds)}"
-    )
+def test_step_timing_settings_come_from_the_function_and_the_locals() -> None:
+    """The step's budget is its function's timeout; its lease is short and renewed."""
+    step_env = locals_()["function_env"]["step"]
+    timeout = "${tostring(var.step_function.timeout_seconds)}"
+    assert step_env["TARSY_STEP_TIMEOUT_SECONDS"] == timeout
+    assert step_env["TARSY_STEP_LEASE_SECONDS"] == "${tostring(local.step_lease_seconds)}"
+    lease = int(locals_()["step_lease_seconds"])
+    # Renewed every third of it: short enough that a dead step is re-run within ~2 minutes.
+    assert 3 <= lease <= 90
+    for function in ("ingest", "step", "api"):
+        assert locals_()["function_env"][function]["TARSY_STEP_DUE_SECONDS"] == (
+            "${tostring(local.step_due_seconds)}"
+        )
 
 
 # ─── environment vs. tarsy.settings ───────────────────────────────────────────

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Mapping
 
 import pytest
-from google.cloud import firestore  # type: ignore[attr-defined]
+from google.cloud import firestore
 
 from tarsy.chains import execution_id_for
 from tarsy.client import TarsyClient
@@ -23,8 +24,8 @@ ALERT = {
 WATCH_TIMEOUT_S = 60.0
 
 
-def run_to_end(client: TarsyClient, alert: dict[str, object]) -> str:
-    submitted = client.submit(alert)
+def run_to_end(client: TarsyClient, alert: Mapping[str, object]) -> str:
+    submitted = client.submit(dict(alert))
     *_, last = client.watch(submitted.session_id, poll_interval=0.2, timeout=WATCH_TIMEOUT_S)
     assert last.is_finished
     return submitted.session_id

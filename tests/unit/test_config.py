@@ -615,3 +615,27 @@ def test_provider_credentials_load() -> None:
 def test_provider_credential_errors(provider: str, location: str, fragment: str) -> None:
     error = config_error(f"llm_providers:\n  x: {provider}\n")
     assert any(loc == location and fragment in msg for loc, msg in error.errors), error.errors
+
+
+def test_a_timeout_that_cannot_fit_in_the_step_budget_is_refused() -> None:
+    from tarsy.config import load_config
+    from tarsy.errors import ConfigError
+    from tarsy.settings import Settings
+
+    user = (
+        "llm_providers:\n  slow: {backend: google-native, model: gemini-2.5-pro,"
+        " retry: {timeout: 500}}\n"
+        "mcp_servers:\n  k8s: {transport: http, url: 'http://x/mcp', call_timeout: 490}\n"
+    )
+    settings = Settings(TARSY_STEP_TIMEOUT_SECONDS=540, _env_file=None)
+    assert settings.step_budget_seconds == 486
+    try:
+        load_config(settings, user_text=user)
+    except ConfigError as e:
+        locations = [location for location, _ in e.errors]
+    else:
+        raise AssertionError("accepted")
+    assert locations == ["llm_providers.slow.retry.timeout", "mcp_servers.k8s.call_timeout"]
+    # The same configuration fits when the step function may run longer.
+    roomy = Settings(TARSY_STEP_TIMEOUT_SECONDS=900, _env_file=None)
+    assert "slow" in load_config(roomy, user_text=user).llm_providers

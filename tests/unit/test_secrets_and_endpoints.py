@@ -35,7 +35,9 @@ class SecretManagerStandIn:
         name = request["name"]
         self.requests.append(name)
         if name not in self.values:
-            raise api_errors.NotFound(f"Secret [{name}] not found or has no versions.")
+            raise api_errors.NotFound(  # type: ignore[no-untyped-call]
+                f"Secret [{name}] not found or has no versions."
+            )
         return SimpleNamespace(payload=SimpleNamespace(data=self.values[name].encode()))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -34,7 +34,7 @@ from tarsy.steps import ModelCall, ToolRun, Turn, after_llm_failure, build_commi
 from tarsy.store import StepCommit, firestore_fields
 from tarsy.strategies.base import IterationOutcome, IterationState
 from tarsy.strategies.registry import get_strategy
-from tarsy.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
+from tarsy.transitions import SessionUpdate, StageUpdate
 
 SID = "0b7e5c1a-1111-4222-8333-444455556666"
 
@@ -105,7 +105,8 @@ SESSION = Session(
     session_id=SID, alert_type="t", alert_data="d", chain_id="default", status="active"
 )
 USAGE = TokenUsage(input_tokens=100, output_tokens=20, total_tokens=130, thinking_tokens=10)
-CONFIG = load_config(Settings(_env_file=None))  # type: ignore[call-arg]
+DUE = timedelta(seconds=60)
+CONFIG = load_config(Settings(_env_file=None))
 
 
 def interaction() -> LLMInteraction:
@@ -125,7 +126,7 @@ def turn(**execution_overrides: Any) -> Turn:
         session=SESSION,
         config=resolved,
         strategy=strategy,
-        provider=get_provider(resolved.provider, Settings(_env_file=None)),  # type: ignore[call-arg]
+        provider=get_provider(resolved.provider, Settings(_env_file=None)),
         state=state,
         request=strategy.build_request(state),
         budget=0.0,
@@ -142,7 +143,7 @@ def planned(outcome: IterationOutcome, **execution_overrides: Any) -> tuple[Step
     )
     call = ModelCall(interaction=interaction())
     return build_commit(
-        message, turn(**execution_overrides), call, ToolRun(), outcome, None, CONFIG
+        message, turn(**execution_overrides), call, ToolRun(), outcome, None, CONFIG, DUE
     )
 
 
@@ -153,7 +154,10 @@ def test_continue_only_counts_the_iteration() -> None:
     assert result.execution_id == execution_id_for(SID, 0, 0)
     assert result.session_id == SID
     assert (result.step, result.next_step) == (4, 5)
-    assert firestore_fields(result.execution) == {"iteration": 4, "consecutive_failures": 0}
+    fields = firestore_fields(result.execution)
+    assert result.llm_interaction is not None
+    assert fields.pop("due_at") - result.llm_interaction.created_at > DUE / 2  # next step due
+    assert fields == {"iteration": 4, "consecutive_failures": 0}
     assert result.stage is None
     assert result.session is None
     assert result.finished_status is None
@@ -175,6 +179,8 @@ def test_complete_finishes_the_execution_and_plans_the_summary_in_the_same_commi
     assert fields["iteration"] == 4
     assert fields["status"] == "completed"
     assert fields["final_analysis"] == "## Root cause\nconfig"
+    # Due until the summary's first message is known to be out (settle_advance clears it).
+    assert isinstance(fields["due_at"], datetime)
     assert isinstance(fields["completed_at"], datetime)
     assert fields["completed_at"].tzinfo is not None
     assert result.finished_status is ExecutionStatus.COMPLETED
@@ -221,6 +227,7 @@ def test_pause_pauses_execution_stage_and_session() -> None:
         "consecutive_failures": 0,
         "status": "paused",
         "error": dumped,
+        "due_at": None,  # nothing runs until someone resumes
     }
     assert result.stage is not None
     assert firestore_fields(result.stage) == {"status": "paused"}
@@ -243,6 +250,7 @@ def test_summary_execution_has_no_stage_and_completes_the_session() -> None:
     result = commit(IterationOutcome(next="complete", final_analysis="s"), stage=-1, role="summary")
     assert result.stage_index is None
     assert result.role == "summary"
+    assert firestore_fields(result.execution)["due_at"] is None  # nothing follows a summary
     assert result.session is not None
     assert firestore_fields(result.session)["status"] == "completed"
     assert firestore_fields(result.session)["executive_summary"] == "s"
@@ -284,7 +292,8 @@ def test_first_retryable_failure_retries_the_iteration_next_step() -> None:
     assert (outcome.next, outcome.failed_attempt) == ("continue", True)
     result = commit(outcome)
     # The iteration is not counted; the step advances so the retry is a new message.
-    assert result.execution == ExecutionUpdate(consecutive_failures=1)
+    assert result.execution.consecutive_failures == 1
+    assert result.execution.written() == {"consecutive_failures", "due_at"}
     assert (result.step, result.next_step) == (4, 5)
     assert result.finished_status is None
 

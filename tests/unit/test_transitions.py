@@ -37,7 +37,7 @@ EXECUTION_MOVES: dict[str, tuple[Callable[[AgentExecution], object], set[Executi
     "complete": (lambda e: t.complete_execution(e, "done", NOW, progress=PROGRESS), {S.ACTIVE}),
     "fail": (lambda e: t.fail_execution(e, ERROR, NOW), {S.PENDING, S.ACTIVE, S.PAUSED}),
     "pause": (lambda e: t.pause_execution(e, ERROR, progress=PROGRESS), {S.ACTIVE}),
-    "resume": (lambda e: t.resume_execution(e, 3), {S.PAUSED}),
+    "resume": (lambda e: t.resume_execution(e, 3, NOW), {S.PAUSED}),
     "cancel": (lambda e: t.cancel_execution(e, NOW), {S.PENDING, S.ACTIVE, S.PAUSED}),
     "time out": (lambda e: t.time_out_execution(e, ERROR, NOW), {S.PENDING, S.ACTIVE, S.PAUSED}),
     "dead-letter": (
@@ -51,7 +51,7 @@ SESSION_MOVES: dict[str, tuple[Callable[[Session], object], set[ExecutionStatus]
     "complete": (lambda s: t.complete_session(s, NOW, final_analysis="a"), {S.ACTIVE}),
     "fail": (lambda s: t.fail_session(s, ERROR, NOW), {S.PENDING, S.ACTIVE, S.PAUSED}),
     "pause": (lambda s: t.pause_session(s, ERROR), {S.ACTIVE}),
-    "resume": (t.resume_session, {S.PAUSED}),
+    "resume": (lambda s: t.resume_session(s, NOW), {S.PAUSED}),
     "request cancel": (t.request_cancel, {S.PENDING, S.ACTIVE, S.PAUSED}),
     "cancel": (lambda s: t.cancel_session(s, NOW), {S.PENDING, S.ACTIVE, S.PAUSED}),
     "time out": (lambda s: t.time_out_session(s, ERROR, NOW), {S.PENDING, S.ACTIVE, S.PAUSED}),
@@ -89,7 +89,7 @@ def test_the_named_illegal_cases_are_refused() -> None:
     with pytest.raises(IllegalTransitionError, match="'cancelled' to 'completed'"):
         t.complete_execution(execution(S.CANCELLED), "late", NOW, progress=PROGRESS)
     with pytest.raises(IllegalTransitionError, match="'completed' to 'resumed'"):
-        t.resume_session(session(S.COMPLETED))
+        t.resume_session(session(S.COMPLETED), NOW)
     with pytest.raises(IllegalTransitionError):
         t.fail_session(session(S.ACTIVE), ERROR, NOW, status=S.COMPLETED)
     with pytest.raises(IllegalTransitionError):
@@ -97,18 +97,45 @@ def test_the_named_illegal_cases_are_refused() -> None:
 
 
 def test_updates_write_exactly_the_fields_they_set() -> None:
-    resumed = t.resume_execution(execution(S.PAUSED), 3)
+    resumed = t.resume_execution(execution(S.PAUSED), 3, NOW)
     # ``error`` is set to None on purpose: it is written (cleared), not left alone.
-    assert firestore_fields(resumed) == {"status": "active", "max_iterations": 8, "error": None}
+    assert firestore_fields(resumed) == {
+        "status": "active", "max_iterations": 8, "error": None, "due_at": NOW,
+    }  # fmt: skip
     cancelled = firestore_fields(t.cancel_execution(execution(S.ACTIVE), NOW))
     assert cancelled == {
         "status": "cancelled", "completed_at": NOW, "lease_owner": None, "lease_until": None,
+        "due_at": None,
     }  # fmt: skip
-    assert firestore_fields(t.count_iteration(execution(S.ACTIVE), failed_attempt=True)) == {
-        "consecutive_failures": 1
-    }
+    retry = t.count_iteration(execution(S.ACTIVE), failed_attempt=True, next_due=NOW)
+    assert firestore_fields(retry) == {"consecutive_failures": 1, "due_at": NOW}
     failed = firestore_fields(t.fail_session(session(S.ACTIVE), ERROR, NOW, status=S.TIMED_OUT))
-    assert failed == {"status": "timed_out", "error": ERROR.model_dump(), "completed_at": NOW}
+    assert failed == {
+        "status": "timed_out", "error": ERROR.model_dump(), "completed_at": NOW, "due_at": None,
+    }  # fmt: skip
+
+
+def test_every_way_out_clears_the_due_time() -> None:
+    """A finished or paused record is never due: the sweeper must not re-publish it."""
+    done = [
+        t.complete_execution(execution(S.ACTIVE), "a", NOW, progress=t.ExecutionUpdate()),
+        t.fail_execution(execution(S.ACTIVE), ERROR, NOW),
+        t.pause_execution(execution(S.ACTIVE), ERROR, progress=t.ExecutionUpdate()),
+        t.cancel_execution(execution(S.ACTIVE), NOW),
+        t.time_out_execution(execution(S.ACTIVE), ERROR, NOW),
+    ]
+    for update in done[1:]:
+        assert "due_at" in update.written() and update.due_at is None
+    ended = [
+        t.complete_session(session(S.ACTIVE), NOW),
+        t.fail_session(session(S.ACTIVE), ERROR, NOW),
+        t.cancel_session(session(S.ACTIVE), NOW),
+        t.time_out_session(session(S.ACTIVE), ERROR, NOW),
+        t.dead_letter_session(session(S.ACTIVE), ERROR, NOW),
+        t.start_stage_of_session(session(S.PENDING), 0, NOW),
+    ]
+    for ending in ended:
+        assert "due_at" in ending.written() and ending.due_at is None
 
 
 # ─── no Firestore field names outside the store ───────────────────────────────

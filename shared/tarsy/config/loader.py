@@ -177,4 +177,38 @@ def load_config(settings: Settings, *, user_text: str | None = None) -> TarsyCon
     for provider in (raw.get("llm_providers") or {}).values():
         if isinstance(provider, dict):
             provider.setdefault("model", settings.default_model)
-    return validate_config(raw, source)
+    config = validate_config(raw, source)
+    problems = timeouts_that_cannot_fit(config, settings.step_budget_seconds)
+    if problems:
+        raise ConfigError(f"invalid configuration ({source})", problems)
+    return config
+
+
+def timeouts_that_cannot_fit(config: TarsyConfig, budget: float) -> list[tuple[str, str]]:
+    """Timeouts longer than a step's budget: the platform would kill the step first.
+
+    A step must end in time to record what happened (a retryable failure
+    rather than a killed process), so one model attempt, or one MCP connect
+    plus call, must fit in ``budget`` seconds (TARSY_STEP_TIMEOUT_SECONDS less
+    the commit's reserve).
+    """
+    problems: list[tuple[str, str]] = []
+    for name, provider in config.llm_providers.items():
+        if provider.retry.timeout > budget:
+            problems.append(
+                (
+                    f"llm_providers.{name}.retry.timeout",
+                    f"{provider.retry.timeout:g}s does not fit in a step's {budget:g}s budget "
+                    "(raise TARSY_STEP_TIMEOUT_SECONDS or lower the timeout)",
+                )
+            )
+    for name, server in config.mcp_servers.items():
+        if server.connect_timeout + server.call_timeout > budget:
+            problems.append(
+                (
+                    f"mcp_servers.{name}.call_timeout",
+                    f"connect {server.connect_timeout:g}s + call {server.call_timeout:g}s does "
+                    f"not fit in a step's {budget:g}s budget",
+                )
+            )
+    return problems

@@ -63,9 +63,12 @@ async def test_a_retried_attempt_starts_the_sink_from_nothing() -> None:
 
 
 async def test_a_client_error_is_not_retried_and_keeps_its_kind() -> None:
+    failing = True
+
     async def attempt() -> AsyncIterator[Chunk]:
-        raise LLMError("client", "bad schema", code="400")
-        yield FinalChunk()  # pragma: no cover - makes this an async generator
+        if failing:
+            raise LLMError("client", "bad schema", code="400")
+        yield FinalChunk()
 
     with pytest.raises(LLMError) as failure:
         await call_with_retries(attempt, POLICY, sleep=no_sleep)
@@ -108,10 +111,13 @@ async def test_a_hanging_model_ends_at_the_budget_without_starting_a_retry() -> 
 
 
 async def test_no_attempt_starts_once_the_budget_is_spent() -> None:
+    called: list[bool] = []
+
     async def attempt() -> AsyncIterator[Chunk]:
-        raise AssertionError("must not be called")
-        yield FinalChunk()  # pragma: no cover
+        called.append(True)
+        yield FinalChunk()
 
     with pytest.raises(LLMError) as failure:
         await call_with_retries(attempt, POLICY, budget=time.monotonic() - 1)
     assert failure.value.code == "step_budget"
+    assert called == []

@@ -40,7 +40,7 @@ def state(
     )  # fmt: skip
     config = ResolvedAgentConfig(
         agent="investigator", instructions="Investigate.", custom_instructions="",
-        iteration_strategy=strategy,  # type: ignore[arg-type]
+        iteration_strategy=strategy,
         provider_name="default", provider=LLMProviderConfig(backend="google-native", model="m"),
         max_iterations=max_iterations, mcp_servers=["cluster"],
     )  # fmt: skip

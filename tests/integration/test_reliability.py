@@ -1,0 +1,229 @@
+"""Nothing gets stuck (issue 13): lost publishes, dead steps, hanging models, duplicates.
+
+In process against the emulators and the fake model, with buses that drop or
+record messages and a sweeper called with the clock the test chooses, so no
+test waits for a real sweep interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from tarsy.app import Deps
+from tarsy.errors import LeaseHeldError
+from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
+from tarsy.settings import Settings
+from tarsy.steps import handle
+from tarsy.store import Store
+from tarsy.sweeper import sweep
+from tarsy.testing.bus import RecordingBus
+from tarsy.testing.fake_gemini import FakeGemini, FakeReply
+from tarsy.transitions import SessionUpdate
+
+
+class DroppingBus(RecordingBus):
+    """Publishes nowhere: every message is recorded and then lost."""
+
+
+async def new_session(store: Store, chain_id: str = "default") -> Session:
+    session = Session(
+        session_id=f"reliability-{time.monotonic_ns()}",
+        alert_type="kubernetes",
+        alert_data="pod api-0 crash looping",
+        chain_id=chain_id,
+        deadline=utcnow() + timedelta(minutes=10),
+    )
+    await store.create_session(session)
+    return session
+
+
+async def until(condition: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
+    """Poll ``condition`` until it holds; fail after ``seconds`` (far above what it bounds)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if condition():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def drive(deps: Deps, message: StepMessage, bus: RecordingBus, limit: int = 20) -> None:
+    """Run ``message`` and everything it publishes, in order, until nothing is left."""
+    pending = [message]
+    for _ in range(limit):
+        if not pending:
+            return
+        await handle(pending.pop(0), replace(deps, bus=bus))
+        pending.extend(bus.published)
+        bus.published.clear()
+    raise AssertionError("the session did not settle")
+
+
+async def test_a_publish_lost_after_a_commit_is_healed_by_the_sweeper(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    fake_gemini.responder = lambda call: FakeReply(text="analysis")
+    session = await new_session(store)
+    recorder = RecordingBus()
+    await handle(
+        StepMessage(session_id=session.session_id, kind="start_session"),
+        replace(deps, bus=recorder),
+    )
+    [first] = recorder.published
+    # The first step commits (the execution ends, the summary is created in the same
+    # batch) but the summary's first message is lost with the process.
+    lost = DroppingBus()
+    await handle(first, replace(deps, bus=lost))
+    [summary_start] = lost.published
+    summary = await store.get_execution(summary_start.execution_id)
+    assert summary is not None and summary.status is ExecutionStatus.PENDING
+    assert summary.due_at is not None
+
+    # Before it is due, a sweep leaves it alone; past its due time, it re-publishes it.
+    sweeper_bus = RecordingBus()
+    early = await sweep(replace(deps, bus=sweeper_bus), now=summary.due_at - timedelta(seconds=1))
+    assert summary.execution_id not in early.republished
+    late = await sweep(replace(deps, bus=sweeper_bus), now=summary.due_at + timedelta(seconds=1))
+    assert summary.execution_id in late.republished
+    [again] = [m for m in sweeper_bus.published if m.execution_id == summary.execution_id]
+    assert again == summary_start
+
+    await drive(deps, again, RecordingBus())
+    finished = await store.get_session(session.session_id)
+    assert finished is not None and finished.status is ExecutionStatus.COMPLETED
+    assert finished.due_at is None
+    assert all(e.due_at is None for e in await store.list_executions(session.session_id))
+
+
+async def test_a_lost_start_session_is_healed_by_the_sweeper(deps: Deps, store: Store) -> None:
+    session = await new_session(store)
+    # As ingest writes it: the start is awaited; its message never arrives.
+    await store.update_session(
+        session.session_id, SessionUpdate(awaiting_stage=0, due_at=utcnow() + timedelta(seconds=30))
+    )
+    bus = RecordingBus()
+    report = await sweep(replace(deps, bus=bus), now=utcnow() + timedelta(seconds=31))
+    assert session.session_id in report.restarted
+    assert StepMessage(session_id=session.session_id, kind="start_session") in bus.published
+
+
+async def test_a_duplicate_of_a_committed_step_republishes_only_when_overdue(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    fake_gemini.responder = lambda call: FakeReply(text="analysis")
+    session = await new_session(store)
+    bus = RecordingBus()
+    await handle(
+        StepMessage(session_id=session.session_id, kind="start_session"), replace(deps, bus=bus)
+    )
+    [first] = bus.published
+    bus.published.clear()
+    await handle(first, replace(deps, bus=bus))
+    assert len(bus.published) == 1  # the summary's first step
+    bus.published.clear()
+    for _ in range(3):  # duplicates of the committed step: nothing is published again
+        await handle(first, replace(deps, bus=bus))
+    assert bus.published == []
+
+
+async def test_a_step_killed_mid_model_call_is_rerun_after_its_short_lease(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    """The killed step stops renewing; its lease (3 s) runs out; the sweeper re-runs it."""
+    short = replace(deps, settings=deps.settings.model_copy(update={"step_lease_seconds": 3}))
+    session = await new_session(store)
+    bus = RecordingBus()
+    await handle(
+        StepMessage(session_id=session.session_id, kind="start_session"), replace(short, bus=bus)
+    )
+    [first] = bus.published
+    bus.published.clear()
+    fake_gemini.script(FakeReply(text="never read", delay=8))
+    fake_gemini.responder = lambda call: FakeReply(text="analysis")
+    killed = asyncio.create_task(handle(first, replace(short, bus=bus)))
+    await until(lambda: bool(fake_gemini.calls), "the model call")
+    killed.cancel()  # the process dies inside the model call; its heartbeat dies with it
+    with pytest.raises(asyncio.CancelledError):
+        await killed
+    killed_at = time.monotonic()
+
+    running = await store.get_execution(first.execution_id)
+    assert running is not None and running.lease_until is not None and running.due_at is not None
+    republished: list[StepMessage] = []
+    while not republished and time.monotonic() < killed_at + 120:
+        report = await sweep(replace(short, bus=bus))
+        republished = [m for m in bus.published if m.execution_id == first.execution_id]
+        if not republished:
+            await asyncio.sleep(0.5)
+    assert republished, "not re-published within 2 minutes"
+    assert time.monotonic() - killed_at < 120
+    assert first.execution_id in report.republished
+    bus.published.clear()
+    await drive(short, republished[0], bus)
+    done = await store.get_session(session.session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED
+
+
+async def test_a_slow_step_keeps_its_lease_and_is_never_stolen(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    """A model call three times longer than the lease: the heartbeat keeps the claim."""
+    short = replace(deps, settings=deps.settings.model_copy(update={"step_lease_seconds": 3}))
+    session = await new_session(store)
+    bus = RecordingBus()
+    await handle(
+        StepMessage(session_id=session.session_id, kind="start_session"), replace(short, bus=bus)
+    )
+    [first] = bus.published
+    bus.published.clear()
+    fake_gemini.script(FakeReply(text="slow but alive", delay=9))
+    slow = asyncio.create_task(handle(first, replace(short, bus=bus)))
+    await until(lambda: bool(fake_gemini.calls), "the model call")  # claimed, calling
+    refused = 0
+    while not slow.done():
+        try:
+            await handle(first, replace(short, bus=RecordingBus()))
+        except LeaseHeldError:
+            refused += 1
+        await asyncio.sleep(1)
+    await slow
+    assert refused >= 3  # duplicates kept arriving past the 3 s lease, and were refused
+    assert len(fake_gemini.calls) == 1  # no duplicate ever reached the model
+    execution = await store.get_execution(first.execution_id)
+    assert execution is not None and execution.status is ExecutionStatus.COMPLETED
+
+
+async def test_a_model_hanging_past_the_step_budget_is_a_recorded_retryable_failure(
+    deps: Deps, store: Store, fake_gemini: FakeGemini, stack_settings: Settings
+) -> None:
+    """The budget (from a 4 s step timeout) ends the attempt; the next step retries it."""
+    tight = replace(deps, settings=stack_settings.model_copy(update={"step_timeout_seconds": 4}))
+    session = await new_session(store)
+    bus = RecordingBus()
+    await handle(
+        StepMessage(session_id=session.session_id, kind="start_session"), replace(tight, bus=bus)
+    )
+    [first] = bus.published
+    bus.published.clear()
+    fake_gemini.script(FakeReply(text="too late", delay=15))
+    fake_gemini.responder = lambda call: FakeReply(text="analysis on retry")
+    started = time.monotonic()
+    await handle(first, replace(tight, bus=bus))
+    assert time.monotonic() - started < 14  # the step ended before the hanging model did
+    [interaction] = await store.list_llm_interactions(first.execution_id)
+    assert interaction.error is not None and interaction.error.retryable
+    assert interaction.error.code in {"timeout", "step_budget"}
+    [retry] = bus.published
+    assert retry.step == first.step + 1
+    bus.published.clear()
+    await drive(tight, retry, bus)
+    done = await store.get_session(session.session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED
+    assert done.final_analysis is not None and "analysis on retry" in done.final_analysis
