@@ -22,5 +22,5 @@ async def _serve(request: Request) -> tuple[str, int, dict[str, str]]:
 
 @functions_framework.http
 def api(request: Request) -> tuple[str, int, dict[str, str]]:
-    """Entry point: GET /sessions/{id}, POST /sessions/{id}/cancel|resume, GET /healthz."""
+    """Entry point: GET /sessions[/{id}], POST /sessions/{id}/cancel|resume, GET /healthz."""
     return run_sync(_serve(request))

@@ -1,4 +1,4 @@
-"""The api endpoint: read a session, cancel it, resume it, health."""
+"""The api endpoint: list sessions, read one, cancel it, resume it, chat, health."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tarsy.chains import iterate_message, start_chat
 from tarsy.errors import InputError, NotFoundError
 from tarsy.http import HttpRequest, HttpResponse, check_api_key, check_sweeper, error_response
 from tarsy.models import ExecutionStatus, utcnow
+from tarsy.session_list import parse_query
 from tarsy.store import Store
 from tarsy.sweeper import sweep
 
@@ -162,6 +163,11 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
             report = await sweep(deps)
             return HttpResponse(status=200, body=report.model_dump())
         check_api_key(request.headers, deps.settings)
+        if path == "/sessions":
+            if request.method != "GET":
+                raise InputError("method not allowed", status=405, details={"allow": "GET"})
+            page = await deps.store.list_sessions(parse_query(request.query_string))
+            return HttpResponse(status=200, body=page.model_dump(mode="json"))
         match = _SESSION_PATH.match(path)
         if match is None:
             raise InputError(f"no route {request.path!r}", status=404)

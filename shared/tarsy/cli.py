@@ -11,21 +11,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from markdown_it import MarkdownIt
+from rich import box
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.markup import escape
 from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
 
 from tarsy.client import SessionView, TarsyClient
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
+from tarsy.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy.settings import ClientSettings
 
 # Exit codes: 0 completed / ok (also when stdout's reader went away, as in
@@ -173,6 +179,21 @@ def _parser() -> argparse.ArgumentParser:
     show = command("show", "print a session")
     show.add_argument("session_id")
     show.add_argument("--json", action="store_true", help="the raw API response")
+    listing = command("list", "list sessions, newest first, one page at a time")
+    listing.add_argument("--status", choices=[status.value for status in ExecutionStatus])
+    listing.add_argument("--alert-type", help="only this alert type")
+    listing.add_argument("--source", help="only alerts from this source (api, alertmanager, ...)")
+    when = "an ISO 8601 time (2025-01-31T08:00Z) or an age (30m, 2h, 7d)"
+    listing.add_argument("--since", help=f"created at or after: {when}")
+    listing.add_argument("--until", help=f"created before: {when}")
+    listing.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help=f"rows (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
+    )
+    listing.add_argument("--cursor", help="the page after the one that printed this cursor")
+    listing.add_argument("--json", action="store_true", help="the raw API response")
     return parser
 
 
@@ -254,6 +275,123 @@ def read_alert(file: str) -> bytes:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UsageError(f"{where}: not JSON ({e})") from e
     return data
+
+
+_AGE = re.compile(r"^(\d+)\s*([smhdw])$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_when(flag: str, text: str, now: datetime) -> datetime:
+    """A ``--since``/``--until`` value: an ISO 8601 time (UTC unless it says) or an age.
+
+    Args:
+        flag: The flag, for the error message.
+        text: ``2025-01-31T08:00Z``, ``2025-01-31``, or an age such as ``30m``, ``2h``, ``7d``.
+        now: What an age counts back from.
+
+    Returns:
+        The time, timezone-aware.
+
+    Raises:
+        UsageError: Neither a time nor an age.
+    """
+    age = _AGE.match(text.strip())
+    if age:
+        return now - timedelta(seconds=int(age[1]) * _SECONDS[age[2]])
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"{flag} {text!r}: give a time (2025-01-31T08:00Z) or an age (30m, 2h, 7d)"
+        ) from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def short_span(span: timedelta, units: int = 2) -> str:
+    """A span in its largest ``units`` units: ``42s``, ``3m 05s``, ``2h 10m``, ``3d 4h``; ``3d``.
+
+    Args:
+        span: The span (a negative one counts as zero).
+        units: How many units to show, largest first.
+
+    Returns:
+        The span, short.
+    """
+    seconds = max(0, int(span.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")]
+    while len(parts) > 1 and parts[0][0] == 0:
+        parts.pop(0)
+    shown = [f"{parts[0][0]}{parts[0][1]}"]
+    shown += [f"{value:02d}{unit}" for value, unit in parts[1:units]]
+    return " ".join(shown)
+
+
+_STATUS_STYLE = {
+    ExecutionStatus.COMPLETED: "green",
+    ExecutionStatus.FAILED: "red",
+    ExecutionStatus.TIMED_OUT: "red",
+    ExecutionStatus.CANCELLED: "yellow",
+    ExecutionStatus.PAUSED: "magenta",
+}
+
+
+def print_sessions(console: Console, page: SessionPage, now: datetime) -> None:
+    """One page of sessions as a table: status, age, alert type, duration, cost, score.
+
+    Args:
+        console: Where to print.
+        page: The page.
+        now: What ages count from.
+    """
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("session", no_wrap=True, overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("age", justify="right", no_wrap=True)
+    table.add_column("alert type", overflow="fold")
+    table.add_column("duration", justify="right", no_wrap=True)
+    table.add_column("cost", justify="right", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    for row in page.sessions:
+        duration = row.duration
+        table.add_row(
+            Text(row.session_id),
+            Text(row.status.value, style=_STATUS_STYLE.get(row.status, "cyan")),
+            Text(short_span(now - row.created_at, units=1)),
+            Text(row.alert_type),
+            Text("-" if duration is None else short_span(duration)),
+            Text(f"${row.cost:.4f}"),
+            Text("-" if row.score is None else f"{row.score:g}"),
+        )
+    console.print(table)
+
+
+def list_sessions(
+    client: TarsyClient, args: argparse.Namespace, console: Console, errors: Console
+) -> int:
+    """Print one page of sessions (or the raw page with ``--json``); say how to get the next."""
+    now = datetime.now(UTC)
+    page = client.list_sessions(
+        status=args.status,
+        alert_type=args.alert_type,
+        source=args.source,
+        since=None if args.since is None else parse_when("--since", args.since, now),
+        until=None if args.until is None else parse_when("--until", args.until, now),
+        limit=args.limit,
+        cursor=args.cursor,
+    )
+    if args.json:
+        print(page.model_dump_json(indent=2))
+        return EXIT_OK
+    if not page.sessions:
+        errors.print("no sessions match", style="dim", markup=False)
+        return EXIT_OK
+    print_sessions(console, page, now)
+    if page.next_cursor is not None:
+        errors.print(f"more: add --cursor {page.next_cursor}", style="dim", markup=False)
+    return EXIT_OK
 
 
 def stage_label(stage: object) -> str:
@@ -408,6 +546,8 @@ def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
             client.resume(args.session_id, args.iterations)
             errors.print(f"resumed {args.session_id}", markup=False)
             return watch_session(client, args.session_id, console) if args.watch else EXIT_OK
+        if args.command == "list":
+            return list_sessions(client, args, console, errors)
         view = client.session(args.session_id)
         if args.json:
             print(view.model_dump_json(indent=2))

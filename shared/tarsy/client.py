@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
+from tarsy.session_list import SessionPage
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -141,9 +143,43 @@ class TarsyClient:
             )
         return SessionView.model_validate(response.json())
 
+    def list_sessions(
+        self,
+        *,
+        status: str | None = None,
+        alert_type: str | None = None,
+        source: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> SessionPage:
+        """GET one page of sessions, newest first; the api validates the filters (422)."""
+        if self._api_url is None:
+            raise ApiError("no api URL: pass --api-url or set TARSY_API_URL")
+        url = f"{self._api_url}/sessions"
+        given: dict[str, str | int | datetime | None] = {
+            "status": status, "alert_type": alert_type, "source": source, "since": since,
+            "until": until, "limit": limit, "cursor": cursor,
+        }  # fmt: skip
+        params = {
+            name: value.isoformat() if isinstance(value, datetime) else str(value)
+            for name, value in given.items()
+            if value is not None
+        }
+        try:
+            response = self._get(url, params)
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach api at {url}: {e}") from e
+        if response.status_code != 200:
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        return SessionPage.model_validate(response.json())
+
     @_retry_idempotent
-    def _get(self, url: str) -> httpx.Response:
-        return self._http.get(url)
+    def _get(self, url: str, params: dict[str, str] | None = None) -> httpx.Response:
+        return self._http.get(url, params=params)
 
     def _post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         if self._api_url is None:

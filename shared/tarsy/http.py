@@ -29,6 +29,7 @@ class HttpRequest(BaseModel):
 
     method: str
     path: str
+    query_string: str = Field(default="", description="the raw query, without the '?'")
     headers: dict[str, str] = Field(default_factory=dict)
     body: bytes = b""
     body_too_large: bool = False
@@ -120,6 +121,10 @@ class FrameworkRequest(Protocol):
         """Request path."""
 
     @property
+    def query_string(self) -> bytes:
+        """The raw query string, without the ``?``."""
+
+    @property
     def content_length(self) -> int | None:
         """Declared body length, if any."""
 
@@ -135,10 +140,12 @@ class FrameworkRequest(Protocol):
 def read_request(request: FrameworkRequest, max_bytes: int) -> HttpRequest:
     """Convert a framework request, reading at most ``max_bytes + 1`` bytes of body."""
     headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
+    query_string = request.query_string.decode("utf-8", errors="replace")
     if request.content_length is not None and request.content_length > max_bytes:
         return HttpRequest(
             method=request.method,
             path=request.path,
+            query_string=query_string,
             headers=headers,
             body_too_large=True,
             max_body_bytes=max_bytes,
@@ -147,6 +154,7 @@ def read_request(request: FrameworkRequest, max_bytes: int) -> HttpRequest:
     return HttpRequest(
         method=request.method,
         path=request.path,
+        query_string=query_string,
         headers=headers,
         body=body[:max_bytes],
         body_too_large=len(body) > max_bytes,

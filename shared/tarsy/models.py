@@ -121,6 +121,8 @@ class Session(_Model):
     alert_data: str
     runbook: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Where the alert came from (Alertmanager, ...); "api" for tarsy's own POST /alerts.
+    source: str = "api"
     chain_id: str
     status: ExecutionStatus = ExecutionStatus.PENDING
     current_stage: int | None = None

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
@@ -47,11 +47,15 @@ from tarsy.models import (
     utcnow,
 )
 from tarsy.progress import ProgressSnapshot
+from tarsy.recording import RecordedExecution, SessionRecording
+from tarsy.session_list import SUMMARY_FIELDS, SessionPage, SessionQuery, SessionSummary, page_of
 from tarsy.settings import Settings
 from tarsy.tools import CachedToolList
 from tarsy.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
 
 logger = logging.getLogger(__name__)
+
+_Record = TypeVar("_Record", bound=BaseModel)
 
 SESSIONS = "sessions"
 STAGES = "stages"
@@ -610,6 +614,90 @@ class Store:
         """Apply a typed session update."""
         self.round_trips.add("update")
         await self._session(session_id).update(firestore_fields(update))
+
+    # ─── listing sessions ────────────────────────────────────────────────────
+
+    async def list_sessions(self, query: SessionQuery) -> SessionPage:
+        """One page of sessions, newest first, filtered (see :mod:`tarsy.session_list`).
+
+        Reads only the summary fields (a projection), one more row than the page
+        holds to know whether a next page exists. Each equality filter has a
+        composite index ``(field, created_at DESC)``; Firestore merges them.
+        """
+        self.round_trips.add("query")
+        listing = self._db.collection(SESSIONS).select(SUMMARY_FIELDS)
+        filters = query.equality_filters()
+        if "status" in filters:
+            listing = listing.where(filter=firestore.FieldFilter("status", "==", filters["status"]))
+        if "alert_type" in filters:
+            listing = listing.where(
+                filter=firestore.FieldFilter("alert_type", "==", filters["alert_type"])
+            )
+        if "source" in filters:
+            listing = listing.where(filter=firestore.FieldFilter("source", "==", filters["source"]))
+        if query.since is not None:
+            listing = listing.where(filter=firestore.FieldFilter("created_at", ">=", query.since))
+        if query.until is not None:
+            listing = listing.where(filter=firestore.FieldFilter("created_at", "<", query.until))
+        listing = listing.order_by("created_at", direction=firestore.Query.DESCENDING).order_by(
+            "__name__", direction=firestore.Query.DESCENDING
+        )
+        if query.cursor is not None:
+            listing = listing.start_after(
+                {"created_at": query.cursor.created_at, "__name__": query.cursor.session_id}
+            )
+        rows = [
+            SessionSummary.model_validate({**(snap.to_dict() or {}), "session_id": snap.id})
+            async for snap in listing.limit(query.limit + 1).stream()
+        ]
+        return page_of(rows, query.limit)
+
+    # ─── reading a session back (replay) ─────────────────────────────────────
+
+    async def _by_step(self, collection: Any, model: type[_Record]) -> dict[int, list[_Record]]:
+        """A subcollection of step records (``{step:04d}-{n:03d}``), grouped by step, in order."""
+        self.round_trips.add("query")
+        grouped: dict[int, list[_Record]] = {}
+        async for snap in collection.order_by("__name__").stream():
+            step = int(snap.id.split("-", 1)[0])
+            grouped.setdefault(step, []).append(model.model_validate(await self._read(snap)))
+        return grouped
+
+    async def load_recording(
+        self, session_id: str, tool_servers: Sequence[str] = ()
+    ) -> SessionRecording | None:
+        """A session with everything its executions wrote, by step; None if there is none.
+
+        Args:
+            session_id: The session.
+            tool_servers: MCP servers whose cached tool lists to include.
+
+        Returns:
+            The recording, or None when the session does not exist.
+        """
+        session = await self.get_session(session_id)
+        if session is None:
+            return None
+        executions: list[RecordedExecution] = []
+        for execution in await self.list_executions(session_id):
+            ref = self._execution(execution.execution_id)
+            interactions = await self.list_llm_interactions(execution.execution_id)
+            executions.append(
+                RecordedExecution(
+                    execution=execution,
+                    messages=await self._by_step(ref.collection(MESSAGES), ConversationMessage),
+                    timeline=await self._by_step(ref.collection(TIMELINE), TimelineEvent),
+                    llm_interactions={record.step: record for record in interactions},
+                    mcp_interactions=await self._by_step(
+                        ref.collection(MCP_INTERACTIONS), MCPInteraction
+                    ),
+                )
+            )
+        return SessionRecording(
+            session=session,
+            executions=executions,
+            tool_lists=await self.get_tool_lists(list(tool_servers)),
+        )
 
 
 _store: Store | None = None

@@ -195,6 +195,7 @@ class FakeRequest:
     method: str = "POST"
     path: str = "/alerts"
     headers: dict[str, Any] = field(default_factory=dict)
+    query_string: bytes = b""
     stream: CountingStream = field(init=False)
 
     def __post_init__(self) -> None:
@@ -245,6 +246,13 @@ def test_exact_declared_limit_is_accepted() -> None:
     converted = read_request(FakeRequest(body=b"a" * 10, content_length=10), max_bytes=10)
     assert converted.body_too_large is False
     assert converted.body == b"a" * 10
+
+
+def test_read_request_keeps_the_query_string() -> None:
+    request = FakeRequest(method="GET", path="/sessions", query_string=b"status=failed&limit=5")
+    converted = read_request(request, max_bytes=10)
+    assert (converted.path, converted.query_string) == ("/sessions", "status=failed&limit=5")
+    assert HttpRequest(method="GET", path="/").query_string == ""
 
 
 def test_read_request_records_its_limit() -> None:

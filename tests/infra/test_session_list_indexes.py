@@ -1,0 +1,49 @@
+"""The session listing's queries have the composite indexes Firestore needs in the cloud.
+
+The emulator serves any query without an index, so only this check stands
+between a new listing filter and a FAILED_PRECONDITION in production.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+from tarsy.models import Session
+from tarsy.session_list import EQUALITY_FILTERS, ORDER_FIELD, SUMMARY_FIELDS
+from tarsy.store import SESSIONS, Store
+from tests.infra.test_terraform import resources
+
+
+def _session_indexes() -> set[tuple[tuple[str, str], ...]]:
+    return {
+        tuple((f["field_path"], f["order"]) for f in index["fields"])
+        for index in resources("google_firestore_index").values()
+        if index["collection"] == SESSIONS and index["query_scope"] == "COLLECTION"
+    }
+
+
+def test_every_equality_filter_has_an_index_ordered_newest_first() -> None:
+    indexes = _session_indexes()
+    for field in EQUALITY_FILTERS:
+        assert ((field, "ASCENDING"), (ORDER_FIELD, "DESCENDING")) in indexes, field
+
+
+def test_filters_and_order_are_session_fields() -> None:
+    assert set(EQUALITY_FILTERS) | {ORDER_FIELD} <= set(Session.model_fields)
+    assert set(EQUALITY_FILTERS) | {ORDER_FIELD} <= set(SUMMARY_FIELDS)
+
+
+def test_the_store_filters_on_exactly_these_fields() -> None:
+    """A filter added to Store.list_sessions without an index here would fail in the cloud."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(Store.list_sessions)))
+    filtered = {
+        str(node.args[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "FieldFilter"
+        and isinstance(node.args[0], ast.Constant)
+    }
+    assert filtered == {*EQUALITY_FILTERS, ORDER_FIELD}
