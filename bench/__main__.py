@@ -225,7 +225,8 @@ def _long_investigation(call: FakeCall) -> FakeReply:
 
 
 async def _spent(stack: Stack, session_id: str) -> tuple[float, float, int]:
-    store = get_store(Settings(GOOGLE_CLOUD_PROJECT=stack.project_id))
+    # A client of this event loop's own (the process-wide store is bound to another).
+    store = Store(firestore.AsyncClient(project=stack.project_id))
     model_ms = tool_ms = 0.0
     calls = 0
     for execution in await store.list_executions(session_id):

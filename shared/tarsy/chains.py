@@ -149,8 +149,8 @@ def stage_status(statuses: list[str], policy: str) -> ExecutionStatus:
         return ExecutionStatus.COMPLETED
     if any(s is ExecutionStatus.TIMED_OUT for s in values):
         return ExecutionStatus.TIMED_OUT
-    if any(s is ExecutionStatus.CANCELLED for s in values):
-        return ExecutionStatus.CANCELLED
+    # Some agents cancelled on their own (a cancelled session never gets here): under
+    # "all", the stage did not get every result it needs.
     return ExecutionStatus.FAILED
 
 
@@ -543,6 +543,20 @@ async def cancel_execution(execution: AgentExecution, session: Session, deps: De
     )
 
 
+async def cancel_one(execution: AgentExecution, deps: Deps) -> None:
+    """End one execution cancelled on its own; its stage moves on without it (fan-in)."""
+    update = transitions.cancel_one_execution(execution, utcnow())
+    await deps.store.end_execution(execution, update)
+    logger.info(
+        "agent cancelled",
+        extra=fields(session_id=execution.session_id, execution_id=execution.execution_id),
+    )
+    ended = execution.model_copy(
+        update={"status": ExecutionStatus.CANCELLED, "error": update.error}
+    )
+    await after_execution(ended, deps)
+
+
 DEADLINE_ERROR = ErrorInfo(message="the session passed its deadline", code="deadline")
 
 
@@ -586,19 +600,40 @@ async def fail(message: StepMessage, error: ErrorInfo, deps: Deps) -> None:
 # ─── chat ─────────────────────────────────────────────────────────────────────
 
 
+async def chat_history(chats: list[AgentExecution], deps: Deps) -> str:
+    """Every earlier question of a session's chat with its answer, in order."""
+    turns: list[str] = []
+    for chat in chats:
+        events = await deps.store.list_timeline(chat.execution_id)
+        asked = next((e.content for e in events if e.type is TimelineEventType.USER_QUESTION), "")
+        answer = chat.final_analysis or f"(no answer: the chat {chat.status.value})"
+        turns.append(f"Q{chat.agent_index + 1}: {asked}\nA{chat.agent_index + 1}: {answer}")
+    return "\n\n".join(turns)
+
+
 async def start_chat(session: Session, question: str, deps: Deps) -> AgentExecution:
     """Start a chat execution that answers ``question`` with the investigation as context."""
     chain = deps.config.chain(session.chain_id)
     resolved = deps.config.resolve_role(session.chain_id, None, "chat")
     executions = await deps.store.list_executions(session.session_id)
-    number = sum(1 for e in executions if e.role == "chat")
+    chats = sorted((e for e in executions if e.role == "chat"), key=lambda e: e.agent_index)
+    if any(not e.status.is_terminal for e in chats):
+        raise ChatConflictError(
+            f"an earlier question on {session.session_id} is still being answered; "
+            "ask again when it is done"
+        )
+    number = len(chats)
     context = await previous_context(session, len(chain.stages), deps)
     parts = [
         f"Alert type: {session.alert_type}\n\n{delimit('ALERT DATA', session.alert_data)}",
-        f"The investigation's results:\n{delimit('INVESTIGATION', context)}",
+        f"The investigation ({session.status.value}) and its results:\n"
+        + delimit("INVESTIGATION", context),
     ]
     if session.executive_summary:
         parts.append(f"Executive summary:\n{delimit('SUMMARY', session.executive_summary)}")
+    if chats:
+        history = await chat_history(chats, deps)
+        parts.append(f"Earlier questions and answers:\n{delimit('CHAT HISTORY', history)}")
     parts.append(f"The engineer asks:\n{delimit('QUESTION', question)}")
     opening = [
         ConversationMessage(role="system", content=system_prompt(resolved)),

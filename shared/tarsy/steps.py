@@ -46,6 +46,7 @@ from tarsy.models import (
     AgentExecution,
     ErrorInfo,
     ExecutionStatus,
+    FailedProvider,
     LLMInteraction,
     MCPInteraction,
     Session,
@@ -142,7 +143,9 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
     await publish_next(message, turn, outcome, commit, advance, deps)
 
 
-Fate = Literal["run", "heal", "fan_in", "ahead", "settled", "cancel", "time_out", "leased"]
+Fate = Literal[
+    "run", "heal", "fan_in", "ahead", "settled", "cancel", "cancel_one", "time_out", "leased"
+]
 
 
 def triage(
@@ -161,6 +164,8 @@ def triage(
     if execution.role != "chat":  # a chat runs on a finished session
         if session.cancel_requested:
             return "cancel"
+        if execution.cancel_requested:
+            return "cancel_one"
         if session.deadline is not None and now > session.deadline:
             return "time_out"
     if execution.lease_owner and execution.lease_until and execution.lease_until > now:
@@ -185,6 +190,8 @@ async def _settle(
         )
     elif fate == "cancel":
         await chains.cancel_execution(execution, session, deps)
+    elif fate == "cancel_one":
+        await chains.cancel_one(execution, deps)
     elif fate == "time_out":
         await chains.time_out(session, deps)
     elif fate == "leased":
@@ -226,8 +233,10 @@ async def after_lost_commit(message: StepMessage, deps: Deps) -> None:
     if execution is None or not execution.cancel_requested or execution.status.is_terminal:
         return  # another invocation took over after our lease expired; it owns the step now
     session = await deps.store.get_session(message.session_id)
-    if session is not None:
+    if session is not None and session.cancel_requested:
         await chains.cancel_execution(execution, session, deps)
+    elif session is not None:
+        await chains.cancel_one(execution, deps)
 
 
 def _due(deps: Deps) -> timedelta:
@@ -356,11 +365,18 @@ class ModelCall:
 
 
 async def call_model(turn: Turn, step: int, deps: Deps) -> ModelCall:
-    """Call the model, streaming progress to Firestore at most once a second."""
+    """Call the model (then its fallbacks), streaming progress at most once a second.
+
+    A call that still fails after the transport retries with a kind its
+    provider lists in ``fallback_on`` is made again on the next provider of
+    ``fallback``, forward only, within the step's budget. Thought signatures
+    are the answering provider's own: a fallback gets none and leaves none.
+    """
     interaction = LLMInteraction(
         step=step,
         model=turn.config.provider.model,
         provider=turn.provider.name,
+        provider_name=turn.config.provider_name,
         # The full conversation is in messages/; the record keeps a bounded copy.
         request=cap_strings(
             turn.request.model_dump(mode="json", exclude={"thought_signatures"}),
@@ -369,22 +385,49 @@ async def call_model(turn: Turn, step: int, deps: Deps) -> ModelCall:
     )
     progress = ProgressWriter(deps.store, turn.execution.execution_id, step)
     started = time.perf_counter()
-    try:
-        result = await turn.provider.generate(turn.request, progress, budget=turn.budget)
-    except LLMError as error:
+    candidates = [turn.config.provider_name, *turn.config.provider.fallback]
+    for index, name in enumerate(candidates):
+        config = deps.config.llm_providers[name] if index else turn.config.provider
+        provider = get_provider(config, deps.settings) if index else turn.provider
+        request = (
+            turn.request.model_copy(update={"config": config, "thought_signatures": {}})
+            if index
+            else turn.request
+        )
+        interaction.provider_name, interaction.model = name, config.model
+        interaction.provider = provider.name
+        try:
+            result = await provider.generate(request, progress, budget=turn.budget)
+        except LLMError as error:
+            falls_back = (
+                index + 1 < len(candidates)
+                and error.kind in turn.config.provider.fallback_on
+                and time.monotonic() < turn.budget
+            )
+            if falls_back:
+                logger.warning("provider %s failed (%s); falling back", name, error.code)
+                interaction.failed_providers.append(
+                    FailedProvider(
+                        provider=name, model=config.model, error=error.info, attempts=error.attempts
+                    )
+                )
+                continue
+            interaction.duration_ms = (time.perf_counter() - started) * 1000
+            interaction.error = error.info
+            interaction.attempts = error.attempts
+            return ModelCall(interaction=interaction, error=error)
+        if index:
+            result.provider_state = {}
         interaction.duration_ms = (time.perf_counter() - started) * 1000
-        interaction.error = error.info
-        interaction.attempts = error.attempts
-        return ModelCall(interaction=interaction, error=error)
-    interaction.duration_ms = (time.perf_counter() - started) * 1000
-    interaction.response_text = result.text
-    interaction.thinking_text = result.thinking
-    interaction.tool_calls = result.tool_calls
-    interaction.tokens = result.usage
-    interaction.attempts = result.attempts
-    interaction.metadata = result.metadata
-    interaction.cost = cost_of(deps.config.price_for(turn.config.provider.model), result.usage)
-    return ModelCall(interaction=interaction, result=result)
+        interaction.response_text = result.text
+        interaction.thinking_text = result.thinking
+        interaction.tool_calls = result.tool_calls
+        interaction.tokens = result.usage
+        interaction.attempts = result.attempts
+        interaction.metadata = result.metadata
+        interaction.cost = cost_of(deps.config.price_for(config.model), result.usage)
+        return ModelCall(interaction=interaction, result=result)
+    raise AssertionError("unreachable: the last candidate returns or records its error")
 
 
 def cost_of(price: ModelPrice | None, usage: TokenUsage) -> float:

@@ -193,6 +193,14 @@ def request_cancel_of_execution(execution: AgentExecution) -> ExecutionUpdate:
     return ExecutionUpdate(cancel_requested=True)
 
 
+CANCELLED_BY_REQUEST = ErrorInfo(message="cancelled on request", code="cancelled")
+
+
+def cancel_one_execution(execution: AgentExecution, now: datetime) -> ExecutionUpdate:
+    """End one agent that was cancelled on its own; its stage goes on without it."""
+    return cancel_execution(execution, now).model_copy(update={"error": CANCELLED_BY_REQUEST})
+
+
 def cancel_execution(execution: AgentExecution, now: datetime) -> ExecutionUpdate:
     """End an execution whose session was cancelled, without another model call."""
     _execution(execution, S.CANCELLED)

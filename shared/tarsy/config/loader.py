@@ -143,17 +143,20 @@ def strategy_errors(config: TarsyConfig) -> list[tuple[str, str]]:
                     )
                     continue
                 strategy = get_strategy(resolved.iteration_strategy)
-                offered = BACKEND_CAPABILITIES[resolved.provider.backend]
-                missing = missing_capabilities(strategy.requires, offered)
-                if missing:
-                    problems.append(
-                        (
-                            f"{where}.llm_provider",
-                            f"strategy {strategy.name!r} needs {', '.join(missing)}, which "
-                            f"provider {resolved.provider_name!r} (backend "
-                            f"{resolved.provider.backend!r}) lacks",
+                for provider_name in (resolved.provider_name, *resolved.provider.fallback):
+                    provider = config.llm_providers[provider_name]
+                    offered = BACKEND_CAPABILITIES[provider.backend]
+                    missing = missing_capabilities(strategy.requires, offered)
+                    if missing:
+                        role = "" if provider_name == resolved.provider_name else "fallback "
+                        problems.append(
+                            (
+                                f"{where}.llm_provider",
+                                f"strategy {strategy.name!r} needs {', '.join(missing)}, which "
+                                f"{role}provider {provider_name!r} (backend "
+                                f"{provider.backend!r}) lacks",
+                            )
                         )
-                    )
     return problems
 
 

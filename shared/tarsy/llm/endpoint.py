@@ -48,7 +48,7 @@ def endpoint_for(config: LLMProviderConfig, settings: Settings) -> Endpoint:
         api_key=api_key,
         project=config.vertex_project or settings.vertex_project or settings.project_id,
         location=config.vertex_location or settings.vertex_location,
-        base_url=settings.gemini_base_url,
+        base_url=config.base_url or settings.gemini_base_url,
     )
 
 
