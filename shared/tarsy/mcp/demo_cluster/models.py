@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from tarsy.mcp.demo_cluster.facts import Finding, Forbidden
+from tarsy.mcp.demo_cluster.faults import Fault
 from tarsy.models import AlertSubmission
 
 Manifest = dict[str, Any]
@@ -237,12 +239,56 @@ class ClusterState(_Model):
         return self
 
 
+class ToolCallPattern(_Model):
+    """A kind of tool call: the tool, and argument values it must have (a subset)."""
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: Any) -> Any:
+        return {"tool": value} if isinstance(value, str) else value
+
+    @field_validator("tool")
+    @classmethod
+    def _known_tool(cls, value: str) -> str:
+        return _known_tool(value)
+
+    def matches(self, tool: str, arguments: dict[str, Any]) -> bool:
+        """Whether a call of ``tool`` with ``arguments`` is of this kind (strings: any case)."""
+        if tool != self.tool:
+            return False
+        for key, wanted in self.arguments.items():
+            given = arguments.get(key)
+            if isinstance(wanted, str) and isinstance(given, str):
+                if given.strip().lower() != wanted.strip().lower():
+                    return False
+            elif given != wanted:
+                return False
+        return True
+
+
+class ToolNeed(_Model):
+    """Evidence a good investigation must fetch: one successful call of any of these kinds."""
+
+    need: str = Field(min_length=1, description="What the call shows, in words (for the report).")
+    any_of: list[ToolCallPattern] = Field(min_length=1)
+
+
 class Expected(_Model):
-    """What a correct investigation concludes (for the evaluation suite)."""
+    """What a correct investigation concludes, and how it gets there (for the evaluation suite)."""
 
     summary: str = Field(min_length=1)
-    keywords: list[str] = Field(
-        min_length=1, description="Case-insensitive substrings a correct root cause contains."
+    findings: list[Finding] = Field(
+        min_length=1, description="Entities and causes a correct analysis states."
+    )
+    forbidden: list[Forbidden] = Field(
+        min_length=1,
+        description="Wrong conclusions; the first is the one the scripted sloppy model draws.",
+    )
+    tools: list[ToolNeed] = Field(
+        min_length=1, description="The evidence a good investigation must fetch."
     )
 
 
@@ -255,13 +301,14 @@ class PlaybookStep(_Model):
     expect: list[str] = Field(
         default_factory=list, description="Substrings of the tool's output this step relies on."
     )
+    fails: bool = Field(
+        default=False, description="This call meets one of the scenario's faults (an error)."
+    )
 
     @field_validator("tool")
     @classmethod
     def _known_tool(cls, value: str) -> str:
-        if value not in TOOL_NAMES:
-            raise ValueError(f"unknown tool {value!r}; tools: {', '.join(TOOL_NAMES)}")
-        return value
+        return _known_tool(value)
 
 
 class Playbook(_Model):
@@ -271,21 +318,57 @@ class Playbook(_Model):
     analysis: str = Field(min_length=1)
 
 
+Difficulty = Literal["easy", "medium", "hard"]
+
+
 class Scenario(_Model):
-    """One incident: the alert, the cluster behind it, the expected root cause, a playbook."""
+    """One incident: the alert, the cluster behind it, the expected facts, a playbook."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]*$")
     title: str
     description: str
+    difficulty: Difficulty = "easy"
+    tags: list[str] = Field(
+        default_factory=list, description="The diagnostic challenge (red-herring, events-only...)."
+    )
     alert: AlertSubmission
     cluster: ClusterState
+    faults: list[Fault] = Field(
+        default_factory=list, description="Tool calls that fail, to test how investigations cope."
+    )
     expected: Expected
     playbook: Playbook
 
+    @field_validator("faults")
+    @classmethod
+    def _fault_tools(cls, faults: list[Fault]) -> list[Fault]:
+        for fault in faults:
+            _known_tool(fault.tool)
+        return faults
+
     @model_validator(mode="after")
-    def _analysis_names_the_cause(self) -> Scenario:
-        analysis = self.playbook.analysis.lower()
-        missing = [k for k in self.expected.keywords if k.lower() not in analysis]
+    def _analysis_is_right(self) -> Scenario:
+        analysis = self.playbook.analysis
+        missing = [f.fact for f in self.expected.findings if f.found_in(analysis) is None]
         if missing:
-            raise ValueError(f"the playbook analysis misses expected keywords {missing}")
+            raise ValueError(f"the playbook analysis misses expected findings {missing}")
+        wrong = [f.claim for f in self.expected.forbidden if f.found_in(analysis) is not None]
+        if wrong:
+            raise ValueError(f"the playbook analysis draws forbidden conclusions {wrong}")
+        unmatched = [f.claim for f in self.expected.forbidden if f.found_in(f.claim) is None]
+        if unmatched:
+            raise ValueError(f"forbidden claims that their own patterns miss: {unmatched}")
+        for need in self.expected.tools:
+            if not any(
+                pattern.matches(step.tool, step.arguments) and not step.fails
+                for step in self.playbook.steps
+                for pattern in need.any_of
+            ):
+                raise ValueError(f"no playbook step fetches {need.need!r}")
         return self
+
+
+def _known_tool(value: str) -> str:
+    if value not in TOOL_NAMES:
+        raise ValueError(f"unknown tool {value!r}; tools: {', '.join(TOOL_NAMES)}")
+    return value

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import uvicorn
@@ -14,8 +14,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from tarsy.mcp.demo_cluster.cluster import Cluster, KubeError
+from tarsy.mcp.demo_cluster.faults import FaultPlan
 from tarsy.mcp.demo_cluster.loader import DEFAULT_SCENARIO, load_scenario, scenario_names
 from tarsy.mcp.demo_cluster.models import TOOL_NAMES, Scenario
 
@@ -46,34 +49,89 @@ def _version() -> str:
         return "0"
 
 
-def _run(call: Callable[[], str]) -> str:
-    try:
-        return call()
-    except KubeError as e:
-        raise ToolError(str(e)) from e
+class ServedScenario:
+    """The scenario a server answers for, its cluster and its fault counts.
+
+    A switchable server (``--switchable``, for evaluations) moves to another
+    scenario between investigations; switching, like loading, starts the fault
+    counts afresh.
+    """
+
+    def __init__(self, scenario: Scenario) -> None:
+        self._state = self._state_for(scenario)
+
+    @staticmethod
+    def _state_for(scenario: Scenario) -> tuple[Scenario, Cluster, FaultPlan]:
+        return scenario, Cluster(scenario.cluster), FaultPlan(scenario.faults)
+
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario served now."""
+        return self._state[0]
+
+    def serve(self, scenario: Scenario) -> None:
+        """Serve ``scenario`` from now on, its fault counts from zero."""
+        self._state = self._state_for(scenario)
+
+    def switch(self, name: str) -> Scenario:
+        """Serve another bundled scenario (raises ``ValueError`` for an unknown one)."""
+        scenario = load_scenario(name)
+        self.serve(scenario)
+        return scenario
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], answer: Callable[[Cluster], str]
+    ) -> str:
+        """Answer one tool call, or fail it as the scenario's faults say."""
+        _, cluster, faults = self._state  # one consistent snapshot, whatever a switch does
+        fault = faults.next_failure(tool, {k: v for k, v in arguments.items() if v is not None})
+        if fault is not None:
+            if fault.kind == "timeout":
+                await anyio.sleep(fault.seconds)
+            raise ToolError(fault.message)
+        try:
+            return answer(cluster)
+        except KubeError as e:
+            raise ToolError(str(e)) from e
 
 
-def build_server(scenario: Scenario) -> MCPServer:
-    """Return an MCP server for the scenario's cluster, with kubernetes-mcp-server's tools."""
-    cluster = Cluster(scenario.cluster)
+def build_server(scenario: Scenario | ServedScenario, *, switchable: bool = False) -> MCPServer:
+    """Return an MCP server for the scenario's cluster, with kubernetes-mcp-server's tools.
+
+    Args:
+        scenario: The scenario to serve (or a :class:`ServedScenario` to share).
+        switchable: Also serve ``GET /scenario`` (which one) and ``POST /scenario``
+            with ``{"scenario": NAME}`` (serve another one) over HTTP, for evaluations
+            that run many scenarios against one server.
+
+    Returns:
+        The server; serve it over stdio or HTTP.
+    """
+    served = scenario if isinstance(scenario, ServedScenario) else ServedScenario(scenario)
     server: MCPServer = MCPServer(
         SERVER_NAME,
         title="Demo Kubernetes cluster",
         instructions=(
-            f"A simulated Kubernetes cluster ({scenario.cluster.name}), read-only. "
+            f"A simulated Kubernetes cluster ({served.scenario.cluster.name}), read-only. "
             "Use the tools as you would kubectl."
         ),
         version=_version(),
         log_level="WARNING",
     )
 
-    def pods_list(namespace: OptionalNamespace = None) -> str:
-        return _run(lambda: cluster.pods_list(namespace))
+    async def pods_list(namespace: OptionalNamespace = None) -> str:
+        return await served.call(
+            "pods_list", {"namespace": namespace}, lambda c: c.pods_list(namespace)
+        )
 
-    def pods_get(namespace: Namespace, name: Name) -> str:
-        return _run(lambda: cluster.pods_get(namespace, name))
+    async def pods_get(namespace: Namespace, name: Name) -> str:
+        return await served.call(
+            "pods_get",
+            {"namespace": namespace, "name": name},
+            lambda c: c.pods_get(namespace, name),
+        )
 
-    def pods_log(
+    async def pods_log(
         namespace: Namespace,
         name: Name,
         container: Annotated[
@@ -84,12 +142,19 @@ def build_server(scenario: Scenario) -> MCPServer:
             bool, Field(description="Logs of the previous, terminated instance of the container")
         ] = False,
     ) -> str:
-        return _run(lambda: cluster.pods_log(namespace, name, container, previous))
+        arguments = {"namespace": namespace, "name": name, "container": container}
+        return await served.call(
+            "pods_log",
+            {**arguments, "previous": previous},
+            lambda c: c.pods_log(namespace, name, container, previous),
+        )
 
-    def events_list(namespace: OptionalNamespace = None) -> str:
-        return _run(lambda: cluster.events_list(namespace))
+    async def events_list(namespace: OptionalNamespace = None) -> str:
+        return await served.call(
+            "events_list", {"namespace": namespace}, lambda c: c.events_list(namespace)
+        )
 
-    def resources_get(
+    async def resources_get(
         apiVersion: ApiVersion,  # kubernetes-mcp-server's argument name
         kind: Kind,
         name: Name,
@@ -98,25 +163,35 @@ def build_server(scenario: Scenario) -> MCPServer:
             Field(description="Namespace of the resource; omit it for cluster-scoped kinds"),
         ] = None,
     ) -> str:
-        return _run(lambda: cluster.resources_get(apiVersion, kind, name, namespace))
+        arguments = {"apiVersion": apiVersion, "kind": kind, "name": name, "namespace": namespace}
+        return await served.call(
+            "resources_get",
+            arguments,
+            lambda c: c.resources_get(apiVersion, kind, name, namespace),
+        )
 
-    def resources_list(
+    async def resources_list(
         apiVersion: ApiVersion,
         kind: Kind,
         namespace: OptionalNamespace = None,
     ) -> str:
-        return _run(lambda: cluster.resources_list(apiVersion, kind, namespace))
+        arguments = {"apiVersion": apiVersion, "kind": kind, "namespace": namespace}
+        return await served.call(
+            "resources_list", arguments, lambda c: c.resources_list(apiVersion, kind, namespace)
+        )
 
-    def nodes_top() -> str:
-        return _run(cluster.nodes_top)
+    async def nodes_top() -> str:
+        return await served.call("nodes_top", {}, lambda c: c.nodes_top())
 
-    def pods_top(namespace: OptionalNamespace = None) -> str:
-        return _run(lambda: cluster.pods_top(namespace))
+    async def pods_top(namespace: OptionalNamespace = None) -> str:
+        return await served.call(
+            "pods_top", {"namespace": namespace}, lambda c: c.pods_top(namespace)
+        )
 
-    def namespaces_list() -> str:
-        return _run(cluster.namespaces_list)
+    async def namespaces_list() -> str:
+        return await served.call("namespaces_list", {}, lambda c: c.namespaces_list())
 
-    tools: dict[str, tuple[Callable[..., str], str]] = {
+    tools: dict[str, tuple[Callable[..., Awaitable[str]], str]] = {
         "pods_list": (
             pods_list,
             "List the Kubernetes pods in the cluster, in all namespaces or in the given one "
@@ -166,7 +241,25 @@ def build_server(scenario: Scenario) -> MCPServer:
             annotations=_READ_ONLY,
             structured_output=False,
         )
+    if switchable:
+        _add_switch_route(server, served)
     return server
+
+
+def _add_switch_route(server: MCPServer, served: ServedScenario) -> None:
+    async def scenario_route(request: Request) -> Response:
+        if request.method == "POST":
+            try:
+                body = await request.json()
+                name = body["scenario"] if isinstance(body, dict) else None
+                if not isinstance(name, str):
+                    raise ValueError('the body must be {"scenario": NAME}')
+                served.switch(name)
+            except (ValueError, KeyError) as e:
+                return JSONResponse({"error": str(e)}, status_code=400)
+        return JSONResponse({"scenario": served.scenario.name})
+
+    server.custom_route("/scenario", methods=["GET", "POST"])(scenario_route)
 
 
 class _AnnouncingServer(uvicorn.Server):
@@ -222,9 +315,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--port", type=int, default=8765, help="HTTP port (default: 8765; 0: any free port)"
     )
+    parser.add_argument(
+        "--switchable",
+        action="store_true",
+        help='HTTP only: POST /scenario {"scenario": NAME} serves another scenario '
+        "(evaluations); GET /scenario says which is served",
+    )
     args = parser.parse_args(argv)
+    if args.switchable and args.transport != "http":
+        parser.error("--switchable needs --transport http")
     scenario = load_scenario(args.scenario)
-    server = build_server(scenario)
+    server = build_server(scenario, switchable=args.switchable)
     try:
         if args.transport == "stdio":
             server.run("stdio")

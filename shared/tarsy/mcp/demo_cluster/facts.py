@@ -1,0 +1,189 @@
+"""Expected facts of a scenario, and how a written analysis is matched against them.
+
+A scenario lists the findings a correct analysis states and the conclusions a
+wrong one draws. Each is matched tolerantly, since a model words things its own
+way: case, punctuation and separators do not count (``DATABASE_HOST``,
+``database host`` and ``Database-Host`` are the same words), a fact lists
+synonyms, and a synonym may be a set of terms that must all appear in one
+sentence (``[memory, limit]``). A term ending in ``*`` matches any word that
+starts with it (``throttl*``).
+
+A forbidden conclusion only counts in a sentence that does not negate it: "the
+TLS errors are unrelated" mentions TLS without blaming it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# A phrase, or terms that must all appear in one sentence.
+Synonym = str | list[str]
+
+# Words that turn a sentence's claim around ("is not the cause", "unrelated noise").
+_NEGATIONS = (
+    "not",
+    "no",
+    "never",
+    "none",
+    "nothing",
+    "unrelated",
+    "irrelevant",
+    "red herring",
+    "rather than",
+    "instead of",
+    "ruled out",
+    "rule out",
+    "rules out",
+    "isn t",
+    "wasn t",
+    "aren t",
+    "weren t",
+    "doesn t",
+    "didn t",
+    "don t",
+    "cannot",
+    "can t",
+    "neither",
+    "nor",
+    "unlikely",
+    "noise",
+    "benign",
+    "pre existing",
+    "preexisting",
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# A line that starts a block of its own: a list item, a heading, a quote, a table row.
+_BLOCK_START = re.compile(r"^\s*(?:[-*+>|#]|\d+[.)])")
+_NOT_WORD = re.compile(r"[^a-z0-9]+")
+_NOT_TERM = re.compile(r"[^a-z0-9*]+")
+
+
+def normalize(text: str) -> str:
+    """Lower case, other characters as single spaces: ``exit_code: 137`` -> ``exit code 137``."""
+    return " ".join(_NOT_WORD.sub(" ", text.lower()).split())
+
+
+def sentences(text: str) -> list[str]:
+    """Split Markdown or plain prose into sentences.
+
+    Wrapped lines are joined back; list items, headings and paragraphs never share a
+    sentence with what comes before them.
+    """
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            blocks.append([])
+        elif not blocks or not blocks[-1] or _BLOCK_START.match(line):
+            blocks.append([line.strip()])
+        else:
+            blocks[-1].append(line.strip())
+        if line.lstrip().startswith("#"):
+            blocks.append([])  # a heading is a line of its own
+    found: list[str] = []
+    for block in blocks:
+        joined = " ".join(block)
+        found.extend(part for part in (p.strip() for p in _SENTENCE_END.split(joined)) if part)
+    return found
+
+
+@lru_cache(maxsize=1024)
+def _term_pattern(term: str) -> re.Pattern[str]:
+    words = _NOT_TERM.sub(" ", term.lower()).split()
+    if not words or not words[-1].strip("*"):
+        raise ValueError(f"empty term {term!r}")
+    prefix = words[-1].endswith("*")
+    words[-1] = words[-1].rstrip("*")
+    body = r"\s".join(re.escape(word.replace("*", "")) for word in words)
+    tail = r"[a-z0-9]*" if prefix else r"(?![a-z0-9])"
+    return re.compile(r"(?<![a-z0-9])" + body + tail)
+
+
+def _terms(synonym: Synonym) -> list[str]:
+    return [synonym] if isinstance(synonym, str) else list(synonym)
+
+
+def _match_in(sentence: str, synonym: Synonym) -> list[tuple[int, int]] | None:
+    """The spans of every term of ``synonym`` in a normalized sentence, or None if one is absent."""
+    spans: list[tuple[int, int]] = []
+    for term in _terms(synonym):
+        found = _term_pattern(term).search(sentence)
+        if found is None:
+            return None
+        spans.append(found.span())
+    return spans
+
+
+def _negated(sentence: str, spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether the sentence, outside the matched terms, holds a negation."""
+    kept = list(sentence)
+    for start, end in spans:
+        kept[start:end] = " " * (end - start)
+    rest = f" {''.join(kept)} "
+    return any(f" {cue} " in rest for cue in _NEGATIONS)
+
+
+def find(text: str, synonyms: Iterable[Synonym], *, skip_negated: bool = False) -> str | None:
+    """The first sentence of ``text`` that states one of ``synonyms`` (None: none does).
+
+    Args:
+        text: The analysis, Markdown or plain.
+        synonyms: Phrases, or lists of terms that must share a sentence.
+        skip_negated: Ignore sentences that negate the match (for forbidden conclusions).
+
+    Returns:
+        The matching sentence as written, or None.
+    """
+    options = list(synonyms)
+    for raw in sentences(text):
+        sentence = normalize(raw)
+        for synonym in options:
+            spans = _match_in(sentence, synonym)
+            if spans is not None and not (skip_negated and _negated(sentence, spans)):
+                return raw
+    return None
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_synonyms(value: list[Synonym]) -> list[Synonym]:
+    for synonym in value:
+        terms = _terms(synonym)
+        if not terms or any(not normalize(term) for term in terms):
+            raise ValueError(f"empty synonym in {value!r}")
+    return value
+
+
+class Finding(_Model):
+    """Something a correct analysis states: an entity, a cause, a decision."""
+
+    fact: str = Field(min_length=1, description="The finding, in words (for the report).")
+    match: list[Synonym] = Field(min_length=1, description="Any one of these states it.")
+
+    _synonyms = field_validator("match")(_check_synonyms)
+
+    def found_in(self, text: str) -> str | None:
+        """The sentence of ``text`` that states this finding, or None."""
+        return find(text, self.match)
+
+
+class Forbidden(_Model):
+    """A wrong conclusion: stating it (not negated) fails the run."""
+
+    claim: str = Field(
+        min_length=1,
+        description="The wrong conclusion as a careless investigator would write it; "
+        "the scripted sloppy model concludes with it.",
+    )
+    match: list[Synonym] = Field(min_length=1, description="Any one of these, not negated.")
+
+    _synonyms = field_validator("match")(_check_synonyms)
+
+    def found_in(self, text: str) -> str | None:
+        """The sentence of ``text`` that draws this conclusion, or None."""
+        return find(text, self.match, skip_negated=True)
