@@ -20,6 +20,17 @@ resource "google_firestore_field" "thought_signatures_ttl" {
   index_config {}
 }
 
+# Alert fingerprint claims (dedup of native alert sources) expire by themselves once
+# their session's deadline and the source's dedup window have passed.
+resource "google_firestore_field" "alert_fingerprints_ttl" {
+  database   = google_firestore_database.main.name
+  collection = "alert_fingerprints"
+  field      = "expire_at"
+
+  ttl_config {}
+  index_config {}
+}
+
 # The sweeper's deadline query (Store.overdue_sessions): equality on
 # status and a range on a timestamp need a composite index. Its due-time queries
 # (Store.due_executions, Store.due_sessions) filter one field: indexed by default.

@@ -42,7 +42,7 @@ resource "google_cloudfunctions2_function" "ingest" {
   #checkov:skip=CKV_GCP_124:Alert sources (Alertmanager, webhooks) call from anywhere; the app requires the API key on every request.
   name        = local.names.ingest
   location    = var.region
-  description = "TARSy ingest: POST /alerts"
+  description = "TARSy ingest: POST /alerts and /alerts/{alertmanager,grafana,pagerduty,sns}"
 
   build_config {
     runtime         = var.python_runtime
@@ -79,7 +79,11 @@ resource "google_cloudfunctions2_function" "ingest" {
     }
   }
 
-  depends_on = [google_secret_manager_secret_iam_member.api_key, google_project_iam_member.build]
+  depends_on = [
+    google_secret_manager_secret_iam_member.api_key,
+    google_secret_manager_secret_iam_member.pagerduty_signing_secret,
+    google_project_iam_member.build,
+  ]
 }
 
 resource "google_cloudfunctions2_function" "step" {

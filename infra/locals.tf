@@ -63,9 +63,12 @@ locals {
 
   # Settings fields served from Secret Manager: env name => secret id. null: not set.
   function_secret_env = {
-    ingest = { TARSY_API_KEY = google_secret_manager_secret.api_key.secret_id }
-    api    = { TARSY_API_KEY = google_secret_manager_secret.api_key.secret_id }
-    step   = { GEMINI_API_KEY = one(google_secret_manager_secret.gemini_api_key[*].secret_id) }
+    ingest = {
+      TARSY_API_KEY                  = google_secret_manager_secret.api_key.secret_id
+      TARSY_PAGERDUTY_SIGNING_SECRET = one(google_secret_manager_secret.pagerduty_signing_secret[*].secret_id)
+    }
+    api  = { TARSY_API_KEY = google_secret_manager_secret.api_key.secret_id }
+    step = { GEMINI_API_KEY = one(google_secret_manager_secret.gemini_api_key[*].secret_id) }
   }
 
   # Not settings: variables that the user's configuration names ({env: MCP_...}, {env: LLM_...}).

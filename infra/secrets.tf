@@ -19,6 +19,17 @@ resource "google_secret_manager_secret" "gemini_api_key" {
   depends_on = [google_project_service.enabled]
 }
 
+# The signing secret of the PagerDuty webhook subscription (several, comma-separated,
+# while one is rotated): a signed delivery needs no API key.
+resource "google_secret_manager_secret" "pagerduty_signing_secret" {
+  count     = var.pagerduty_webhooks ? 1 : 0
+  secret_id = "${var.name_prefix}-pagerduty-signing-secret"
+  replication {
+    auto {}
+  }
+  depends_on = [google_project_service.enabled]
+}
+
 resource "google_secret_manager_secret" "config_secret" {
   for_each  = var.config_secrets
   secret_id = each.value
@@ -49,6 +60,14 @@ resource "google_secret_manager_secret_iam_member" "gemini_api_key" {
   secret_id = google_secret_manager_secret.gemini_api_key[0].id
   role      = "roles/secretmanager.secretAccessor"
   member    = google_service_account.step.member
+}
+
+resource "google_secret_manager_secret_iam_member" "pagerduty_signing_secret" {
+  count = var.pagerduty_webhooks ? 1 : 0
+
+  secret_id = google_secret_manager_secret.pagerduty_signing_secret[0].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.ingest.member
 }
 
 resource "google_secret_manager_secret_iam_member" "config_secret" {

@@ -180,6 +180,12 @@ variable "use_vertex_ai" {
   default     = true
 }
 
+variable "pagerduty_webhooks" {
+  description = "true: POST /alerts/pagerduty checks X-PagerDuty-Signature with the signing secret kept in the secret <name_prefix>-pagerduty-signing-secret (TARSY_PAGERDUTY_SIGNING_SECRET) instead of the API key."
+  type        = bool
+  default     = false
+}
+
 variable "vertex_project" {
   description = "Vertex AI project when it is not project_id (TARSY_VERTEX_PROJECT)."
   type        = string

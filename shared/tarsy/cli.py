@@ -42,6 +42,9 @@ EXIT_OK, EXIT_SESSION_FAILED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 # (tarsy.chains.SUMMARY_STAGE and CHAT_STAGE), and how the timeline names them.
 STAGE_LABELS = {-1: "executive summary", -2: "chat"}
 
+# The native alert sources `tarsy submit --source` replays to (POST /alerts/{source}).
+SOURCES = ("alertmanager", "grafana", "pagerduty", "sns")
+
 # The connection flags: (flag, environment variable it overrides).
 CONNECTION_FLAGS = (
     ("--ingest-url", "TARSY_INGEST_URL"),
@@ -162,6 +165,11 @@ def _parser() -> argparse.ArgumentParser:
     submit = command("submit", "submit an alert; prints the session id")
     submit.add_argument("file", help="alert JSON file, or - for stdin")
     submit.add_argument("--watch", action="store_true", help="then watch it to the end")
+    submit.add_argument(
+        "--source",
+        choices=SOURCES,
+        help="FILE is a saved webhook body of this sender: replay it to /alerts/SOURCE",
+    )
     watch = command("watch", "follow a session's timeline until it ends")
     watch.add_argument("session_id")
     watch.add_argument("--timeout", type=float, default=None, help="give up after N seconds")
@@ -511,6 +519,8 @@ def show_session(view: SessionView, console: Console) -> int:
         f"[bold]session[/] {session['session_id']}  [bold]alert[/] {session['alert_type']}  "
         f"[bold]chain[/] {session['chain_id']}  [bold]status[/] {session['status']}"
     )
+    if session.get("resolved_at"):
+        console.print(f"[bold]resolved by its source[/] {session['resolved_at']}")
     for event in _new_events(view, {}):
         print_event(console, event)
     if session.get("final_analysis") and not any(
@@ -520,8 +530,36 @@ def show_session(view: SessionView, console: Console) -> int:
     return print_outcome(console, view) if view.is_finished else EXIT_OK
 
 
+def submit_source(client: TarsyClient, source: str, body: bytes, errors: Console) -> int:
+    """Replay a saved webhook body; print one ``outcome session fingerprint`` line per alert.
+
+    Args:
+        client: The client.
+        source: The sender whose route takes the body.
+        body: The body, sent unchanged.
+        errors: Where reasons and the SNS subscription state go.
+
+    Returns:
+        The exit code.
+    """
+    answer = client.submit_source(source, body)
+    if answer.subscription is not None:
+        errors.print(f"SNS subscription {answer.subscription}: {answer.topic_arn}", markup=False)
+    for alert in answer.alerts:
+        print(f"{alert.outcome}\t{alert.session_id or '-'}\t{alert.fingerprint}", flush=True)
+        if alert.reason:
+            errors.print(f"  {alert.reason}", style="dim", markup=False)
+    return EXIT_OK
+
+
 def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     """Run the parsed command; return the exit code."""
+    if args.command == "submit" and args.source is not None:
+        if args.watch:
+            raise UsageError("--watch with --source: a notification may start several sessions")
+        body = read_alert(args.file)
+        with _client(args) as client:
+            return submit_source(client, args.source, body, errors)
     if args.command == "submit":
         alert = read_alert(args.file)
         with _client(args) as client:

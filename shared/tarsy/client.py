@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from tarsy.errors import ApiError
@@ -39,6 +39,23 @@ class Submitted(BaseModel):
 
     session_id: str
     status_url: str
+
+
+class SourceOutcome(BaseModel):
+    """One alert of a native source's notification, as the ingest function answered."""
+
+    fingerprint: str
+    session_id: str | None
+    outcome: str
+    reason: str | None = None
+
+
+class SourceAnswer(BaseModel):
+    """What ``POST /alerts/{source}`` answered: the alerts' outcomes, or an SNS subscription."""
+
+    alerts: list[SourceOutcome] = Field(default_factory=list)
+    subscription: str | None = None
+    topic_arn: str | None = None
 
 
 class SessionView(BaseModel):
@@ -127,6 +144,34 @@ class TarsyClient:
                 _error_message(response), status=response.status_code, body=response.text
             )
         return Submitted.model_validate(response.json())
+
+    def submit_source(self, source: str, body: bytes) -> SourceAnswer:
+        """POST a saved webhook body, unchanged, to a native source's route.
+
+        Args:
+            source: ``alertmanager``, ``grafana``, ``pagerduty`` or ``sns``.
+            body: The body as the sender posted it.
+
+        Returns:
+            One outcome per alert (or, for SNS, the subscription's state).
+
+        Raises:
+            ApiError: Unreachable, or anything but 200/202.
+        """
+        if self._ingest_url is None:
+            raise ApiError("no ingest URL: pass --ingest-url or set TARSY_INGEST_URL")
+        url = f"{self._ingest_url}/alerts/{source}"
+        # As the senders send it: SNS posts its JSON as text/plain.
+        content_type = "text/plain; charset=UTF-8" if source == "sns" else "application/json"
+        try:
+            response = self._http.post(url, content=body, headers={"Content-Type": content_type})
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach ingest at {url}: {e}") from e
+        if response.status_code not in (200, 202):
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        return SourceAnswer.model_validate(response.json())
 
     def session(self, session_id: str) -> SessionView:
         """GET one session."""

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from pydantic import ValidationError
 
+from tarsy import alert_routes
 from tarsy.bus import Publisher
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import InputError
@@ -98,6 +99,8 @@ async def handle(
     """Serve one ingest request."""
     if request.path.rstrip("/") == "/healthz":
         return HttpResponse(status=200, body={"status": "ok"})
+    if request.path.rstrip("/").startswith(alert_routes.ROUTE_PREFIX):
+        return await alert_routes.handle(request, settings, config, store, bus)
     if request.path.rstrip("/") not in (ALERTS_PATH, ""):
         return error_response(InputError(f"no route {request.path!r}", status=404))
     try:

@@ -136,6 +136,9 @@ class Session(_Model):
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     completed_at: datetime | None = None
+    # When the alert's own source said it is over (Alertmanager/Grafana "resolved",
+    # PagerDuty incident.resolved, CloudWatch OK); the investigation itself goes on.
+    resolved_at: datetime | None = None
 
 
 ExecutionRole = Literal["agent", "synthesis", "summary", "chat"]
@@ -315,3 +318,28 @@ class StepMessage(_Model):
     def dedup_key(self) -> str:
         """Return a key that is equal for duplicates of one logical message."""
         return f"{self.session_id}/{self.execution_id}/{self.kind}/{self.stage}/{self.step}"
+
+
+# ─── alert fingerprints ───────────────────────────────────────────────────────
+
+
+class AlertFingerprint(_Model):
+    """``alert_fingerprints/{dedup_key}``: the session one alert occurrence started.
+
+    Created in the same batch as that session, with ``create()``: the batch of
+    every other delivery of the same occurrence fails, so concurrent deliveries
+    start one session between them. A later firing of the same fingerprint
+    replaces the document once the session it names has ended and the source's
+    dedup window has passed. ``resolve_key`` is what a resolution looks the
+    session up by (see ``tarsy.sources.normalized``).
+    """
+
+    source: str
+    fingerprint: str = Field(description="the sender's identity of this occurrence")
+    alert_key: str = Field(description="the sender's identity across firing and resolution")
+    resolve_key: str
+    session_id: str
+    created_at: datetime = Field(default_factory=utcnow)
+    # For a Firestore TTL policy: the session's deadline plus the dedup window, past
+    # which the claim cannot stop a repeat any more (unless the session was resumed).
+    expire_at: datetime

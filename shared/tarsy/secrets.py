@@ -51,6 +51,23 @@ def resolve(value: str | SecretRef, settings: Settings) -> str:
     return _secret(secret_version_name(value.secret, settings.project_id))
 
 
+def resolve_name(name: str, settings: Settings) -> str:
+    """The value behind a bare name in the config: its environment variable, else its secret.
+
+    For settings that list names rather than ``{env: ...}`` / ``{secret: ...}``
+    references (``alert_sources.pagerduty.signing_secrets``): the environment
+    variable of that name when it is set, otherwise the Secret Manager secret of
+    that name (``projects/...`` or the function's project, latest version).
+
+    Raises:
+        ConfigError: Neither exists or the secret cannot be read.
+    """
+    value = os.environ.get(name)
+    if value is not None:
+        return value
+    return _secret(secret_version_name(name, settings.project_id))
+
+
 # A step resolves its provider's key and its MCP tokens on every call; keeping a
 # secret for a few minutes saves a Secret Manager round trip per call, while a
 # rotated secret still reaches warm instances soon.

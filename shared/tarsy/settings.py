@@ -72,6 +72,26 @@ class Settings(BaseSettings):
         description="Largest accepted ingest body (413 above it).",
         json_schema_extra=_used_by("ingest"),
     )
+    pagerduty_signing_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias="TARSY_PAGERDUTY_SIGNING_SECRET",
+        description=(
+            "Signing secret of the PagerDuty webhook subscription (several, comma-separated, "
+            "while one is rotated). When set, POST /alerts/pagerduty takes a valid "
+            "X-PagerDuty-Signature instead of the API key."
+        ),
+        json_schema_extra=_used_by("ingest"),
+    )
+    sns_endpoint_url: str | None = Field(
+        default=None,
+        validation_alias="TARSY_SNS_ENDPOINT_URL",
+        description=(
+            "Local runs only: fetch SNS signing certificates and visit SubscribeURLs at this "
+            "base URL (an SNS emulator such as moto) instead of the SNS host the message names; "
+            "that host is still checked against alert_sources.sns.cert_host_pattern."
+        ),
+        json_schema_extra=_used_by("ingest"),
+    )
     config_path: str | None = Field(
         default=None,
         validation_alias="TARSY_CONFIG_PATH",

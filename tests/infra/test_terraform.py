@@ -26,9 +26,9 @@ import pytest
 from hcl2 import SerializationOptions
 from pydantic import SecretStr
 
-from tarsy.models import AgentExecution, Session
+from tarsy.models import AgentExecution, AlertFingerprint, Session
 from tarsy.settings import ALL_FUNCTIONS, Settings, env_names, functions_reading
-from tarsy.store import EXECUTIONS, SESSIONS, THOUGHT_SIGNATURES
+from tarsy.store import ALERT_FINGERPRINTS, EXECUTIONS, SESSIONS, THOUGHT_SIGNATURES
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -58,7 +58,7 @@ REQUIRED_IN_CLOUD: dict[str, set[str]] = {
 # Settings that must come from Secret Manager, per function.
 REQUIRED_SECRETS: dict[str, set[str]] = {"ingest": {"api_key"}, "api": {"api_key"}}
 # Settings that must never be set in the cloud.
-LOCAL_ONLY = {"auth_disabled"}
+LOCAL_ONLY = {"auth_disabled", "sns_endpoint_url"}
 
 BASIC_ROLE = re.compile(r"roles/(owner|editor|viewer)\b")
 
@@ -264,6 +264,7 @@ def test_publishers_and_secret_accessors_are_per_resource() -> None:
     assert accessors["api_key"]["secret_id"] == "${google_secret_manager_secret.api_key.id}"
     assert {sa_of(m) for m in accessors["api_key"]["for_each"].values()} == {"ingest", "api"}
     assert sa_of(accessors["gemini_api_key"]["member"]) == "step"
+    assert sa_of(accessors["pagerduty_signing_secret"]["member"]) == "ingest"
     assert sa_of(accessors["config_secret"]["member"]) == "step"
     assert "config_secret[each.key]" in accessors["config_secret"]["secret_id"]
 
@@ -362,8 +363,12 @@ def test_sweeper_job_calls_the_api_with_the_identity_the_api_expects() -> None:
 def test_thought_signatures_expire_by_ttl() -> None:
     fields = resources("google_firestore_field")
     ttl = [f for f in fields.values() if "ttl_config" in f]
-    assert [(f["collection"], f["field"]) for f in ttl] == [(THOUGHT_SIGNATURES, "expire_at")]
+    assert sorted((f["collection"], f["field"]) for f in ttl) == [
+        (ALERT_FINGERPRINTS, "expire_at"),
+        (THOUGHT_SIGNATURES, "expire_at"),
+    ]
     assert "expire_at" in (ROOT / "shared" / "tarsy" / "store.py").read_text()
+    assert "expire_at" in AlertFingerprint.model_fields
 
 
 def _store_queries() -> list[tuple[str, tuple[str, ...]]]:

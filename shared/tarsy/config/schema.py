@@ -15,6 +15,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from tarsy.errors import ConfigError
 from tarsy.masking import MaskingConfig
+from tarsy.sources.config import AlertSourcesConfig
 
 NAME_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_\-]*$"
 
@@ -283,6 +284,8 @@ class TarsyConfig(_Strict):
     alert_masking: MaskingConfig = Field(default_factory=MaskingConfig)
     # Keyed by model name; the longest key that prefixes a model's name applies.
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
+    # Native alert sources (POST /alerts/{source}): alert type, dedup window, trust.
+    alert_sources: AlertSourcesConfig = Field(default_factory=AlertSourcesConfig)
 
     def price_for(self, model: str) -> ModelPrice | None:
         """The price of ``model``: exact name, else the longest matching prefix."""
