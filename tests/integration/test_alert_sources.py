@@ -13,6 +13,7 @@ Every wait is a bounded poll with a deadline far above the expected time.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -22,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,9 @@ from moto.sns.models import sns_backends
 from tarsy.client import TarsyClient
 from tarsy.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
 from tarsy.localstack.stack import Stack
+from tarsy.models import AlertFingerprint, Session
 from tarsy.sources.pagerduty_signature import signature_for
+from tarsy.store import Store
 
 from .alertmanager import Alertmanager, start_alertmanager, stop_alertmanager
 from .conftest import ROOT, Tap, stack_config_path
@@ -497,3 +500,104 @@ def test_a_real_alertmanager_one_session_per_alert_repeats_deduplicated_resolve_
     eventually(lambda: resolved_pods() == {"api-0"}, "the resolution recorded")
     assert len(sessions(db, "alertmanager")) == 2
     assert alertmanager.webhook_counts()[1] == 0  # no delivery failed (auth, shape)
+
+
+# ─── the store's claims against the Firestore emulator ───────────────────────
+
+
+def claim_for(session: Session, key: str = "alert-1") -> AlertFingerprint:
+    return AlertFingerprint(
+        source="alertmanager",
+        fingerprint=key,
+        alert_key=key,
+        resolve_key=f"resolve-{key}",
+        session_id=session.session_id,
+        created_at=session.created_at,
+        expire_at=session.created_at + timedelta(hours=2),
+    )
+
+
+def new_session() -> Session:
+    return Session(
+        session_id=str(uuid.uuid4()),
+        alert_type="TarsyStoreTest",
+        alert_data="x" * 300_000,  # long enough to be stored in chunks
+        chain_id="default",
+        source="alertmanager",
+    )
+
+
+async def test_concurrent_claims_commit_one_session_and_nothing_of_the_others(store: Store) -> None:
+    sessions_ = [new_session() for _ in range(5)]
+    won = await asyncio.gather(
+        *(store.create_alert_session(s, "dedup-1", claim_for(s)) for s in sessions_)
+    )
+    assert sorted(won) == [False] * 4 + [True]
+    [winner] = [s for s, ok in zip(sessions_, won, strict=True) if ok]
+    for session in sessions_:
+        stored = await store.get_session(session.session_id)
+        assert (stored is not None) == (session is winner)
+    kept = await store.get_session(winner.session_id)
+    assert kept is not None and kept.alert_data == winner.alert_data  # its chunks came along
+    found = await store.get_alert_fingerprint("dedup-1")
+    assert found is not None and found[0].session_id == winner.session_id
+
+
+async def test_an_expired_claim_is_replaced_by_one_delivery_only(store: Store) -> None:
+    first = new_session()
+    assert await store.create_alert_session(first, "dedup-2", claim_for(first))
+    found = await store.get_alert_fingerprint("dedup-2")
+    assert found is not None
+    _, read_at = found
+    rivals = [new_session() for _ in range(3)]
+    won = await asyncio.gather(
+        *(store.create_alert_session(s, "dedup-2", claim_for(s), replacing=read_at) for s in rivals)
+    )
+    assert sorted(won) == [False, False, True]
+    [winner] = [s for s, ok in zip(rivals, won, strict=True) if ok]
+    replaced = await store.get_alert_fingerprint("dedup-2")
+    assert replaced is not None and replaced[0].session_id == winner.session_id
+    # A replacement read before that one is stale now.
+    late = new_session()
+    assert not await store.create_alert_session(late, "dedup-2", claim_for(late), replacing=read_at)
+    assert await store.get_session(late.session_id) is None
+
+
+async def test_resolution_lookup_and_removal(store: Store) -> None:
+    older, newer = new_session(), new_session()
+    newer = newer.model_copy(update={"created_at": older.created_at + timedelta(seconds=5)})
+    assert await store.create_alert_session(older, "dedup-3a", claim_for(older, "k"))
+    assert await store.create_alert_session(newer, "dedup-3b", claim_for(newer, "k"))
+    claims = await store.alert_fingerprints_for("resolve-k")
+    assert [c.session_id for c in claims] == [newer.session_id, older.session_id]
+    now = datetime.now(UTC)
+    assert await store.record_alert_resolution(newer.session_id, now)
+    resolved = await store.get_session(newer.session_id)
+    assert resolved is not None and resolved.resolved_at is not None
+    assert not await store.record_alert_resolution(str(uuid.uuid4()), now)
+    await store.delete_alert_session(older.session_id, "dedup-3a")
+    assert await store.get_session(older.session_id) is None
+    assert await store.get_alert_fingerprint("dedup-3a") is None
+
+
+def test_a_repeat_after_the_dedup_window_starts_a_new_session(
+    ingest: Ingest, db: firestore.Client
+) -> None:
+    body = fixture("pagerduty_incident_triggered.json")
+    first = ingest.post("pagerduty", body, pagerduty_headers(body)).json()["alerts"][0]
+    session_ref = db.collection("sessions").document(first["session_id"])
+
+    def finished() -> bool:
+        status = (session_ref.get().to_dict() or {}).get("status")
+        return status in ("completed", "failed", "timed_out", "cancelled")
+
+    eventually(finished, "the first investigation to end")
+    again = ingest.post("pagerduty", body, pagerduty_headers(body)).json()["alerts"][0]
+    assert (again["outcome"], again["session_id"]) == ("duplicate", first["session_id"])
+    # It ended two hours ago: past the default one-hour window.
+    session_ref.update({"completed_at": datetime.now(UTC) - timedelta(hours=2)})
+    later = ingest.post("pagerduty", body, pagerduty_headers(body)).json()["alerts"][0]
+    assert later["outcome"] == "created"
+    assert later["session_id"] != first["session_id"]
+    [claim] = documents(db, "alert_fingerprints")
+    assert claim["session_id"] == later["session_id"]

@@ -700,3 +700,13 @@ async def test_sns_rejections_write_nothing(
         assert response.headers["WWW-Authenticate"] == BASIC_CHALLENGE
     if case in ("other-topic", "cert-elsewhere", "no-key"):
         assert server.hits == []  # refused before anything was fetched
+
+
+async def test_a_malformed_sns_endpoint_setting_is_503(sns_signer: Signer) -> None:
+    settings = Settings(TARSY_API_KEY=KEY, TARSY_SNS_ENDPOINT_URL="ftp://127.0.0.1:1")
+    store, bus = MemoryAlertStore(), RecordingBus()
+    message = signed("sns_notification_alarm.json", sns_signer)
+    response = await run(sns_post(message), store, bus, settings=settings)
+    assert response.status == 503
+    assert "TARSY_SNS_ENDPOINT_URL" in response.body["error"]["message"]
+    assert nothing_written(store, bus)
