@@ -36,6 +36,7 @@ _SKIP_SUFFIXES = {".pyc", ".pyo"}
 DEV_ONLY = (
     "localstack/",
     "testing/",
+    "evals/",
     "mcp/demo_cluster/",
     "samples/",
     "cli.py",

@@ -30,6 +30,8 @@ from rich.text import Text
 
 from tarsy.client import SessionView, TarsyClient
 from tarsy.errors import ApiError
+from tarsy.evals.cli import add_arguments as add_eval_arguments
+from tarsy.evals.cli import run as run_eval
 from tarsy.models import ExecutionStatus
 from tarsy.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy.settings import ClientSettings
@@ -202,6 +204,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     listing.add_argument("--cursor", help="the page after the one that printed this cursor")
     listing.add_argument("--json", action="store_true", help="the raw API response")
+    evaluate = commands.add_parser(
+        "eval",
+        help="run demo-cluster scenarios through the local stack and score them",
+        description="Run demo-cluster scenarios through the local stack (emulators, functions, "
+        "Pub/Sub) with a model, score every run against the scenario's expected facts, and "
+        "write results.json and results.md.",
+    )
+    add_eval_arguments(evaluate)
     return parser
 
 
@@ -554,6 +564,8 @@ def submit_source(client: TarsyClient, source: str, body: bytes, errors: Console
 
 def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     """Run the parsed command; return the exit code."""
+    if args.command == "eval":
+        return run_eval(args, console, errors)
     if args.command == "submit" and args.source is not None:
         if args.watch:
             raise UsageError("--watch with --source: a notification may start several sessions")

@@ -133,7 +133,9 @@ class JudgeInput(_Model):
                     kind=kind,
                     agent=str(event.get("agent") or ""),
                     text=str(event.get("content") or ""),
-                    tool=str(metadata.get("tool") or "") if kind == "mcp_tool_call" else "",
+                    tool=str(metadata.get("tool_name") or metadata.get("tool") or "")
+                    if kind == "mcp_tool_call"
+                    else "",
                     arguments=dict(metadata.get("arguments") or {})
                     if kind == "mcp_tool_call"
                     else {},

@@ -46,7 +46,7 @@ VIEW: dict[str, Any] = {
             "type": "mcp_tool_call",
             "agent": "kubernetes-investigator",
             "content": "Error from server (Timeout)",
-            "metadata": {"tool": "events_list", "arguments": {}, "is_error": True},
+            "metadata": {"tool_name": "events_list", "arguments": {}, "is_error": True},
         },
         {"type": "final_analysis", "agent": "kubernetes-investigator", "content": "dup"},
         {"type": "executive_summary", "agent": "executive-summarizer", "content": "dup"},
@@ -178,5 +178,5 @@ def test_out_of_range_and_invalid_values_are_refused(
 def test_a_missing_category_is_refused() -> None:
     body = json.loads(json.dumps(VALID))
     del body["categories"]["synthesis_quality"]
-    with pytest.raises(JudgeReplyError, match="categories.synthesis_quality: Field required"):
+    with pytest.raises(JudgeReplyError, match=r"categories\.synthesis_quality: Field required"):
         parse_judge_reply(json.dumps(body))

@@ -34,7 +34,7 @@ CALLS_PER_INVESTIGATION = 3
 def irrelevant_steps(
     scenario: Scenario, count: int = CALLS_PER_INVESTIGATION
 ) -> list[PlaybookStep]:
-    """The first ``count`` irrelevant calls that fetch none of the evidence the scenario needs.
+    """The first ``count`` calls that fetch nothing about the scenario's incident.
 
     Args:
         scenario: The incident being (badly) investigated.
@@ -43,10 +43,9 @@ def irrelevant_steps(
     Returns:
         The calls, as playbook steps.
     """
-    needed = [pattern for need in scenario.expected.tools for pattern in need.any_of]
     steps: list[PlaybookStep] = []
     for tool, arguments in IRRELEVANT_CALLS:
-        if any(pattern.matches(tool, arguments) for pattern in needed):
+        if scenario.is_relevant_call(tool, arguments):
             continue
         steps.append(
             PlaybookStep(

@@ -339,6 +339,23 @@ class Scenario(_Model):
     expected: Expected
     playbook: Playbook
 
+    def is_relevant_call(self, tool: str, arguments: dict[str, Any]) -> bool:
+        """Whether a call fetches evidence about this incident.
+
+        Relevant: a call that meets one of the expected tool needs, or one the playbook
+        makes (with the same arguments; a playbook call without a namespace lists all
+        namespaces, which a namespaced call does not).
+        """
+        if any(p.matches(tool, arguments) for need in self.expected.tools for p in need.any_of):
+            return True
+        given = {k: v for k, v in arguments.items() if v is not None}
+        return any(
+            step.tool == tool
+            and ToolCallPattern(tool=tool, arguments=step.arguments).matches(tool, given)
+            and set(given) <= set(step.arguments)
+            for step in self.playbook.steps
+        )
+
     @field_validator("faults")
     @classmethod
     def _fault_tools(cls, faults: list[Fault]) -> list[Fault]:

@@ -1,0 +1,74 @@
+"""``tarsy eval`` end to end: the scripted models through the whole local pipeline.
+
+The real functions, Pub/Sub push, the Firestore emulator and the switchable demo
+cluster over MCP: the stand-in must pass and the sloppy model fail on the same
+scenarios (the scorer discriminates), one of them with a tool that times out
+mid-investigation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tarsy.evals.harness import EvalOptions, RunResult, run_evaluation
+from tarsy.evals.report import build_report
+from tarsy.evals.subjects import resolve_models
+from tarsy.mcp.demo_cluster import load_scenario
+from tarsy.settings import Settings
+from tarsy.testing.fake_gemini import STAND_IN_LABEL
+from tarsy.testing.sloppy import SLOPPY_LABEL
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ["crashloop-bad-configmap", "invoice-red-herring", "media-evictions-flaky-api"]
+
+
+def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
+    tmp_path: Path,
+) -> None:
+    settings = Settings()
+    models = resolve_models(["standin", "sloppy"], settings)
+    seen: list[RunResult] = []
+    results = run_evaluation(
+        EvalOptions(root=ROOT, state_dir=tmp_path / "state", scenarios=SCENARIOS, models=models),
+        settings,
+        on_result=seen.append,
+    )
+    assert seen == results
+    assert [(r.observation.scenario, r.observation.model) for r in results] == [
+        (name, model) for name in SCENARIOS for model in ("standin", "sloppy")
+    ]
+    for result in results:
+        observation, score = result.observation, result.score
+        # The pipeline ran every session to the end; only the scorer tells them apart.
+        assert observation.status == "completed", observation.error
+        assert observation.input_tokens > 0 and observation.cost > 0
+        assert observation.latency_s is not None and observation.latency_s > 0
+        label = STAND_IN_LABEL if observation.model == "standin" else SLOPPY_LABEL
+        assert observation.final_analysis.startswith(label)
+        assert observation.executive_summary.startswith(label)
+        scenario = load_scenario(observation.scenario)
+        if observation.model == "standin":
+            assert score.passed, score.reasons
+            # Every playbook call went through MCP to the demo cluster, faults included.
+            assert [(c.tool, c.is_error) for c in observation.tool_calls] == [
+                (s.tool, s.fails) for s in scenario.playbook.steps
+            ]
+        else:
+            assert not score.passed
+            assert score.forbidden[0].found and score.tool_recall == 0.0
+    [timed_out] = [
+        c
+        for r in results
+        if r.observation.model == "standin"
+        and r.observation.scenario == "media-evictions-flaky-api"
+        for c in r.observation.tool_calls
+        if c.is_error
+    ]
+    assert timed_out.tool == "events_list"
+
+    report = build_report(
+        results, models, [load_scenario(n) for n in SCENARIOS], duration_s=1, repeat=1,
+        priced_as=settings.default_model,
+    )  # fmt: skip
+    assert report.harness_ok
+    assert [(m.model, m.pass_rate) for m in report.models] == [("standin", 100.0), ("sloppy", 0.0)]

@@ -1,0 +1,130 @@
+"""The report: HolmesGPT-shaped tables, harness verdict, JSON and Markdown files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tarsy.evals.harness import RunResult
+from tarsy.evals.report import build_report, percentile, to_markdown, write_report
+from tarsy.evals.scorer import score_run
+from tarsy.evals.subjects import HARNESS_NOTE, ModelUnderTest, resolve_models
+from tarsy.mcp.demo_cluster import load_scenario
+from tarsy.mcp.demo_cluster.models import Scenario
+from tarsy.scoring import parse_judge_reply
+from tarsy.settings import Settings
+from tests.unit.evals.runs import sloppy_run, standin_run
+
+NAMES = ["crashloop-bad-configmap", "invoice-red-herring"]
+
+
+def scenarios() -> list[Scenario]:
+    return [load_scenario(name) for name in NAMES]
+
+
+def scripted_results(*, sloppy_cheats: bool = False) -> list[RunResult]:
+    results = []
+    for scenario in scenarios():
+        good = standin_run(scenario)
+        bad = standin_run(scenario) if sloppy_cheats else sloppy_run(scenario)
+        bad = bad.model_copy(update={"model": "sloppy", "input_tokens": 100, "cost": 0.01})
+        for observation in (good, bad):
+            results.append(
+                RunResult(observation=observation, score=score_run(scenario, observation))
+            )
+    return results
+
+
+def test_percentile() -> None:
+    assert percentile([], 50) == 0.0
+    assert percentile([3.0], 95) == 3.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([float(n) for n in range(1, 101)], 95) == pytest.approx(95.05)
+
+
+def test_scripted_models_report_the_harness_verdict() -> None:
+    models = resolve_models([], Settings())
+    report = build_report(
+        scripted_results(),
+        models,
+        scenarios(),
+        duration_s=61.0,
+        repeat=1,
+        priced_as="gemini-2.5-flash",
+    )
+    assert report.harness_ok and report.note == HARNESS_NOTE
+    standin, sloppy = report.models
+    assert (standin.pass_rate, standin.passed, standin.runs) == (100.0, 2, 2)
+    assert (sloppy.pass_rate, sloppy.passed) == (0.0, 0)
+    assert sloppy.avg_input_tokens == 100 and sloppy.total_cost == pytest.approx(0.02)
+    assert sloppy.tool_precision == 0.0 and standin.tool_precision == 1.0
+    assert standin.latency_p50_s == 2.0
+    [row, _] = report.scenarios
+    assert row.cells["standin"].passed == 1 and row.cells["sloppy"].passed == 0
+    assert any(r.startswith("forbidden conclusion") for r in row.cells["sloppy"].reasons)
+
+    markdown = to_markdown(report)
+    assert "> **Harness check, not a model benchmark.**" in markdown
+    assert "The scripted models scored as they must: the harness discriminates." in markdown
+    assert (
+        "| Model | Pass rate | Passed | Avg cost | Total cost | p50 latency | p95 latency |"
+        in markdown
+    )
+    assert "| standin (scripted) | 100% | 2/2 |" in markdown
+    assert (
+        "| crashloop-bad-configmap | easy | crashloop, config-change | ✅ 1/1 | ❌ 0/1 |"
+        in markdown
+    )
+    assert "- **sloppy** on `invoice-red-herring` (run 1, completed):" in markdown
+
+
+def test_a_sloppy_pass_breaks_the_harness() -> None:
+    models = resolve_models([], Settings())
+    report = build_report(
+        scripted_results(sloppy_cheats=True), models, scenarios(), duration_s=1, repeat=1,
+        priced_as="gemini-2.5-flash",
+    )  # fmt: skip
+    assert not report.harness_ok
+    assert report.expectation_failures == [
+        f"sloppy passed {name}: the scorer let it through" for name in NAMES
+    ]
+    assert "the harness is broken" in to_markdown(report)
+
+
+def test_a_real_model_report_has_no_harness_note_and_shows_the_judge(tmp_path: Path) -> None:
+    model = ModelUnderTest(name="gemini-2.5-pro", scripted=False, label="gemini-2.5-pro")
+    scenario = load_scenario("oom-killed")
+    observation = standin_run(scenario).model_copy(update={"model": "gemini-2.5-pro"})
+    verdict = parse_judge_reply(
+        json.dumps(
+            {
+                "score": 64,
+                "categories": {
+                    "logical_flow": {"score": 70, "reason": "ok"},
+                    "consistency": {"score": 80, "reason": "ok"},
+                    "tool_relevance": {"score": 40, "reason": "listed every namespace first"},
+                    "synthesis_quality": {"score": 66, "reason": "ok"},
+                },
+                "missing_tools": ["deployment_history"],
+            }
+        )
+    )
+    score = score_run(scenario, observation).model_copy(update={"judge": verdict})
+    report = build_report(
+        [RunResult(observation=observation, score=score)], [model], [scenario],
+        duration_s=300, repeat=1, priced_as="each model's own",
+    )  # fmt: skip
+    assert report.note is None and report.harness_ok
+    assert report.models[0].judge_avg == 64
+    markdown = to_markdown(report)
+    assert "Harness check" not in markdown
+    assert (
+        "| gemini-2.5-pro | oom-killed | 64 | "
+        "tool_relevance (40: listed every namespace first) | deployment_history |" in markdown
+    )
+    json_path, md_path = write_report(report, tmp_path / "out")
+    assert json.loads(json_path.read_text())["models"][0]["judge_avg"] == 64
+    assert json.loads(json_path.read_text())["runs"][0]["score"]["passed"] is True
+    assert md_path.read_text() == markdown
