@@ -115,14 +115,44 @@ async def bench_baseline(store: Store) -> dict[str, Any]:
     return {"transaction_1r4w_ms": summary(durations[1:])}
 
 
+def functions_config(stack: Stack) -> Path:
+    """The configuration the stack's functions run with (the demo cluster's URL included)."""
+    [step] = [p for p in stack.processes if p.name == "step"]
+    return Path(step.log_path).parent.parent / "config.yaml"
+
+
+# Distinct calls, so that no loop detection cuts an investigation short.
+TURN_CALLS = [
+    FakeToolCall(name=f"kubernetes__{tool}", args={"namespace": namespace})
+    for namespace in ("shop", "default", "kube-system", "payments")
+    for tool in ("pods_list", "events_list", "pods_top")
+]
+
+
 def _kubernetes_turns(call: FakeCall) -> FakeReply:
     """A native-thinking agent that calls one tool per turn, then answers."""
-    if call.function_names() and len(call.model_parts()) < MIDDLE_TURNS:
-        return FakeReply(
-            thinking="Checking the pods.",
-            tool_calls=[FakeToolCall(name="kubernetes__pods_list", args={"namespace": "shop"})],
-        )
+    turn = len(call.model_parts())
+    if call.function_names() and turn < MIDDLE_TURNS:
+        return FakeReply(thinking="Checking the cluster.", tool_calls=[TURN_CALLS[turn]])
     return FakeReply(text="The config map is wrong; fix it.")
+
+
+class TimedTools:
+    """The MCP executor, timing each turn's calls whole (connection included)."""
+
+    def __init__(self, inner: MCPToolExecutor) -> None:
+        self.inner = inner
+        self.last_ms = 0.0
+
+    async def list_tools(self, servers: Any, cached: Any = None) -> Any:
+        return await self.inner.list_tools(servers, cached)
+
+    async def call_tools(self, calls: Any, listing: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await self.inner.call_tools(calls, listing)
+        finally:
+            self.last_ms = (time.perf_counter() - started) * 1000
 
 
 async def bench_middle_iterate(stack: Stack, fake: FakeGemini) -> dict[str, Any]:
@@ -131,20 +161,17 @@ async def bench_middle_iterate(stack: Stack, fake: FakeGemini) -> dict[str, Any]
         GOOGLE_CLOUD_PROJECT=stack.project_id,
         GEMINI_API_KEY="bench",
         GEMINI_BASE_URL=fake.url,
-        TARSY_CONFIG_PATH=stack.config_path,
+        TARSY_CONFIG_PATH=str(functions_config(stack)),
     )
     store = get_store(settings)
     config = load_config(settings)
+    assert config.mcp_servers["kubernetes"].transport == "http", "the demo cluster over HTTP"
     recorder = RecordingBus()
-    deps = Deps(
-        settings=settings,
-        config=config,
-        store=store,
-        bus=recorder,
-        tools=MCPToolExecutor(config, settings, store),
-    )
+    tools = TimedTools(MCPToolExecutor(config, settings, store))
+    deps = Deps(settings=settings, config=config, store=store, bus=recorder, tools=tools)
     fake.responder = _kubernetes_turns
     overhead: list[float] = []
+    connect: list[float] = []
     trips: list[int] = []
     for _ in range(MIDDLE_SAMPLES):
         session = Session(
@@ -165,13 +192,16 @@ async def bench_middle_iterate(stack: Stack, fake: FakeGemini) -> dict[str, Any]
         trips.append(store.round_trips.count - before)
         [llm] = [i for i in await store.list_llm_interactions(middle.execution_id)
                  if i.step == middle.step]  # fmt: skip
-        tools = [r for r in await store.list_mcp_interactions(middle.execution_id)
-                 if r.step == middle.step]  # fmt: skip
-        assert tools and recorder.published[-1].step == middle.step + 1, "not a middle step"
-        overhead.append(wall - llm.duration_ms - sum(r.duration_ms for r in tools))
+        records = [r for r in await store.list_mcp_interactions(middle.execution_id)
+                   if r.step == middle.step]  # fmt: skip
+        assert records and recorder.published[-1].step == middle.step + 1, "not a middle step"
+        # Tool time: the turn's calls whole, connecting to the MCP server included.
+        overhead.append(wall - llm.duration_ms - tools.last_ms)
+        connect.append(tools.last_ms - sum(r.duration_ms for r in records))
     fake.responder = lambda call: FakeReply(text="bench analysis")
     return {
         "middle_iterate_overhead_ms": summary(overhead),
+        "mcp_connection_ms": summary(connect),
         "round_trips_middle_iterate": statistics.median(trips),
     }
 
@@ -217,10 +247,8 @@ def _long_investigation(call: FakeCall) -> FakeReply:
     if not call.function_names():
         return FakeReply(text="Summary: the config map is wrong.")  # the executive summary
     if len(call.model_parts()) < LONG_ITERATIONS - 1:
-        return FakeReply(
-            thinking="Looking further.",
-            tool_calls=[FakeToolCall(name="kubernetes__pods_list", args={"namespace": "shop"})],
-        )
+        turn = len(call.model_parts())
+        return FakeReply(thinking="Looking further.", tool_calls=[TURN_CALLS[turn]])
     return FakeReply(text="The config map is wrong; fix it.")
 
 
@@ -440,6 +468,8 @@ def _table(results: dict[str, Any]) -> Table:
         _ratio(overhead, base),
         f"≤ {TARGETS['middle_ratio']:g}x: {_check(overhead <= TARGETS['middle_ratio'] * base)}",
     )
+    connect = middle["mcp_connection_ms"]["p50"]
+    table.add_row("  MCP connection per turn, counted as tool time, p50 (ms)", str(connect), "", "")
     trips = middle["round_trips_middle_iterate"]
     table.add_row(
         "Firestore round trips: middle iterate (+1 publish)",

@@ -2,25 +2,43 @@
 
 from __future__ import annotations
 
+import re
+
 import functions_framework
 from flask import Request
 
 from tarsy import api as api_endpoint
+from tarsy import telemetry
 from tarsy.app import get_deps
 from tarsy.http import read_request, to_framework_response
 from tarsy.runtime import run_sync
 
-# The api takes small JSON bodies only (chat questions, resume options).
-_MAX_BODY_BYTES = 64 * 1024
+# The api takes JSON bodies: chat questions (up to 100,000 characters), resume options.
+# Room for a 100,000-character question (up to 4 bytes each in UTF-8, escaped in JSON).
+_MAX_BODY_BYTES = 1024 * 1024
+
+
+# A span name must not carry the session id: /sessions/{session_id}[/action].
+_SESSION_SEGMENT = re.compile(r"^/sessions/[^/]+")
 
 
 async def _serve(request: Request) -> tuple[str, int, dict[str, str]]:
     deps = await get_deps()
-    response = await api_endpoint.handle(read_request(request, _MAX_BODY_BYTES), deps)
+    telemetry.setup(deps.settings, "tarsy-api")
+    http_request = read_request(request, _MAX_BODY_BYTES)
+    path = http_request.path.rstrip("/") or "/"
+    route = _SESSION_SEGMENT.sub("/sessions/{session_id}", path)
+    with telemetry.server_span(http_request.method, route, incoming=http_request.headers) as span:
+        response = await api_endpoint.handle(http_request, deps)
+        session_id = path.split("/")[2] if route.startswith("/sessions/{") else None
+        span.set_response(response.status, session_id)
     return to_framework_response(response)
 
 
 @functions_framework.http
 def api(request: Request) -> tuple[str, int, dict[str, str]]:
     """Entry point: GET /sessions[/{id}], POST /sessions/{id}/cancel|resume, GET /healthz."""
-    return run_sync(_serve(request))
+    try:
+        return run_sync(_serve(request))
+    finally:
+        telemetry.flush()

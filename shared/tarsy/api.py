@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tarsy import transitions
 from tarsy.app import Deps
-from tarsy.chains import iterate_message, start_chat
+from tarsy.chains import cancel_one, iterate_message, start_chat, start_scoring
 from tarsy.errors import InputError, NotFoundError
-from tarsy.http import HttpRequest, HttpResponse, check_api_key, check_sweeper, error_response
+from tarsy.http import (
+    HttpRequest,
+    HttpResponse,
+    check_api_key,
+    check_sweeper,
+    error_response,
+    read_json,
+)
 from tarsy.models import ExecutionStatus, utcnow
 from tarsy.session_list import parse_query
 from tarsy.store import Store
@@ -24,7 +31,10 @@ logger = logging.getLogger(__name__)
 _Body = TypeVar("_Body", bound=BaseModel)
 
 _SESSION_PATH = re.compile(
-    r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume|chat))?$"
+    r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume|chat|score))?$"
+)
+_EXECUTION_CANCEL_PATH = re.compile(
+    r"^/sessions/(?P<session_id>[\w\-]+)/executions/(?P<execution_id>[\w\-]+)/cancel$"
 )
 
 
@@ -33,7 +43,7 @@ class ChatRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=8000)
+    question: str = Field(min_length=1)
 
 
 class ResumeRequest(BaseModel):
@@ -99,6 +109,52 @@ async def cancel(deps: Deps, session_id: str) -> dict[str, Any]:
     return {"session_id": session_id, "cancel_requested": True}
 
 
+async def rescore(deps: Deps, session_id: str) -> dict[str, Any]:
+    """Score a finished session again with the chain's judge (the new score replaces the old)."""
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    if not session.status.is_terminal:
+        raise InputError(
+            f"session {session_id} is still {session.status.value}; score it when it has finished",
+            status=409,
+        )
+    scorings = [e for e in await deps.store.list_executions(session_id) if e.role == "scoring"]
+    if any(not e.status.is_terminal for e in scorings):
+        raise InputError(f"session {session_id} is being scored; try again shortly", status=409)
+    execution = await start_scoring(session, len(scorings), deps)
+    return {"session_id": session_id, "execution_id": execution.execution_id}
+
+
+async def cancel_agent(deps: Deps, session_id: str, execution_id: str) -> dict[str, Any]:
+    """Cancel one running agent; its stage completes per its success_policy without it."""
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    execution = await deps.store.get_execution(execution_id)
+    if execution is None or execution.session_id != session_id:
+        raise NotFoundError(f"no execution {execution_id!r} in session {session_id!r}")
+    if session.status.is_terminal or execution.status.is_terminal:
+        what = "session" if session.status.is_terminal else "execution"
+        status = session.status if session.status.is_terminal else execution.status
+        raise InputError(f"the {what} is already {status.value}", status=409)
+    if execution.role != "agent":
+        raise InputError(
+            f"only a stage's agents can be cancelled on their own, not a {execution.role}",
+            status=409,
+        )
+    # The mark voids a running step's commit (it then cancels the agent) and is seen
+    # by the next step of an idle one; a paused agent is ended here.
+    if execution.status is ExecutionStatus.PAUSED:
+        await cancel_one(execution, deps)
+    else:
+        await deps.store.update_execution(
+            execution_id, transitions.request_cancel_of_execution(execution)
+        )
+    logger.info("cancel requested for %s of %s", execution_id, session_id)
+    return {"session_id": session_id, "execution_id": execution_id, "cancel_requested": True}
+
+
 async def resume(deps: Deps, session_id: str, request: ResumeRequest) -> dict[str, Any]:
     """Continue a session paused at max_iterations, with more iterations."""
     session = await deps.store.get_session(session_id)
@@ -111,25 +167,44 @@ async def resume(deps: Deps, session_id: str, request: ResumeRequest) -> dict[st
         if execution.status is not ExecutionStatus.PAUSED:
             continue
         extra = request.extra_iterations or execution.max_iterations
+        due = utcnow() + timedelta(seconds=deps.settings.step_due_seconds)
         await deps.store.update_execution(
-            execution.execution_id, transitions.resume_execution(execution, extra)
+            execution.execution_id, transitions.resume_execution(execution, extra, due)
         )
         if execution.role == "agent" and execution.stage >= 0:
             await deps.store.update_stage(session_id, execution.stage, transitions.resume_stage())
         await deps.bus.publish(iterate_message(execution, execution.step))
         resumed.append(execution.execution_id)
-    await deps.store.update_session(session_id, transitions.resume_session(session))
+    # The pause did not use the session's time: it gets a whole timeout again.
+    deadline = utcnow() + timedelta(seconds=deps.config.session_timeout(session.chain_id))
+    await deps.store.update_session(session_id, transitions.resume_session(session, deadline))
     return {"session_id": session_id, "resumed": resumed}
 
 
+MAX_QUESTION_CHARS = 100_000  # as TARSy accepts (its #194)
+
+
 async def chat(deps: Deps, session_id: str, request: ChatRequest) -> dict[str, Any]:
-    """Ask a question about a finished investigation; the answer lands in the timeline."""
+    """Ask a question about a finished investigation; the answer lands in the timeline.
+
+    Any finished session takes questions (completed, failed, timed out,
+    cancelled); the chat sees the investigation and every earlier question and
+    answer. One question at a time: another is refused with 409 until the
+    previous one is answered.
+    """
+    if len(request.question) > MAX_QUESTION_CHARS:
+        raise InputError(
+            f"the question has {len(request.question):,} characters; "
+            f"at most {MAX_QUESTION_CHARS:,} are accepted",
+            status=413,
+        )
     session = await deps.store.get_session(session_id)
     if session is None:
         raise NotFoundError(f"no session {session_id!r}")
-    if not session.status.is_terminal or session.status is ExecutionStatus.CANCELLED:
+    if not session.status.is_terminal:
         raise InputError(
-            f"session {session_id} is {session.status.value}; ask when it has finished",
+            f"session {session_id} is still {session.status.value}: the investigation has "
+            "not finished; ask when it has",
             status=409,
         )
     execution = await start_chat(session, request.question, deps)
@@ -137,11 +212,10 @@ async def chat(deps: Deps, session_id: str, request: ChatRequest) -> dict[str, A
 
 
 def _body(request: HttpRequest, model: type[_Body]) -> _Body:
+    """The request's JSON body as ``model``: hostile bodies are 4xx (see tarsy.json_body)."""
+    payload = read_json(request, empty={})
     try:
-        payload = json.loads(request.body) if request.body.strip() else {}
         return model.model_validate(payload)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"malformed JSON: {e}", status=400) from e
     except ValidationError as e:
         details = [
             {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
@@ -168,6 +242,13 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
                 raise InputError("method not allowed", status=405, details={"allow": "GET"})
             page = await deps.store.list_sessions(parse_query(request.query_string))
             return HttpResponse(status=200, body=page.model_dump(mode="json"))
+        one = _EXECUTION_CANCEL_PATH.match(path)
+        if one is not None:
+            if request.method != "POST":
+                raise InputError("method not allowed", status=405, details={"allow": "POST"})
+            read_json(request, empty={})
+            body = await cancel_agent(deps, one["session_id"], one["execution_id"])
+            return HttpResponse(status=202, body=body)
         match = _SESSION_PATH.match(path)
         if match is None:
             raise InputError(f"no route {request.path!r}", status=404)
@@ -178,11 +259,15 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
                 f"method {request.method} not allowed", status=405, details={"allow": allowed}
             )
         if action == "cancel":
+            read_json(request, empty={})  # no body is expected; a hostile one is still a 4xx
             return HttpResponse(status=202, body=await cancel(deps, session_id))
         if action == "resume":
             return HttpResponse(
                 status=202, body=await resume(deps, session_id, _body(request, ResumeRequest))
             )
+        if action == "score":
+            read_json(request, empty={})
+            return HttpResponse(status=202, body=await rescore(deps, session_id))
         if action == "chat":
             return HttpResponse(
                 status=202, body=await chat(deps, session_id, _body(request, ChatRequest))

@@ -49,6 +49,7 @@ from tarsy.models import (
     utcnow,
 )
 from tarsy.prompts import delimit, initial_messages, system_prompt
+from tarsy.scoring import JudgeInput, SessionScore, TimelineItem, build_judge_prompt
 from tarsy.transitions import SessionUpdate, StageUpdate
 
 logger = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 FIRST_ITERATION_STEP = 1  # step 0 is the set-up that writes the opening messages
 SUMMARY_STAGE = -1  # the executive summary belongs to no stage
 CHAT_STAGE = -2  # nor do follow-up chats
+SCORING_STAGE = -3  # nor does the judge
 ADVANCE_MARKER = "advance"
 SYNTHESIS_DONE_MARKER = "synthesis-advance"
 
@@ -109,6 +111,8 @@ def _new_execution(
     strategy: str = config.iteration_strategy
     if role == "summary":
         strategy = "executive-summary"
+    elif role == "scoring":
+        strategy = "judge"
     return AgentExecution(
         execution_id=execution_id,
         session_id=session.session_id,
@@ -134,6 +138,8 @@ def resolve_execution(
         return config.resolve_role(session.chain_id, execution.stage, "synthesis")
     if execution.role == "chat":
         return config.resolve_role(session.chain_id, None, "chat")
+    if execution.role == "scoring":
+        return config.resolve_role(session.chain_id, None, "scoring")
     return config.resolve_role(session.chain_id, None, "summary")
 
 
@@ -218,11 +224,15 @@ def plan_advance(
     """
     if execution.role == "chat":
         return Advance()  # a chat answers on a finished session; nothing follows it
+    if execution.role == "scoring":
+        return Advance(session=score_verdict(session, execution, status, analysis, now))
     if session.status.is_terminal:
         return Advance()
     if session.cancel_requested:
         return Advance(session=transitions.cancel_session(session, now))
     if execution.role == "summary":
+        if config.chain(session.chain_id).scoring:
+            return None  # the judge's opening reads the whole session: after_execution
         # The investigation itself succeeded even when only its summary did not.
         text = analysis if status is ExecutionStatus.COMPLETED else None
         return Advance(
@@ -261,6 +271,30 @@ def plan_advance(
     return Advance(
         stage=stage, session=transitions.complete_session(session, now, final_analysis=final)
     )
+
+
+def score_verdict(
+    session: Session,
+    execution: AgentExecution,
+    status: ExecutionStatus,
+    analysis: str | None,
+    now: datetime,
+) -> SessionUpdate:
+    """What a scoring execution's end writes: the score, and the end of a session it closes.
+
+    Scoring is fail-open: a judge that failed leaves the reason in
+    ``score_error`` and the session completes all the same.
+    """
+    if status is ExecutionStatus.COMPLETED and analysis:
+        report = SessionScore.model_validate_json(analysis)
+        verdict = transitions.record_score(report.score, report.model_dump(mode="json"), None)
+    else:
+        reason = execution.error.message if execution.error else f"scoring {status.value}"
+        verdict = transitions.record_score(None, None, reason)
+    if session.status.is_terminal:
+        return verdict  # a re-score of a finished session
+    ended = transitions.complete_session(session, now)
+    return ended.model_copy(update=verdict.model_dump(exclude_unset=True))
 
 
 # ─── starting ─────────────────────────────────────────────────────────────────
@@ -371,8 +405,8 @@ async def _start_stage(session: Session, index: int, deps: Deps) -> None:
 
 async def after_execution(execution: AgentExecution, deps: Deps) -> None:
     """Decide what comes next once ``execution`` is terminal (safe to repeat)."""
-    if execution.role == "chat":
-        return  # a chat answers on a finished session; nothing follows it
+    if execution.role in ("chat", "scoring"):
+        return  # nothing follows a chat or a judge (their commit wrote what they decide)
     session = await deps.store.get_session(execution.session_id)
     if session is None or session.status.is_terminal or session.cancel_requested:
         if session is not None and not session.status.is_terminal:
@@ -515,6 +549,15 @@ async def _finish_session(session: Session, summary: AgentExecution, deps: Deps)
     if not completed:
         # The investigation itself succeeded; only its summary did not.
         logger.warning("executive summary of %s failed", session.session_id)
+    if deps.config.chain(session.chain_id).scoring:
+        text = summary.final_analysis if completed else None
+        if session.executive_summary is None and text is not None:
+            await deps.store.update_session(
+                session.session_id, transitions.record_executive_summary(session, text)
+            )
+        await start_scoring(session.model_copy(update={"executive_summary": text}), 0, deps)
+        await deps.store.update_executions([summary.execution_id], transitions.fan_in_done())
+        return
     update = transitions.complete_session(
         session,
         utcnow(),
@@ -522,6 +565,70 @@ async def _finish_session(session: Session, summary: AgentExecution, deps: Deps)
         with_summary=True,
     )
     await deps.store.update_session(session.session_id, update)
+
+
+# ─── scoring ──────────────────────────────────────────────────────────────────
+
+
+def scoring_id_for(session_id: str, number: int) -> str:
+    """The id of a session's ``number``-th scoring (0: at its end; more: re-scores)."""
+    return f"{session_id}-score-{number:02d}"
+
+
+async def judge_input(session: Session, deps: Deps) -> JudgeInput:
+    """The session as the judge reads it: alert, timeline, analyses, the tools offered."""
+    timeline: list[TimelineItem] = []
+    tools: set[str] = set()
+    for execution in await deps.store.list_executions(session.session_id):
+        if execution.role in ("chat", "scoring"):
+            continue
+        if execution.role == "agent":
+            resolved = resolve_execution(deps.config, session, execution)
+            tools.update(resolved.mcp_servers)
+        for event in await deps.store.list_timeline(execution.execution_id):
+            if event.type in (
+                TimelineEventType.LLM_TOOL_CALL,
+                TimelineEventType.FINAL_ANALYSIS,
+                TimelineEventType.EXECUTIVE_SUMMARY,
+            ):
+                continue  # a call is shown with its result; the analyses come apart
+            is_tool = event.type is TimelineEventType.MCP_TOOL_CALL
+            metadata = event.metadata
+            timeline.append(
+                TimelineItem(
+                    kind=event.type.value,
+                    agent=execution.agent,
+                    text=event.content,
+                    tool=str(metadata.get("tool_name") or metadata.get("tool") or "")
+                    if is_tool
+                    else "",
+                    arguments=dict(metadata.get("arguments") or {}) if is_tool else {},
+                    is_error=bool(metadata.get("is_error")),
+                )
+            )
+    return JudgeInput(
+        alert_type=session.alert_type,
+        alert_data=session.alert_data,
+        chain_id=session.chain_id,
+        final_analysis=session.final_analysis or "",
+        executive_summary=session.executive_summary or "",
+        timeline=timeline,
+        available_tools=sorted(f"{server} (MCP server)" for server in tools),
+    )
+
+
+async def start_scoring(session: Session, number: int, deps: Deps) -> AgentExecution:
+    """Create the judge's execution for ``session`` and publish its step."""
+    resolved = deps.config.resolve_role(session.chain_id, None, "scoring")
+    prompt = build_judge_prompt(await judge_input(session, deps))
+    opening = [
+        ConversationMessage(role="system", content=prompt.system),
+        ConversationMessage(role="user", content=prompt.user),
+    ]
+    execution = _new_execution(session, SCORING_STAGE, number, "scoring", resolved,
+                               scoring_id_for(session.session_id, number), _due(deps))  # fmt: skip
+    await start_execution(execution, opening, deps)
+    return execution
 
 
 # ─── ending a session from outside the step path ──────────────────────────────

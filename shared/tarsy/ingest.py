@@ -118,6 +118,9 @@ async def handle(
         metadata=submission.metadata,
         chain_id=chain_id,
         deadline=utcnow() + timedelta(seconds=config.session_timeout(chain_id)),
+        # Its start is due: if the start_session message is lost, the sweeper sends it again.
+        awaiting_stage=0,
+        due_at=utcnow() + timedelta(seconds=settings.step_due_seconds),
     )
     await store.create_session(session)
     try:

@@ -133,6 +133,15 @@ class Session(_Model):
     cost: float = 0.0
     cancel_requested: bool = False
     deadline: datetime | None = None
+    # The LLM judge's score (0-100) and its report (tarsy.scoring.SessionScore as a
+    # mapping: the four categories with reasons, missing tools); or why scoring failed.
+    score: int | None = None
+    score_report: dict[str, Any] | None = None
+    score_error: str | None = None
+    # While a stage start is awaited (at ingest, between stages): which stage, and by
+    # when its start must have run; the sweeper re-publishes it when overdue.
+    awaiting_stage: int | None = None
+    due_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     completed_at: datetime | None = None
@@ -141,7 +150,7 @@ class Session(_Model):
     resolved_at: datetime | None = None
 
 
-ExecutionRole = Literal["agent", "synthesis", "summary", "chat"]
+ExecutionRole = Literal["agent", "synthesis", "summary", "chat", "scoring"]
 
 
 class Stage(_Model):
@@ -195,6 +204,9 @@ class AgentExecution(_Model):
     cancel_requested: bool = False
     lease_owner: str | None = None
     lease_until: datetime | None = None
+    # When the next step must have been claimed (or the running step renewed its
+    # lease); None once nothing more is due. The sweeper re-publishes past it.
+    due_at: datetime | None = None
     final_analysis: str | None = None
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
@@ -254,21 +266,50 @@ class TimelineEvent(_Model):
 # ─── interaction records ──────────────────────────────────────────────────────
 
 
+class FailedProvider(_Model):
+    """A provider a call fell back from, and why."""
+
+    provider: str
+    model: str
+    error: ErrorInfo
+    attempts: int = 1
+
+
+class CodeExecution(_Model):
+    """Code the model ran in the provider's sandbox (Gemini's code_execution), and its result."""
+
+    code: str = ""
+    outcome: str = ""
+    output: str = ""
+
+
 class LLMInteraction(_Model):
-    """``executions/{eid}/llm_interactions/{step}``: the full record of one LLM call."""
+    """``executions/{eid}/llm_interactions/{step}``: the full record of one LLM call.
+
+    A step's own call is ``{step:04d}``; each call that summarized one of its
+    large tool results is ``{step:04d}-summary-{n:02d}``, with ``kind``
+    ``tool_summary`` and the ``tool_call_id`` of the call whose result it condensed.
+    """
 
     step: int
     model: str
     provider: str
     request: dict[str, Any]
+    kind: Literal["iteration", "tool_summary"] = "iteration"
+    tool_call_id: str | None = None
     response_text: str = ""
     thinking_text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    code_executions: list[CodeExecution] = Field(default_factory=list)
     tokens: TokenUsage = Field(default_factory=TokenUsage)
     cost: float = 0.0
     duration_ms: float = 0.0
     attempts: int = 1
     error: ErrorInfo | None = None
+    # The configured provider that answered (or failed last), and those that failed
+    # before it when the call fell back (their errors stay here, never in the prompt).
+    provider_name: str = ""
+    failed_providers: list[FailedProvider] = Field(default_factory=list)
     # Provider notes: grounding metadata, suppressed native tools, ...
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utcnow)

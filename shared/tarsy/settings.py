@@ -62,8 +62,11 @@ class Settings(BaseSettings):
     public_api_url: str = Field(
         default="",
         validation_alias="TARSY_PUBLIC_API_URL",
-        description="Base URL of the api function, used to build status_url in ingest replies.",
-        json_schema_extra=_used_by("ingest"),
+        description=(
+            "Base URL of the api function, used to build status_url in ingest replies "
+            "and the link in Slack notifications."
+        ),
+        json_schema_extra=_used_by(*ALL_FUNCTIONS),
     )
     max_alert_bytes: int = Field(
         default=1024 * 1024,
@@ -129,16 +132,29 @@ class Settings(BaseSettings):
         json_schema_extra=_used_by("step"),
     )
     step_lease_seconds: int = Field(
-        default=600,
+        default=60,
         validation_alias="TARSY_STEP_LEASE_SECONDS",
-        gt=0,
-        description="How long a step owns its execution; longer than the step function timeout.",
+        ge=3,
+        description=(
+            "How long a step's claim on its execution lasts without renewal; a running step "
+            "renews it every third of this, so a dead step is re-run soon after it expires."
+        ),
         json_schema_extra=_used_by("step", "api"),
+    )
+    step_due_seconds: int = Field(
+        default=60,
+        validation_alias="TARSY_STEP_DUE_SECONDS",
+        ge=1,
+        description=(
+            "How soon a published step must have been claimed; past it, the sweeper "
+            "publishes it again (a lost message heals within this plus one sweep)."
+        ),
+        json_schema_extra=_used_by("ingest", "step", "api"),
     )
     step_timeout_seconds: int = Field(
         default=540,
         validation_alias="TARSY_STEP_TIMEOUT_SECONDS",
-        ge=60,
+        ge=1,
         description=(
             "The step function's timeout; model attempts, retries and tools share a budget "
             "derived from it, so a step ends in time to record what happened."
@@ -160,6 +176,56 @@ class Settings(BaseSettings):
         description="Expected audience of the sweeper's OIDC token (the api function URL).",
         json_schema_extra=_used_by("api"),
     )
+    slack_channel: str = Field(
+        default="",
+        validation_alias="TARSY_SLACK_CHANNEL",
+        description=(
+            "Slack channel for session notifications (an id such as C0123ABCD: threading "
+            "reads its history). Empty: only chains with their own slack_channel notify."
+        ),
+        json_schema_extra=_used_by("step", "api"),
+    )
+    slack_token_secret: str | None = Field(
+        default=None,
+        validation_alias="TARSY_SLACK_TOKEN_SECRET",
+        description=(
+            "Secret Manager secret holding the Slack bot token (a name in this project, or "
+            "projects/P/secrets/S[/versions/V]). Unset, and SLACK_BOT_TOKEN unset: no Slack."
+        ),
+        json_schema_extra=_used_by("step", "api"),
+    )
+    slack_bot_token: SecretStr | None = Field(
+        default=None,
+        validation_alias="SLACK_BOT_TOKEN",
+        description="Slack bot token (xoxb-...) given directly, for local runs.",
+        json_schema_extra=_used_by("step", "api"),
+    )
+    slack_base_url: str | None = Field(
+        default=None,
+        validation_alias="TARSY_SLACK_BASE_URL",
+        description="Slack Web API base URL override (a proxy, a local fake), ending in /api/.",
+        json_schema_extra=_used_by("step", "api"),
+    )
+    telemetry_cloud: bool = Field(
+        default=False,
+        validation_alias="TARSY_TELEMETRY_CLOUD",
+        description="Export traces to Cloud Trace and metrics to Cloud Monitoring.",
+        json_schema_extra=_used_by(*ALL_FUNCTIONS),
+    )
+    otlp_endpoint: str | None = Field(
+        default=None,
+        validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT",
+        description="OTLP/HTTP collector base URL for traces and metrics (/v1/traces, /v1/metrics).",
+        json_schema_extra=_used_by(*ALL_FUNCTIONS),
+    )
+    trace_sample_ratio: float = Field(
+        default=1.0,
+        validation_alias="TARSY_TRACE_SAMPLE_RATIO",
+        ge=0.0,
+        le=1.0,
+        description="Share of sessions traced, decided once at ingest and kept by every step.",
+        json_schema_extra=_used_by(*ALL_FUNCTIONS),
+    )
     log_format: Literal["json", "console"] = Field(
         default="json",
         validation_alias="TARSY_LOG_FORMAT",
@@ -172,6 +238,17 @@ class Settings(BaseSettings):
         description="Root log level.",
         json_schema_extra=_used_by(*ALL_FUNCTIONS),
     )
+
+    @property
+    def step_budget_seconds(self) -> float:
+        """What a step's model attempts, retries and summaries may use of its timeout.
+
+        The rest is kept for the commit and the publish: a tenth, at least 20 s,
+        though a very short timeout keeps half for the model.
+        """
+        timeout = float(self.step_timeout_seconds)
+        reserve = max(timeout * 0.1, min(20.0, timeout / 2))
+        return timeout - reserve
 
 
 def env_names(field_name: str, model: type[BaseSettings] = Settings) -> list[str]:

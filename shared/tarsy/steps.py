@@ -44,6 +44,7 @@ from tarsy.llm.base import GenerateRequest
 from tarsy.log import fields
 from tarsy.models import (
     AgentExecution,
+    CodeExecution,
     ErrorInfo,
     ExecutionStatus,
     FailedProvider,
@@ -422,6 +423,10 @@ async def call_model(turn: Turn, step: int, deps: Deps) -> ModelCall:
         interaction.response_text = result.text
         interaction.thinking_text = result.thinking
         interaction.tool_calls = result.tool_calls
+        interaction.code_executions = [
+            CodeExecution(code=c.code, outcome=c.outcome, output=c.output)
+            for c in result.code_executions
+        ]
         interaction.tokens = result.usage
         interaction.attempts = result.attempts
         interaction.metadata = result.metadata
@@ -445,17 +450,26 @@ def cost_of(price: ModelPrice | None, usage: TokenUsage) -> float:
 
 @dataclass
 class ToolRun:
-    """The tool calls of a turn: results as the model sees them, records, extra usage."""
+    """The tool calls of a turn: results as the model sees them, records, extra usage.
+
+    ``interactions`` are the records of the calls that summarized large results
+    (``usage`` is their sum), written as ``llm_interactions/{step}-summary-{n}``.
+    """
 
     results: list[ToolResult] = field(default_factory=list)
     records: list[MCPInteraction] = field(default_factory=list)
     summaries: list[TimelineEvent] = field(default_factory=list)
     usage: TokenUsage = field(default_factory=TokenUsage)
+    interactions: list[LLMInteraction] = field(default_factory=list)
 
 
 async def run_tools(turn: Turn, call: ModelCall, deps: Deps) -> ToolRun:
-    """Run the calls the model asked for, all at once, and shrink large results."""
-    if call.result is None:
+    """Run the calls the model asked for, all at once, and shrink large results.
+
+    Under ``tool_choice: none`` (a conclusion call, or an agent's choice) no call
+    is ever run, whatever the model returned (seed 001 R6).
+    """
+    if call.result is None or turn.request.tool_choice == "none":
         return ToolRun()
     calls = turn.strategy.tool_calls(turn.state, call.result)
     if not calls:
@@ -464,21 +478,26 @@ async def run_tools(turn: Turn, call: ModelCall, deps: Deps) -> ToolRun:
         results = [error_result(c, "no tool executor is configured") for c in calls]
     else:
         results = await deps.tools.call_tools(calls, turn.state.tools)
+    step = call.interaction.step
     shrunk = await shrink_results(
         results,
         deps.config.mcp_servers,
         execution_id=turn.execution.execution_id,
+        step=step,
         provider=turn.provider,
         config=turn.config.provider,
         context=_investigation_context(turn.session),
         budget=turn.budget,
     )
-    step = call.interaction.step
+    price = deps.config.price_for(turn.config.provider.model)
+    for record in shrunk.interactions:
+        record.cost = cost_of(price, record.tokens)
     return ToolRun(
         results=shrunk.results,
         records=[_mcp_record(step, r) for r in shrunk.results],
         summaries=shrunk.timeline,
         usage=shrunk.usage,
+        interactions=shrunk.interactions,
     )
 
 
@@ -596,6 +615,7 @@ def build_commit(
         timeline=outcome.timeline,
         llm_interaction=call.interaction,
         mcp_interactions=tools.records,
+        summary_interactions=tools.interactions,
         execution=update,
         usage=usage,
         cost=call.interaction.cost + cost_of(price, tools.usage),

@@ -43,6 +43,7 @@ from tarsy.models import (
     MCPInteraction,
     Session,
     Stage,
+    StepMessage,
     TimelineEvent,
     TokenUsage,
     utcnow,
@@ -132,6 +133,8 @@ class StepCommit(BaseModel):
     timeline: list[TimelineEvent] = Field(default_factory=list)
     llm_interaction: LLMInteraction | None = None
     mcp_interactions: list[MCPInteraction] = Field(default_factory=list)
+    # The calls that summarized large tool results: llm_interactions/{step:04d}-summary-{n:02d}.
+    summary_interactions: list[LLMInteraction] = Field(default_factory=list)
     # Set when the execution ends: written as its stage's completion marker, atomically.
     finished_status: ExecutionStatus | None = None
     role: str = "agent"
@@ -336,6 +339,8 @@ class Store:
                 {
                     "lease_owner": owner,
                     "lease_until": until,
+                    # While the step runs, it is due again when its lease runs out.
+                    "due_at": until,
                     "status": ExecutionStatus.ACTIVE.value,
                     "published_step": step,
                 },
@@ -344,6 +349,23 @@ class Store:
         except gexc.FailedPrecondition as e:
             raise LeaseHeldError(f"execution {execution_id!r} changed while claiming") from e
         return Claim(owner=owner, until=until, update_time=result.update_time)
+
+    async def renew(self, execution_id: str, claim: Claim, until: datetime) -> Claim | None:
+        """Extend a running step's lease (its heartbeat); None if the execution changed.
+
+        The write carries the claim's precondition and yields the new update time
+        that the step's commit must then present: a cancel or a takeover in
+        between voids both the renewal and the commit.
+        """
+        option = self._db.write_option(last_update_time=claim.update_time)
+        self.round_trips.add("update")
+        try:
+            result = await self._execution(execution_id).update(
+                {"lease_until": until, "due_at": until}, option=option
+            )
+        except gexc.FailedPrecondition:
+            return None
+        return Claim(owner=claim.owner, until=until, update_time=result.update_time)
 
     async def mark_published(self, execution_ids: Sequence[str], step: int) -> None:
         """Record that the messages for ``step`` of these executions went out (one batch).
@@ -358,6 +380,22 @@ class Store:
         for execution_id in execution_ids:
             ref = self._execution(execution_id).collection(PUBLISHED).document(f"{step:04d}")
             batch.set(ref, {"step": step, "at": utcnow()})
+        self.round_trips.add("commit")
+        await batch.commit()
+
+    async def settle_advance(self, execution_id: str, published: StepMessage) -> None:
+        """After a finished execution's advance went out: record it, and clear its due time.
+
+        Until then the finished execution stays due, so a redelivery of its last
+        step or the sweeper re-runs the advance if its message was lost.
+        """
+        batch = self._db.batch()
+        if published.kind == "iterate":
+            ref = self._execution(published.execution_id).collection(PUBLISHED)
+            batch.set(
+                ref.document(f"{published.step:04d}"), {"step": published.step, "at": utcnow()}
+            )
+        batch.update(self._execution(execution_id), firestore_fields(ExecutionUpdate(due_at=None)))
         self.round_trips.add("commit")
         await batch.commit()
 
@@ -394,6 +432,10 @@ class Store:
         if commit.llm_interaction is not None:
             ref = exec_ref.collection(LLM_INTERACTIONS).document(f"{commit.step:04d}")
             self._write(batch, ref, _doc(commit.llm_interaction))
+        for n, summary in enumerate(commit.summary_interactions):
+            summary_id = f"{commit.step:04d}-summary-{n:02d}"
+            ref = exec_ref.collection(LLM_INTERACTIONS).document(summary_id)
+            self._write(batch, ref, _doc(summary))
         # The real records replace the live progress of the call.
         batch.delete(exec_ref.collection(PROGRESS).document("current"))
         if commit.finished_status is not None and commit.stage_index is not None:
@@ -541,16 +583,30 @@ class Store:
 
     # ─── the sweeper's queries ───────────────────────────────────────────────
 
-    async def expired_leases(self, now: datetime, limit: int = 100) -> list[AgentExecution]:
-        """Active executions whose step lease ran out (its process died mid-step)."""
+    async def due_executions(self, now: datetime, limit: int = 100) -> list[AgentExecution]:
+        """Executions whose next step (or fan-in) should have been claimed by now.
+
+        A dead step, a lost publish, a push that gave up: whatever the reason,
+        the execution's ``due_at`` has passed. Documents whose ``due_at`` is
+        null never match an inequality on timestamps.
+        """
         self.round_trips.add("query")
         query = (
             self._db.collection(EXECUTIONS)
-            .where(filter=firestore.FieldFilter("status", "==", ExecutionStatus.ACTIVE.value))
-            .where(filter=firestore.FieldFilter("lease_until", "<", now))
+            .where(filter=firestore.FieldFilter("due_at", "<", now))
             .limit(limit)
         )
         return [AgentExecution.model_validate(s.to_dict()) async for s in query.stream()]
+
+    async def due_sessions(self, now: datetime, limit: int = 100) -> list[Session]:
+        """Sessions whose awaited stage start should have run by now."""
+        self.round_trips.add("query")
+        query = (
+            self._db.collection(SESSIONS)
+            .where(filter=firestore.FieldFilter("due_at", "<", now))
+            .limit(limit)
+        )
+        return [Session.model_validate(await self._read(s)) async for s in query.stream()]
 
     async def overdue_sessions(self, now: datetime, limit: int = 100) -> list[Session]:
         """Unfinished sessions past their deadline."""
@@ -607,6 +663,36 @@ class Store:
         query = self._execution(execution_id).collection(LLM_INTERACTIONS).order_by("__name__")
         return [LLMInteraction.model_validate(await self._read(s)) async for s in query.stream()]
 
+    async def end_execution(self, execution: AgentExecution, update: ExecutionUpdate) -> None:
+        """Apply a terminal update and write the execution's completion marker, atomically.
+
+        For an execution ended outside its own steps (cancelled on its own): its
+        stage's fan-in counts the marker as it counts those of finished steps.
+        """
+        assert update.status is not None and update.status.is_terminal
+        batch = self._db.batch()
+        batch.update(self._execution(execution.execution_id), firestore_fields(update))
+        if execution.stage >= 0:
+            marker = self._stage(execution.session_id, execution.stage).collection(DONE)
+            batch.set(
+                marker.document(execution.execution_id),
+                {"status": update.status.value, "role": execution.role, "at": utcnow()},
+            )
+        self.round_trips.add("commit")
+        await batch.commit()
+
+    async def update_executions(
+        self, execution_ids: Sequence[str], update: ExecutionUpdate
+    ) -> None:
+        """Apply one typed update to several executions in one batch."""
+        if not execution_ids:
+            return
+        batch = self._db.batch()
+        for execution_id in execution_ids:
+            batch.update(self._execution(execution_id), firestore_fields(update))
+        self.round_trips.add("commit")
+        await batch.commit()
+
     async def update_execution(self, execution_id: str, update: ExecutionUpdate) -> None:
         """Apply a typed execution update."""
         self.round_trips.add("update")
@@ -656,19 +742,31 @@ class Store:
 
     # ─── reading a session back (replay) ─────────────────────────────────────
 
-    async def _by_step(self, collection: Any, model: type[_Record]) -> dict[int, list[_Record]]:
-        """A subcollection of step records (``{step:04d}-{n:03d}``), grouped by step, in order."""
+    async def _step_records(
+        self, collection: Any, model: type[_Record]
+    ) -> list[tuple[str, _Record]]:
+        """A subcollection of step records (ids ``{step:04d}...``), as ``(id, record)`` in order."""
         self.round_trips.add("query")
+        return [
+            (snap.id, model.model_validate(await self._read(snap)))
+            async for snap in collection.order_by("__name__").stream()
+        ]
+
+    @staticmethod
+    def _by_step(records: Sequence[tuple[str, _Record]]) -> dict[int, list[_Record]]:
+        """Records grouped by the step their id starts with."""
         grouped: dict[int, list[_Record]] = {}
-        async for snap in collection.order_by("__name__").stream():
-            step = int(snap.id.split("-", 1)[0])
-            grouped.setdefault(step, []).append(model.model_validate(await self._read(snap)))
+        for record_id_, record in records:
+            grouped.setdefault(int(record_id_.split("-", 1)[0]), []).append(record)
         return grouped
 
     async def load_recording(
         self, session_id: str, tool_servers: Sequence[str] = ()
     ) -> SessionRecording | None:
         """A session with everything its executions wrote, by step; None if there is none.
+
+        A step's own LLM call is ``llm_interactions/{step:04d}``; the calls that
+        summarized its tool results carry a suffix and are kept apart.
 
         Args:
             session_id: The session.
@@ -683,15 +781,21 @@ class Store:
         executions: list[RecordedExecution] = []
         for execution in await self.list_executions(session_id):
             ref = self._execution(execution.execution_id)
-            interactions = await self.list_llm_interactions(execution.execution_id)
+            calls = await self._step_records(ref.collection(LLM_INTERACTIONS), LLMInteraction)
+            own = [(i, call) for i, call in calls if "-" not in i]
             executions.append(
                 RecordedExecution(
                     execution=execution,
-                    messages=await self._by_step(ref.collection(MESSAGES), ConversationMessage),
-                    timeline=await self._by_step(ref.collection(TIMELINE), TimelineEvent),
-                    llm_interactions={record.step: record for record in interactions},
-                    mcp_interactions=await self._by_step(
-                        ref.collection(MCP_INTERACTIONS), MCPInteraction
+                    messages=self._by_step(
+                        await self._step_records(ref.collection(MESSAGES), ConversationMessage)
+                    ),
+                    timeline=self._by_step(
+                        await self._step_records(ref.collection(TIMELINE), TimelineEvent)
+                    ),
+                    llm_interactions={int(i): call for i, call in own},
+                    summary_interactions=self._by_step([(i, c) for i, c in calls if "-" in i]),
+                    mcp_interactions=self._by_step(
+                        await self._step_records(ref.collection(MCP_INTERACTIONS), MCPInteraction)
                     ),
                 )
             )

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-import jsonschema
 from pydantic import BaseModel, Field
 
 from tarsy.llm.base import ToolDefinition
@@ -112,6 +111,10 @@ def check_call(call: ToolCall, listing: ToolListing) -> tuple[ToolDefinition, di
         available = ", ".join(listing.names) or "none"
         raise ValueError(f"unknown tool {call.name!r}; available tools: {available}")
     arguments = parse_arguments(call)
+    # Imported on the first tool call: ingest and api never validate tool arguments,
+    # and jsonschema is a sizeable share of their cold start.
+    import jsonschema
+
     try:
         jsonschema.validate(arguments, tool.parameters)
     except jsonschema.ValidationError as e:

@@ -18,6 +18,7 @@ moves from stage to stage, an execution from step to step.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -87,6 +88,9 @@ class SessionUpdate(_Update):
     executive_summary: str | None = None
     error: ErrorInfo | None = None
     cancel_requested: bool | None = None
+    score: int | None = None
+    score_report: dict[str, Any] | None = None
+    score_error: str | None = None
     deadline: datetime | None = None
     awaiting_stage: int | None = None
     due_at: datetime | None = None
@@ -229,6 +233,19 @@ def dead_letter_execution(
 
 def _session(session: Session, target: ExecutionStatus) -> None:
     check_move(f"session {session.session_id!r}", session.status, target)
+
+
+def record_executive_summary(session: Session, summary: str | None) -> SessionUpdate:
+    """The summary is written; the session's scoring comes next."""
+    _session(session, S.ACTIVE)
+    return SessionUpdate(executive_summary=summary)
+
+
+def record_score(
+    score: int | None, report: dict[str, Any] | None, error: str | None
+) -> SessionUpdate:
+    """The judge's verdict on a session (or why it gave none); its status is untouched."""
+    return SessionUpdate(score=score, score_report=report, score_error=error)
 
 
 def start_stage_of_session(session: Session, index: int, now: datetime) -> SessionUpdate:

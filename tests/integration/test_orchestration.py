@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
-from tarsy.api import ChatRequest, cancel, cancel_agent, chat
+from tarsy.api import ChatRequest, cancel, cancel_agent, chat, rescore
 from tarsy.app import Deps
 from tarsy.config import load_config
 from tarsy.errors import InputError
@@ -279,3 +279,93 @@ async def test_cancelling_a_finished_agent_is_a_conflict(
     with pytest.raises(InputError) as missing:
         await cancel_agent(deps, session.session_id, "no-such-execution")
     assert missing.value.status == 404
+
+
+# ─── session scoring (issue 17, item 3) ───────────────────────────────────────
+
+VERDICT = (
+    '{"score": 82, "categories": {'
+    '"logical_flow": {"score": 80, "reason": "started from the alert"},'
+    ' "consistency": {"score": 85, "reason": "agrees with the evidence"},'
+    ' "tool_relevance": {"score": 78, "reason": "no needless calls"},'
+    ' "synthesis_quality": {"score": 84, "reason": "cause, impact and fix"}},'
+    ' "missing_tools": [{"name": "kubernetes.configmaps_get", "rationale": "read the map"}]}'
+)
+
+
+def with_scoring(deps: Deps) -> Deps:
+    user = (
+        "agent_chains:\n"
+        "  scored:\n"
+        "    alert_types: [test-scored]\n"
+        "    scoring: true\n"
+        "    stages: [{name: only, agent: investigator}]\n"
+    )
+    settings: Settings = deps.settings.model_copy(update={"config_path": None})
+    return replace(deps, config=load_config(settings, user_text=user))
+
+
+def judging(verdict: str) -> Callable[[FakeCall], FakeReply]:
+    def respond(call: FakeCall) -> FakeReply:
+        if "investigation judge" in call.system_text():
+            assert "analysis of the config map" in call.last_user_text()  # it reads the session
+            return FakeReply(text=verdict, input_tokens=1000, output_tokens=100)
+        return FakeReply(text="analysis of the config map")
+
+    return respond
+
+
+async def scored_session(deps: Deps, store: Store) -> Session:
+    session = Session(
+        session_id=f"scored-{time.monotonic_ns()}",
+        alert_type="test-scored",
+        alert_data="x",
+        chain_id="scored",
+        deadline=utcnow() + timedelta(minutes=10),
+    )
+    await store.create_session(session)
+    await drive(deps, StepMessage(session_id=session.session_id, kind="start_session"))
+    done = await store.get_session(session.session_id)
+    assert done is not None
+    return done
+
+
+async def test_a_finished_session_is_scored_by_the_judge_and_the_cost_counted(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    fake_gemini.responder = judging(VERDICT)
+    local = with_scoring(deps)
+
+    done = await scored_session(local, store)
+
+    assert done.status is ExecutionStatus.COMPLETED
+    assert done.score == 82 and done.score_error is None
+    assert done.score_report is not None
+    assert done.score_report["categories"]["tool_relevance"]["score"] == 78
+    assert done.score_report["missing_tools"][0]["name"] == "kubernetes.configmaps_get"
+    assert done.executive_summary == "analysis of the config map"
+    judge = [e for e in await store.list_executions(done.session_id) if e.role == "scoring"]
+    assert [e.status for e in judge] == [ExecutionStatus.COMPLETED]
+    assert done.tokens.input_tokens >= 1000  # the judge's tokens count toward the session
+
+
+async def test_scoring_is_fail_open_and_a_rescore_replaces_the_verdict(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    fake_gemini.responder = judging("I think it was fine.")
+    local = with_scoring(deps)
+
+    done = await scored_session(local, store)
+
+    assert done.status is ExecutionStatus.COMPLETED  # a judge that failed fails nothing
+    assert done.score is None and done.score_error is not None
+    assert "not a score" in done.score_error
+
+    fake_gemini.responder = judging(VERDICT)
+    bus = RecordingBus()
+    body = await rescore(replace(local, bus=bus), done.session_id)
+    for message in bus.published:
+        await drive(local, message)
+    again = await store.get_session(done.session_id)
+    assert again is not None and again.score == 82 and again.score_error is None
+    assert body["execution_id"].endswith("-score-01")

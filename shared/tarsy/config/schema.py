@@ -9,11 +9,11 @@ TARSy's own top-level keys (``agents``, ``agent_chains``, ``llm_providers``,
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
-from tarsy.errors import ConfigError
+from tarsy.errors import ConfigError, FailureKind
 from tarsy.masking import MaskingConfig
 from tarsy.sources.config import AlertSourcesConfig
 
@@ -31,6 +31,13 @@ Backend = Literal["google-native", "langchain"]
 NativeTool = Literal["google_search", "code_execution", "url_context"]
 # At max_iterations: one more call without tools for the final answer, or pause for a resume.
 OnMaxIterations = Literal["conclude", "pause"]
+# How a call may use the tools it is offered (seed 001 R6): the model decides ("auto"),
+# must call one ("required"), must not ("none", returned calls are never run), or must
+# call the one named function (canonical ``server.tool``).
+TOOL_CHOICE_PATTERN = r"^(auto|required|none|[\w\-]+\.[\w\-]+)$"
+ToolChoice = Annotated[str, Field(pattern=TOOL_CHOICE_PATTERN)]
+# Same tool, same arguments, this many times in one execution: a loop (0 turns it off).
+DEFAULT_LOOP_THRESHOLD = 3
 
 
 class _Strict(BaseModel):
@@ -64,6 +71,10 @@ class SecretRef(_Strict):
         return self
 
 
+# An outage or overload, after the transport retries: another provider may answer.
+FALLBACK_ON: tuple[FailureKind, ...] = ("rate_limit", "server", "timeout", "connection", "empty")
+
+
 class LLMProviderConfig(_Strict):
     """One LLM provider: which backend talks to which model, and how."""
 
@@ -87,6 +98,16 @@ class LLMProviderConfig(_Strict):
     )
     vertex_project: str | None = Field(default=None, min_length=1)
     vertex_location: str | None = Field(default=None, min_length=1)
+    base_url: str | None = Field(
+        default=None, description="this provider's endpoint (a proxy); else GEMINI_BASE_URL"
+    )
+    # Providers tried in order, forward only, when a call still fails after the
+    # transport retries with one of ``fallback_on`` (TARSy ADR-0003/0027/0030).
+    fallback: list[str] = Field(default_factory=list)
+    fallback_on: list[FailureKind] = Field(
+        default_factory=lambda: list(FALLBACK_ON),
+        description="failure kinds that move a call to the next fallback provider",
+    )
 
     @model_validator(mode="after")
     def _one_endpoint(self) -> LLMProviderConfig:
@@ -118,8 +139,12 @@ class MCPServerConfig(_Strict):
     connect_timeout: float = Field(default=10.0, gt=0)
     call_timeout: float = Field(default=60.0, gt=0)
     tool_list_ttl: float = Field(default=300.0, ge=0, description="seconds a tool list is reused")
-    # Results larger than this many tokens (about 4 characters each) are summarized or cut.
-    max_result_tokens: int = Field(default=8000, gt=0)
+    # Results larger than this many tokens (about 4 characters each) are summarized into
+    # at most ``summary_max_tokens`` (TARSy's defaults: 5,000 → 1,000), or cut to
+    # ``max_result_tokens`` when summarizing is off or fails. TARSy's
+    # ``summarization: {enabled, size_threshold_tokens, summary_max_token_limit}`` is accepted.
+    max_result_tokens: int = Field(default=5000, gt=0)
+    summary_max_tokens: int = Field(default=1000, gt=0)
     summarize_large_results: bool = True
     # What is masked in this server's results before the model or Firestore sees them
     # (TARSy's ``data_masking`` key is accepted).
@@ -130,7 +155,19 @@ class MCPServerConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _tarsy_shape(cls, data: Any) -> Any:
-        """Accept TARSy's ``transport: {type: stdio, command: ..., args: [...]}``."""
+        """Accept TARSy's ``transport: {type: stdio, ...}`` and ``summarization: {...}``."""
+        if isinstance(data, dict) and isinstance(data.get("summarization"), dict):
+            data = dict(data)
+            summarization = dict(data.pop("summarization"))
+            for theirs, ours in (
+                ("enabled", "summarize_large_results"),
+                ("size_threshold_tokens", "max_result_tokens"),
+                ("summary_max_token_limit", "summary_max_tokens"),
+            ):
+                if theirs in summarization:
+                    data.setdefault(ours, summarization.pop(theirs))
+            if summarization:
+                raise ValueError(f"unknown summarization keys: {sorted(summarization)}")
         if isinstance(data, dict) and isinstance(data.get("transport"), dict):
             data = dict(data)
             transport = dict(data.pop("transport"))
@@ -156,6 +193,7 @@ class Defaults(_Strict):
     iteration_strategy: IterationStrategy = "single-call"
     max_iterations: int = Field(default=20, ge=1, le=200)
     on_max_iterations: OnMaxIterations = "conclude"
+    loop_detection_threshold: int = Field(default=DEFAULT_LOOP_THRESHOLD, ge=0)
     # A session still running this long after it was accepted is timed out by the sweeper.
     session_timeout_seconds: float = Field(default=1800.0, gt=0)
 
@@ -171,6 +209,9 @@ class AgentDefinition(_Strict):
     max_iterations: int | None = Field(default=None, ge=1, le=200)
     on_max_iterations: OnMaxIterations | None = None
     mcp_servers: list[str] = Field(default_factory=list)
+    # The tool_choice of this agent's calls (a conclusion call always uses "none").
+    tool_choice: ToolChoice = "auto"
+    loop_detection_threshold: int | None = Field(default=None, ge=0)
 
 
 class StageAgentConfig(_Strict):
@@ -251,8 +292,15 @@ class ChainConfig(_Strict):
     # After the last stage: a single-call summary of the final analysis for people.
     executive_summary: bool = True
     summary_agent: str = Field(default="executive-summarizer", pattern=NAME_PATTERN)
+    # An LLM judge scores every finished session of the chain (fail-open).
+    scoring: bool = False
+    scoring_agent: str = Field(default="session-judge", pattern=NAME_PATTERN)
     # Answers follow-up questions on a finished session (POST /sessions/{id}/chat).
     chat_agent: str = Field(default="chat-assistant", pattern=NAME_PATTERN)
+    # Where this chain's sessions are announced in Slack, instead of TARSY_SLACK_CHANNEL.
+    slack_channel: str | None = Field(
+        default=None, min_length=1, description="Slack channel id for this chain's notifications"
+    )
 
 
 class ResolvedAgentConfig(_Strict):
@@ -267,6 +315,8 @@ class ResolvedAgentConfig(_Strict):
     max_iterations: int
     on_max_iterations: OnMaxIterations = "conclude"
     mcp_servers: list[str]
+    tool_choice: ToolChoice = "auto"
+    loop_detection_threshold: int = DEFAULT_LOOP_THRESHOLD
 
 
 DEFAULT_CHAIN = "default"
@@ -306,6 +356,16 @@ class TarsyConfig(_Strict):
                     problems.append((f"{location}.{n}", f"unknown MCP server {name!r}"))
 
         check_provider("defaults.llm_provider", self.defaults.llm_provider)
+        for name, provider in self.llm_providers.items():
+            for n, fallback in enumerate(provider.fallback):
+                check_provider(f"llm_providers.{name}.fallback.{n}", fallback)
+                if fallback == name:
+                    problems.append(
+                        (
+                            f"llm_providers.{name}.fallback.{n}",
+                            "a provider cannot fall back on itself",
+                        )
+                    )
         for name in self.mcp_servers:
             # Gemini function names are server__tool: an id with "__" or a trailing "_"
             # could not be told apart from its tool names on the way back.
@@ -319,6 +379,14 @@ class TarsyConfig(_Strict):
         for name, agent in self.agents.items():
             check_provider(f"agents.{name}.llm_provider", agent.llm_provider)
             check_servers(f"agents.{name}.mcp_servers", agent.mcp_servers)
+            forced_server = agent.tool_choice.split(".", 1)[0]
+            if "." in agent.tool_choice and forced_server not in agent.mcp_servers:
+                problems.append(
+                    (
+                        f"agents.{name}.tool_choice",
+                        f"{agent.tool_choice!r} is not a tool of this agent's MCP servers",
+                    )
+                )
         if DEFAULT_CHAIN not in self.agent_chains:
             problems.append(("agent_chains", f"the {DEFAULT_CHAIN!r} chain is required"))
         claimed: dict[str, str] = {}
@@ -339,6 +407,10 @@ class TarsyConfig(_Strict):
             check_provider(f"{where}.llm_provider", chain.llm_provider)
             if chain.chat_agent not in self.agents:
                 problems.append((f"{where}.chat_agent", f"unknown agent {chain.chat_agent!r}"))
+            if chain.scoring and chain.scoring_agent not in self.agents:
+                problems.append(
+                    (f"{where}.scoring_agent", f"unknown agent {chain.scoring_agent!r}")
+                )
             if chain.executive_summary and chain.summary_agent not in self.agents:
                 problems.append(
                     (f"{where}.summary_agent", f"unknown agent {chain.summary_agent!r}")
@@ -424,13 +496,18 @@ class TarsyConfig(_Strict):
             mcp_servers=list(
                 placed.mcp_servers if placed.mcp_servers is not None else definition.mcp_servers
             ),
+            tool_choice=definition.tool_choice,
+            loop_detection_threshold=self._loop_threshold(definition),
         )
+
+    def _loop_threshold(self, definition: AgentDefinition) -> int:
+        return _first(definition.loop_detection_threshold, self.defaults.loop_detection_threshold)
 
     def resolve_role(
         self,
         chain_id: str,
         stage_index: int | None,
-        role: Literal["synthesis", "summary", "chat"],
+        role: Literal["synthesis", "summary", "chat", "scoring"],
     ) -> ResolvedAgentConfig:
         """The configuration of a synthesis, summary or chat agent of a chain."""
         chain = self.chain(chain_id)
@@ -457,6 +534,8 @@ class TarsyConfig(_Strict):
                 max_iterations=definition.max_iterations or self.defaults.max_iterations,
                 on_max_iterations="conclude",
                 mcp_servers=servers,
+                tool_choice=definition.tool_choice,
+                loop_detection_threshold=self._loop_threshold(definition),
             )
         if role == "synthesis":
             assert stage_index is not None
@@ -466,6 +545,8 @@ class TarsyConfig(_Strict):
                 synthesis.iteration_strategy,
                 synthesis.llm_provider,
             )
+        elif role == "scoring":
+            name, strategy, provider_override = chain.scoring_agent, "single-call", None
         else:
             name, strategy, provider_override = chain.summary_agent, "single-call", None
         definition = self.agents[name]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tarsy.errors import ConfigError
 from tarsy.strategies.base import Strategy
+from tarsy.strategies.judge import JudgeStrategy
 from tarsy.strategies.native_thinking import ChatStrategy, NativeThinkingStrategy
 from tarsy.strategies.react import ReActStrategy
 from tarsy.strategies.single_call import (
@@ -23,6 +24,7 @@ _STRATEGIES: dict[str, Strategy] = {
         NativeThinkingSynthesisStrategy(),
         ExecutiveSummaryStrategy(),
         ChatStrategy(),
+        JudgeStrategy(),
     )
 }
 

@@ -1,0 +1,50 @@
+"""``judge``: the scoring execution that closes a session when its chain asks for one.
+
+One call, no tools: the judge reads the session (its prompts come from
+:mod:`tarsy.scoring`) and answers with a JSON score. A reply that does not
+parse fails the execution with the reason; scoring is fail-open, so the
+session completes either way (see :func:`tarsy.chains.plan_advance`).
+"""
+
+from __future__ import annotations
+
+from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
+from tarsy.models import ConversationMessage, ErrorInfo, ToolCall
+from tarsy.scoring import JudgeReplyError, parse_judge_reply
+from tarsy.strategies.base import IterationOutcome, IterationState
+from tarsy.tools import ToolResult
+
+
+class JudgeStrategy:
+    """Score a finished session with an LLM judge (0-100, four categories, missing tools)."""
+
+    name = "judge"
+    requires = Capabilities(streaming=False)
+    uses_tools = False
+
+    def build_request(self, state: IterationState) -> GenerateRequest:
+        """The judge's prompts, without thinking or tools."""
+        return GenerateRequest(
+            execution_id=state.execution.execution_id,
+            messages=state.messages,
+            config=state.config.provider.model_copy(update={"thinking": False, "native_tools": []}),
+            tool_choice="none",
+        )
+
+    def tool_calls(self, state: IterationState, result: LLMResult) -> list[ToolCall]:
+        """No tools."""
+        return []
+
+    def on_result(
+        self, state: IterationState, result: LLMResult, tool_results: list[ToolResult]
+    ) -> IterationOutcome:
+        """The score as the execution's final analysis (JSON), or a failure with the reason."""
+        messages = [ConversationMessage(role="assistant", content=result.text)]
+        try:
+            score = parse_judge_reply(result.text)
+        except JudgeReplyError as e:
+            error = ErrorInfo(message=f"the judge's reply is not a score: {e}", code="judge_reply")
+            return IterationOutcome(messages=messages, next="fail", error=error)
+        return IterationOutcome(
+            messages=messages, next="complete", final_analysis=score.model_dump_json()
+        )
