@@ -10,7 +10,7 @@ ALERT ?=
 SCENARIO ?=
 CONFIG ?=
 
-.PHONY: help venv test test-unit test-integration demo up down lint format typecheck bench eval clean
+.PHONY: help venv test test-unit test-integration demo up down lint format typecheck bench chaos eval clean
 
 help:
 	@echo "make demo      run one investigation locally (emulators + stand-in model unless GEMINI_API_KEY)"
@@ -18,6 +18,7 @@ help:
 	@echo "make up/down   start/stop the local stack; URLs and key in .local/stack.env"
 	@echo "make lint      ruff check, ruff format --check, mypy"
 	@echo "make bench     step overhead, round trips, ingest latency, cold imports -> bench/results.json"
+	@echo "make chaos     fault injection: crashes, duplicates, model faults, fuzz, burst -> bench/reliability.json"
 	@echo "make eval      score the demo-cluster scenarios (stand-in + sloppy, or GEMINI_API_KEY's model) -> .local/eval"
 
 venv: $(STAMP)
@@ -68,6 +69,10 @@ typecheck: venv
 
 bench: venv
 	$(BIN)/python -m bench
+
+# Starts its own stack: on a shared machine, run it as `flock /tmp/tarsy-stack.lock make chaos`.
+chaos: venv
+	$(BIN)/python -m bench.chaos
 
 # Every demo-cluster scenario through the local stack, scored; results in .local/eval/results.{json,md}.
 # MODELS="standin sloppy" (default without credentials) or Gemini model names; K=pattern; REPEAT=N.
