@@ -9,7 +9,8 @@ get a header per agent with its status. Pure functions over stored records.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -31,17 +32,27 @@ def escape_markers(text: str) -> str:
     return text.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
 
 
+def tool_label(metadata: Mapping[str, Any]) -> str:
+    """``server.tool`` from seed 003's ``server_name`` / ``tool_name`` metadata."""
+    tool = str(metadata.get("tool_name") or metadata.get("tool") or "")  # "tool": older records
+    server = str(metadata.get("server_name") or metadata.get("server") or "")
+    return f"{server}.{tool}" if server and tool else tool
+
+
 def format_execution(events: Sequence[TimelineEvent]) -> str:
     """An execution's investigation trail: responses, tool calls and results, the analysis."""
     lines: list[str] = []
     for event in events:
-        tool = str(event.metadata.get("tool", ""))
+        tool = tool_label(event.metadata)
         match event.type:
             case TimelineEventType.FINAL_ANALYSIS:
                 lines.append(f"## Analysis Result\n\n{event.content}\n")
             case TimelineEventType.LLM_RESPONSE:
                 if event.metadata.get("error"):
                     continue  # a malformed ReAct answer; its correction follows
+                if event.metadata.get("source") == "code_execution":
+                    lines.append(f"### Code Execution\n\n{event.content}\n")
+                    continue
                 lines.append(f"### LLM Response\n\n{event.content}\n")
             case TimelineEventType.LLM_TOOL_CALL:
                 lines.append(f"Tool request [{tool}]: {event.metadata.get('arguments', '')}")

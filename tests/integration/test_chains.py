@@ -159,7 +159,7 @@ def test_parallel_stage_with_synthesis_under_duplicated_concurrent_delivery(
             "summary": ["executive_summary"],
             "config-agent": ["llm_tool_call", "mcp_tool_call", "final_analysis"],
         }.get(execution["role"] if execution["role"] == "summary" else execution["agent"],
-              ["llm_response", "final_analysis"])  # fmt: skip
+              ["final_analysis"])  # fmt: skip
         assert types == expected, execution["execution_id"]
     config_agent = next(e for e in view.executions if e["agent"] == "config-agent")
     assert "payments-api" in config_agent["timeline"][1]["content"]  # the demo cluster answered

@@ -76,8 +76,7 @@ async def assert_exactly_once(store: Store, session_id: str) -> None:
         assert execution.iteration == 1
         assert len(await store.list_llm_interactions(execution.execution_id)) == 1
     assert [e.type.value for e in await store.list_timeline(agent.execution_id)] == [
-        "llm_response",
-        "final_analysis",
+        "final_analysis"
     ]
     assert [e.type.value for e in await store.list_timeline(summary.execution_id)] == [
         "executive_summary"
@@ -259,4 +258,4 @@ async def test_transport_retries_commit_one_interaction(
     assert record.response_text == ANALYSIS
     assert len(fake_gemini.calls) == 3
     timeline = await store.list_timeline(iterate.execution_id)
-    assert [e.type.value for e in timeline] == ["llm_response", "final_analysis"]
+    assert [e.type.value for e in timeline] == ["final_analysis"]

@@ -70,7 +70,8 @@ async def test_native_thinking_investigation_sends_each_signature_back(
     ]
     tool_events = [e for e in execution["timeline"] if e["type"] == "mcp_tool_call"]
     for event, step in zip(tool_events, STEPS, strict=True):
-        assert event["metadata"]["tool"] == step.tool
+        assert event["metadata"]["tool_name"] == step.tool
+        assert event["metadata"]["server_name"] == "kubernetes"
         assert event["metadata"]["is_error"] is False
         for expected in step.expect:
             assert expected in event["content"]
@@ -151,7 +152,9 @@ def test_react_investigation(
         + ["llm_thinking", "llm_tool_call", "mcp_tool_call"] * 4
         + ["llm_thinking", "final_analysis"]
     )
-    tools = [e["metadata"]["tool"] for e in execution["timeline"] if e["type"] == "mcp_tool_call"]
+    tools = [
+        e["metadata"]["tool_name"] for e in execution["timeline"] if e["type"] == "mcp_tool_call"
+    ]
     assert tools == [tool for tool, _ in REACT_TOOLS]
     if malformed_first:
         # The correction round named what was missing, and the model recovered.

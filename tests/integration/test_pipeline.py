@@ -54,12 +54,9 @@ async def test_alert_is_investigated_end_to_end(
     execution, summary = view.executions
     assert (execution["role"], summary["role"]) == ("agent", "summary")
     assert execution["status"] == summary["status"] == "completed"
-    assert [e["type"] for e in view.timeline] == [
-        "llm_response",
-        "final_analysis",
-        "executive_summary",
-    ]
-    assert view.timeline[1]["content"] == analysis
+    # Seed 003: a single call's answer is the final_analysis alone.
+    assert [e["type"] for e in view.timeline] == ["final_analysis", "executive_summary"]
+    assert view.timeline[0]["content"] == analysis
 
     # The real SDK sent the alert, delimited as untrusted data, and the agent's instructions.
     call, summary_call = fake_gemini.calls

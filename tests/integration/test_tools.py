@@ -122,9 +122,9 @@ def test_demo_cluster_over_stdio(client: TarsyClient, fake_gemini: FakeGemini) -
     view = finish(client, session_id)
     assert view.status is ExecutionStatus.COMPLETED, view.session.get("error")
     agent = next(e for e in view.executions if e["role"] == "agent")
-    tools = [e["metadata"]["tool"] for e in agent["timeline"] if e["type"] == "mcp_tool_call"]
-    assert tools == [s.tool for s in STEPS]
-    servers = {e["metadata"]["server"] for e in agent["timeline"] if e["type"] == "mcp_tool_call"}
+    events = [e for e in agent["timeline"] if e["type"] == "mcp_tool_call"]
+    assert [e["metadata"]["tool_name"] for e in events] == [s.tool for s in STEPS]
+    servers = {e["metadata"]["server_name"] for e in events}
     assert servers == {"kubernetes-stdio"}
     assert not any(
         e["metadata"]["is_error"] for e in agent["timeline"] if e["type"] == "mcp_tool_call"

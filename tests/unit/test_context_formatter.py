@@ -75,3 +75,26 @@ def test_stages_are_joined_in_order() -> None:
     two = ("second", [record("b", ExecutionStatus.COMPLETED)])
     text = format_stages([one, two])
     assert text.index("'first'") < text.index("'second'")
+
+
+def test_seed_metadata_names_and_code_executions_reach_the_next_stage() -> None:
+    text = format_stage(
+        "triage",
+        [
+            record(
+                "triage",
+                ExecutionStatus.COMPLETED,
+                event(TimelineEventType.LLM_TOOL_CALL, "x", tool_name="pods_list",
+                      server_name="kubernetes", arguments="{}"),
+                event(TimelineEventType.MCP_TOOL_CALL, "3 pods", tool_name="pods_list",
+                      server_name="kubernetes"),
+                event(TimelineEventType.LLM_RESPONSE, "```python\nprint(2)\n```",
+                      source="code_execution"),
+                event(TimelineEventType.FINAL_ANALYSIS, "Done."),
+            )
+        ],
+    )  # fmt: skip
+    assert "Tool request [kubernetes.pods_list]: {}" in text
+    assert "Tool call [kubernetes.pods_list]: 3 pods" in text
+    assert "### Code Execution\n\n```python\nprint(2)\n```" in text
+    assert "### LLM Response" not in text

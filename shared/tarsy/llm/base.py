@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tarsy.config.schema import LLMProviderConfig
+from tarsy.config.schema import LLMProviderConfig, ToolChoice
 from tarsy.models import ConversationMessage, TokenUsage, ToolCall
 
 
@@ -32,6 +32,10 @@ class GenerateRequest(BaseModel):
         default_factory=dict,
         description="Opaque signatures from earlier turns, keyed by the provider.",
     )
+    # How the model may use ``tools`` (seed 001 R6): "auto", "required", "none" or one
+    # canonical ``server.tool``; None leaves the provider's default (auto). Without
+    # tools there is nothing to configure and providers send no function-calling config.
+    tool_choice: ToolChoice | None = None
 
 
 class Capabilities(BaseModel):
@@ -158,7 +162,14 @@ def assemble(chunks: Sequence[Chunk], attempts: int = 1) -> LLMResult:
                     ToolCall(id=chunk.call_id, name=chunk.name, arguments=chunk.arguments)
                 )
             case CodeExecutionChunk():
-                result.code_executions.append(chunk)
+                last = result.code_executions[-1] if result.code_executions else None
+                if last is not None and not chunk.code and last.code and not last.outcome:
+                    # Gemini sends the code and its result as two parts: one record.
+                    result.code_executions[-1] = last.model_copy(
+                        update={"outcome": chunk.outcome, "output": chunk.output}
+                    )
+                else:
+                    result.code_executions.append(chunk)
             case UsageChunk():
                 result.usage = chunk.usage
             case FinalChunk():

@@ -274,6 +274,26 @@ def _function_tools(tools: Sequence[ToolDefinition]) -> list[types.Tool]:
     return [types.Tool(function_declarations=declarations)]
 
 
+_MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+
+
+def tool_config(choice: str | None) -> types.ToolConfig | None:
+    """Gemini's function-calling config for a ``tool_choice`` (None: the API default, AUTO).
+
+    A named function is mode ANY restricted to that one function.
+    """
+    if choice is None:
+        return None
+    if choice in _MODES:
+        calling = types.FunctionCallingConfig(mode=types.FunctionCallingConfigMode(_MODES[choice]))
+    else:
+        calling = types.FunctionCallingConfig(
+            mode=types.FunctionCallingConfigMode.ANY,
+            allowed_function_names=[to_function_name(choice)],
+        )
+    return types.ToolConfig(function_calling_config=calling)
+
+
 class GoogleNativeProvider(StreamingProvider):
     """Gemini via google-genai: streaming, function calling, thinking, native tools."""
 
@@ -297,6 +317,9 @@ class GoogleNativeProvider(StreamingProvider):
             config["thinking_config"] = thinking
         if request.tools:
             config["tools"] = _function_tools(request.tools)
+            choice = tool_config(request.tool_choice)
+            if choice is not None:
+                config["tool_config"] = choice
             if provider.native_tools:
                 # Gemini cannot mix native tools with function calling (seed 000).
                 logger.warning(

@@ -313,6 +313,21 @@ def _thinking_kwargs(config: LLMProviderConfig) -> dict[str, Any]:
     return kwargs
 
 
+def lc_tool_choice(choice: str | None, model: str) -> str | dict[str, str] | None:
+    """LangChain's ``tool_choice`` for ours (None: not set, the model's default).
+
+    Gemini takes "auto" / "any" / "none" / a function name; Claude on Vertex takes
+    "auto" / "any" / a tool name, and {"type": "none"} passes through to its API.
+    """
+    if choice is None or choice == "auto":
+        return choice
+    if choice == "required":
+        return "any"
+    if choice == "none":
+        return {"type": "none"} if is_partner_model(model) else "none"
+    return to_function_name(choice)
+
+
 class LangChainProvider(StreamingProvider):
     """LangChain chat models: streaming, function calling via ``bind_tools``, or plain text."""
 
@@ -340,6 +355,9 @@ class LangChainProvider(StreamingProvider):
         except (ImportError, ValueError) as exc:
             raise ConfigError(f"cannot create chat model {config.model!r}: {exc}") from exc
         kwargs = _thinking_kwargs(config)
+        choice = lc_tool_choice(request.tool_choice, config.model)
+        if request.tools and choice is not None:
+            kwargs["tool_choice"] = choice
         runnable = (
             model.bind_tools(to_tools(request.tools), **kwargs)
             if request.tools

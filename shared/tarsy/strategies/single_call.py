@@ -1,10 +1,23 @@
-"""``single-call``: one LLM call, no tools; the answer is the final analysis."""
+"""``single-call``: one LLM call, no tools; the answer is the final analysis.
+
+Its one call is a conclusion call: no tools, ``tool_choice`` "none". The
+timeline is the thinking (``source: native``), any code the model ran
+(``llm_response``, ``source: code_execution``) and the ``final_analysis`` alone
+(seed 003: the answer is not also an ``llm_response``).
+"""
 
 from __future__ import annotations
 
 from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
 from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, ToolCall
-from tarsy.strategies.base import IterationOutcome, IterationState, conclude, provider_notes
+from tarsy.strategies.base import (
+    IterationOutcome,
+    IterationState,
+    code_execution_events,
+    conclude,
+    provider_notes,
+    thinking_events,
+)
 from tarsy.tools import ToolResult
 
 
@@ -21,6 +34,7 @@ class SingleCallStrategy:
             execution_id=state.execution.execution_id,
             messages=state.messages,
             config=state.config.provider,
+            tool_choice="none",
             thought_signatures=state.provider_state,
         )
 
@@ -31,24 +45,10 @@ class SingleCallStrategy:
     def on_result(
         self, state: IterationState, result: LLMResult, tool_results: list[ToolResult]
     ) -> IterationOutcome:
-        """Record the answer as the final analysis and complete."""
-        timeline: list[TimelineEvent] = []
-        if result.thinking:
-            timeline.append(
-                TimelineEvent(
-                    type=TimelineEventType.LLM_THINKING,
-                    content=result.thinking,
-                    metadata={"source": "native"},
-                )
-            )
-        timeline.append(
-            TimelineEvent(
-                type=TimelineEventType.LLM_RESPONSE,
-                content=result.text,
-                metadata={"iteration": state.iteration, **provider_notes(result)},
-            )
-        )
-        notes = {"iteration": state.iteration}
+        """Record the answer as the final analysis (once) and complete."""
+        notes = {"iteration": state.iteration, **provider_notes(result)}
+        timeline = thinking_events(result.thinking, notes, "native")
+        timeline.extend(code_execution_events(result, notes))
         return conclude(state, result.text, result.text.strip(), timeline, notes)
 
 
@@ -78,6 +78,7 @@ class ExecutiveSummaryStrategy:
             execution_id=state.execution.execution_id,
             messages=state.messages,
             config=state.config.provider.model_copy(update={"thinking": False, "native_tools": []}),
+            tool_choice="none",
         )
 
     def tool_calls(self, state: IterationState, result: LLMResult) -> list[ToolCall]:

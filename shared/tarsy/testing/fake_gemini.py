@@ -122,6 +122,14 @@ class FakeCall(BaseModel):
         tools: list[dict[str, Any]] = self.body.get("tools") or []
         return tools
 
+    def function_calling_config(self) -> dict[str, Any] | None:
+        """The ``toolConfig.functionCallingConfig`` the SDK sent (tool_choice), if any."""
+        tool_config = self.body.get("toolConfig") or self.body.get("tool_config") or {}
+        config = tool_config.get("functionCallingConfig") or tool_config.get(
+            "function_calling_config"
+        )
+        return dict(config) if config is not None else None
+
     def function_names(self) -> list[str]:
         """Names of the function declarations sent."""
         return [

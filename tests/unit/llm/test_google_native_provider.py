@@ -183,9 +183,9 @@ async def test_code_execution_and_grounding(fake: FakeGemini) -> None:
         )
     )
     result = await generate(fake, request(native_tools=["code_execution"]))
+    # The code part and its result part are one record.
     assert [(c.code, c.outcome, c.output) for c in result.code_executions] == [
-        ("print(1/2)", "", ""),
-        ("", "OUTCOME_OK", "0.5\n"),
+        ("print(1/2)", "OUTCOME_OK", "0.5\n"),
     ]
     assert result.metadata["grounding"] == [
         {"web_search_queries": ["kubernetes crashloop config map"]}
@@ -245,3 +245,37 @@ def test_tool_call_arguments_round_trip_through_messages() -> None:
     assert part.function_call is not None
     assert part.function_call.name == "kubernetes__pods_get"
     assert part.function_call.args == {"name": "api-0"}
+
+
+# ─── tool_choice (seed 001 R6) ────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        ("auto", {"mode": "AUTO"}),
+        ("required", {"mode": "ANY"}),
+        ("none", {"mode": "NONE"}),
+        ("kubernetes.pods_get", {"mode": "ANY", "allowedFunctionNames": ["kubernetes__pods_get"]}),
+    ],
+)
+async def test_tool_choice_reaches_gemini_as_function_calling_config(
+    fake: FakeGemini, choice: str, expected: dict[str, object]
+) -> None:
+    fake.script(FakeReply(text="ok"))
+    req = request(tools=[TOOL]).model_copy(update={"tool_choice": choice})
+    await generate(fake, req)
+    [call] = fake.calls
+    assert call.function_names() == ["kubernetes__pods_get"]
+    assert call.function_calling_config() == expected
+
+
+async def test_no_tool_choice_or_no_tools_sends_no_function_calling_config(
+    fake: FakeGemini,
+) -> None:
+    fake.script(FakeReply(text="a"), FakeReply(text="b"))
+    await generate(fake, request(tools=[TOOL]))  # tool_choice unset: the API default
+    # A conclusion call: "none", and no functions to configure.
+    await generate(fake, request().model_copy(update={"tool_choice": "none"}))
+    assert [c.function_calling_config() for c in fake.calls] == [None, None]
+    assert fake.calls[1].tools() == []

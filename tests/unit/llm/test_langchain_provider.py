@@ -29,6 +29,7 @@ from tarsy.llm.endpoint import endpoint_for
 from tarsy.llm.langchain_provider import (
     LangChainProvider,
     chat_model,
+    lc_tool_choice,
     llm_error,
     to_messages,
 )
@@ -521,3 +522,48 @@ async def test_both_backends_stream_the_same_chunk_types(
     assert usage.usage == TokenUsage(input_tokens=11, output_tokens=22, total_tokens=33)
     assert isinstance(final, FinalChunk)
     assert fake.calls[0].function_names() == ["kubernetes__pods_get"]
+
+
+# ─── tool_choice (seed 001 R6) ────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        ("auto", {"mode": "AUTO"}),
+        ("required", {"mode": "ANY", "allowedFunctionNames": ["kubernetes__pods_get"]}),
+        ("none", {"mode": "NONE"}),
+        ("kubernetes.pods_get", {"mode": "ANY", "allowedFunctionNames": ["kubernetes__pods_get"]}),
+    ],
+)
+async def test_tool_choice_reaches_gemini_through_bind_tools(
+    fake: FakeGemini, choice: str, expected: dict[str, Any]
+) -> None:
+    fake.script(FakeReply(text="ok"))
+    req = request(tools=[TOOL]).model_copy(update={"tool_choice": choice})
+    await generate(fake, req)
+    [call] = fake.calls
+    assert call.function_names() == ["kubernetes__pods_get"]
+    assert call.function_calling_config() == expected
+
+
+async def test_no_tool_choice_or_no_tools_sends_no_tool_config(fake: FakeGemini) -> None:
+    fake.script(FakeReply(text="a"), FakeReply(text="b"))
+    await generate(fake, request(tools=[TOOL]))
+    await generate(fake, request().model_copy(update={"tool_choice": "none"}))
+    assert [c.function_calling_config() for c in fake.calls] == [None, None]
+    assert fake.calls[1].tools() == []
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        (None, None),
+        ("auto", "auto"),
+        ("required", "any"),
+        ("none", {"type": "none"}),
+        ("k8s.pods_get", "k8s__pods_get"),
+    ],
+)
+def test_tool_choice_for_claude_on_vertex(choice: str | None, expected: object) -> None:
+    assert lc_tool_choice(choice, "claude-sonnet-4-5@20250929") == expected

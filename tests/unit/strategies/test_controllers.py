@@ -91,7 +91,16 @@ def test_native_tool_calls_continue_with_tool_messages_and_events() -> None:
     assert [e.type.value for e in outcome.timeline] == [
         "llm_thinking", "llm_tool_call", "mcp_tool_call",
     ]  # fmt: skip
-    assert outcome.timeline[2].metadata["server"] == "cluster"
+    # Seed 003's metadata names: tool_name, server_name, arguments; source on thinking.
+    assert outcome.timeline[0].metadata["source"] == "native"
+    for event in outcome.timeline[1:]:
+        assert (event.metadata["tool_name"], event.metadata["server_name"]) == (
+            "pods_get",
+            "cluster",
+        )
+        assert "tool" not in event.metadata and "server" not in event.metadata
+    assert outcome.timeline[1].metadata["arguments"] == '{"name": "api-0"}'
+    assert outcome.timeline[2].metadata["arguments"] == {"name": "api-0"}
 
 
 def test_native_turn_without_calls_is_the_final_analysis() -> None:
@@ -103,15 +112,29 @@ def test_native_turn_without_calls_is_the_final_analysis() -> None:
     assert [e.type.value for e in outcome.timeline] == ["final_analysis"]
 
 
-def test_native_conclusion_call_offers_no_tools_and_fails_if_it_still_calls() -> None:
+def test_native_conclusion_call_offers_no_tools_and_never_runs_a_call() -> None:
     conclusion = state(strategy="native-thinking", iteration=5, max_iterations=5)
-    request = NativeThinkingStrategy().build_request(conclusion)
+    strategy = NativeThinkingStrategy()
+    request = strategy.build_request(conclusion)
     assert request.tools == []
+    assert request.tool_choice == "none"
     assert "last iteration" in request.messages[0].content
     call = ToolCall(id="c1", name="cluster.pods_get", arguments='{"name": "api-0"}')
-    outcome = NativeThinkingStrategy().on_result(
-        conclusion, LLMResult(tool_calls=[call]), [result_for(call, "x")]
-    )
+    answer = LLMResult(text="Root cause: the config map.", tool_calls=[call])
+    assert strategy.tool_calls(conclusion, answer) == []
+    outcome = strategy.on_result(conclusion, answer, [])
+    assert (outcome.next, outcome.final_analysis) == ("complete", "Root cause: the config map.")
+    final = outcome.timeline[-1]
+    assert final.type.value == "final_analysis"
+    assert final.metadata["forced_conclusion"] == "max_iterations"
+    assert final.metadata["ignored_tool_calls"] == ["cluster.pods_get"]
+    assert [m.tool_calls for m in outcome.messages] == [[]]  # no call joins the conversation
+
+
+def test_native_conclusion_call_without_any_text_fails() -> None:
+    conclusion = state(strategy="native-thinking", iteration=5, max_iterations=5)
+    call = ToolCall(id="c1", name="cluster.pods_get", arguments='{"name": "api-0"}')
+    outcome = NativeThinkingStrategy().on_result(conclusion, LLMResult(tool_calls=[call]), [])
     assert outcome.next == "fail"
     assert outcome.error is not None and outcome.error.code == "max_iterations"
 
@@ -208,13 +231,12 @@ def test_react_malformed_answers_get_specific_feedback_and_recover(
     assert (done.next, done.final_analysis) == ("complete", "fixed")
 
 
-def test_single_call_records_response_and_analysis() -> None:
-    outcome = SingleCallStrategy().on_result(
-        state(strategy="single-call"), LLMResult(text="All good.", thinking="t"), []
-    )
-    assert [e.type.value for e in outcome.timeline] == [
-        "llm_thinking",
-        "llm_response",
-        "final_analysis",
-    ]
+def test_single_call_records_the_answer_once_as_final_analysis() -> None:
+    st = state(strategy="single-call")
+    request = SingleCallStrategy().build_request(st)
+    assert (request.tools, request.tool_choice) == ([], "none")
+    outcome = SingleCallStrategy().on_result(st, LLMResult(text="All good.", thinking="t"), [])
+    # Seed 003: the final answer is final_analysis alone, not also an llm_response.
+    assert [e.type.value for e in outcome.timeline] == ["llm_thinking", "final_analysis"]
+    assert outcome.timeline[0].metadata["source"] == "native"
     assert outcome.final_analysis == "All good."
