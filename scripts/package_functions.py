@@ -3,13 +3,14 @@
 Each ``build/functions/<name>.zip`` holds the function's ``main.py``, the
 ``shared/tarsy`` package as ``tarsy/`` without its development-only parts
 (:data:`DEV_ONLY`: the local stack, the demo cluster, the stand-in model and
-fakes, the CLI and its client, the sample alerts), a ``requirements.txt`` made from
-``[project].dependencies`` in ``pyproject.toml`` and, with ``--config``, the
-user's configuration as ``tarsy.yaml`` (validated first, as the functions will
-load it; the model of the built-in provider is the local TARSY_DEFAULT_MODEL or
-its default). Entries are sorted and carry a fixed
-timestamp and mode, so the same inputs give the same bytes (and the same MD5,
-which Terraform puts in the uploaded object's name).
+fakes, the evaluations, the CLI, its client and its replay, the sample
+alerts), a ``requirements.txt`` made from ``[project].dependencies`` in
+``pyproject.toml`` and, with ``--config``, the user's configuration as
+``tarsy.yaml`` (validated first, as the functions will load it; the model of
+the built-in provider is the local TARSY_DEFAULT_MODEL or its default).
+Entries are sorted and carry a fixed timestamp and mode, so the same inputs
+give the same bytes (and the same MD5, which Terraform puts in the uploaded
+object's name).
 
 Usage: python scripts/package_functions.py [--out build/functions] [--config FILE]
 """
@@ -41,6 +42,7 @@ DEV_ONLY = (
     "samples/",
     "cli.py",
     "client.py",
+    "replay.py",
 )
 
 

@@ -9,6 +9,7 @@ flag given empty (``--api-key ""``) is a usage error, never a silent fallback.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from markdown_it import MarkdownIt
 from rich import box
@@ -35,6 +36,9 @@ from tarsy.evals.cli import run as run_eval
 from tarsy.models import ExecutionStatus
 from tarsy.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy.settings import ClientSettings
+
+if TYPE_CHECKING:
+    from tarsy.replay import ExecutionReplay, LiveModel, ReplayReport
 
 # Exit codes: 0 completed / ok (also when stdout's reader went away, as in
 # `tarsy show ID | head -1`), 1 the session ended badly, 2 usage or HTTP error.
@@ -204,6 +208,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     listing.add_argument("--cursor", help="the page after the one that printed this cursor")
     listing.add_argument("--json", action="store_true", help="the raw API response")
+    replay = command(
+        "replay",
+        "re-run a finished session from its records through the current strategies, parser and "
+        "prompts (no model, no tools); exit 1 if anything differs",
+    )
+    replay.add_argument("session_id")
+    replay.add_argument(
+        "--model",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="NAME",
+        help="reason with a live model (the configured one, or NAME) on the recorded tool results",
+    )
+    replay.add_argument("--config", help="the configuration to replay with [TARSY_CONFIG_PATH]")
+    replay.add_argument("--json", action="store_true", help="the whole report as JSON")
     evaluate = commands.add_parser(
         "eval",
         help="run demo-cluster scenarios through the local stack and score them",
@@ -386,11 +406,16 @@ def print_sessions(console: Console, page: SessionPage, now: datetime) -> None:
     console.print(table)
 
 
+def clock() -> datetime:
+    """Now, for ages and relative times (tests pin it)."""
+    return datetime.now(UTC)
+
+
 def list_sessions(
     client: TarsyClient, args: argparse.Namespace, console: Console, errors: Console
 ) -> int:
     """Print one page of sessions (or the raw page with ``--json``); say how to get the next."""
-    now = datetime.now(UTC)
+    now = clock()
     page = client.list_sessions(
         status=args.status,
         alert_type=args.alert_type,
@@ -410,6 +435,90 @@ def list_sessions(
     if page.next_cursor is not None:
         errors.print(f"more: add --cursor {page.next_cursor}", style="dim", markup=False)
     return EXIT_OK
+
+
+REPLAY_SHOWN_DIFFERENCES = 8  # per execution; --json has them all
+
+
+def _replay_label(execution: ExecutionReplay) -> str:
+    return f"{stage_label(execution.stage)} · {execution.agent} ({execution.strategy})"
+
+
+def print_replay(console: Console, report: ReplayReport) -> None:
+    """What the replay found, execution by execution: identical, or the first differences.
+
+    Args:
+        console: Where to print.
+        report: The replay.
+    """
+    how = (
+        "recorded replies and tool results; no model or tool was called"
+        if report.mode == "recorded"
+        else f"live model {report.model or '(as configured)'} on the recorded tool results"
+    )
+    console.print(f"[bold]replay[/] of session {escape(report.session_id)} [dim]({how})[/]")
+    for execution in report.executions:
+        steps = f"{execution.replayed_steps} of {execution.recorded_steps} steps"
+        label = escape(_replay_label(execution))
+        if execution.identical:
+            console.print(f"[green]✓[/] {label}: {steps}, identical")
+            continue
+        ending = execution.recorded_status.value
+        if execution.replayed_status is not execution.recorded_status:
+            ending += f" → {execution.replayed_status.value}"
+        count = len(execution.differences)
+        console.print(f"[red]✗[/] {label}: {steps}, {ending}, {count} difference(s)")
+        for difference in execution.differences[:REPLAY_SHOWN_DIFFERENCES]:
+            console.print(f"    {difference.describe()}", markup=False, highlight=False)
+        if count > REPLAY_SHOWN_DIFFERENCES:
+            console.print(f"    … and {count - REPLAY_SHOWN_DIFFERENCES} more (--json shows all)")
+    for execution_id, reason in report.skipped.items():
+        console.print(f"[dim]- {escape(execution_id)}: not replayed ({escape(reason)})[/]")
+    if report.identical:
+        console.print("[bold green]no difference from the recording[/]")
+    else:
+        changed = sum(1 for e in report.executions if not e.identical)
+        console.print(
+            f"[bold red]{report.difference_count} difference(s) in {changed} execution(s)[/]"
+        )
+
+
+async def _replay(session_id: str, config_path: str | None, model: str | None) -> ReplayReport:
+    """Read the session's records, then replay them (no I/O after the read)."""
+    # Imported here: the replay loads the step engine, which no other command needs.
+    from tarsy.config import load_config
+    from tarsy.llm import get_provider
+    from tarsy.replay import LiveModel, RecordingSource, load_recording, replay
+    from tarsy.settings import Settings
+
+    settings = Settings()
+    if config_path is not None:
+        settings = settings.model_copy(update={"config_path": config_path})
+    config = load_config(settings)
+    live: LiveModel | None = None
+    if model is not None:
+        live = LiveModel(provider=lambda c: get_provider(c, settings), model=model or None)
+    recording = await load_recording(RecordingSource().store(), session_id, config)
+    return await replay(recording, config, live)
+
+
+def replay_session(args: argparse.Namespace, console: Console) -> int:
+    """``tarsy replay``: exit 0 when nothing differs from the recording, 1 when something does."""
+    from google.api_core.exceptions import GoogleAPIError
+
+    from tarsy.errors import ConfigError
+
+    try:
+        report = asyncio.run(_replay(args.session_id, args.config, args.model))
+    except (LookupError, ConfigError) as e:
+        raise UsageError(str(e)) from e
+    except GoogleAPIError as e:
+        raise UsageError(f"cannot read the session from Firestore: {e}") from e
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print_replay(console, report)
+    return EXIT_OK if report.identical else EXIT_SESSION_FAILED
 
 
 def stage_label(stage: object) -> str:
@@ -564,6 +673,8 @@ def submit_source(client: TarsyClient, source: str, body: bytes, errors: Console
 
 def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     """Run the parsed command; return the exit code."""
+    if args.command == "replay":
+        return replay_session(args, console)
     if args.command == "eval":
         return run_eval(args, console, errors)
     if args.command == "submit" and args.source is not None:

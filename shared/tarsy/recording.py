@@ -29,13 +29,23 @@ class RecordedExecution(BaseModel):
     execution: AgentExecution
     messages: dict[int, list[ConversationMessage]] = Field(default_factory=dict)
     timeline: dict[int, list[TimelineEvent]] = Field(default_factory=dict)
-    llm_interactions: dict[int, LLMInteraction] = Field(default_factory=dict)
+    llm_interactions: dict[int, LLMInteraction] = Field(
+        default_factory=dict, description="each step's own model call"
+    )
+    summary_interactions: dict[int, list[LLMInteraction]] = Field(
+        default_factory=dict, description="the calls that summarized a step's large tool results"
+    )
     mcp_interactions: dict[int, list[MCPInteraction]] = Field(default_factory=dict)
 
     @property
     def opening(self) -> list[ConversationMessage]:
         """The messages the execution was created with."""
         return self.messages.get(OPENING_STEP, [])
+
+    @property
+    def events(self) -> list[TimelineEvent]:
+        """The whole timeline, in the order it was written."""
+        return [event for step in sorted(self.timeline) for event in self.timeline[step]]
 
     @property
     def steps(self) -> list[int]:

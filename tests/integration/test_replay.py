@@ -1,0 +1,239 @@
+"""Replay of sessions produced by the real step function on the local stack.
+
+Each test runs a session end to end (ingest, Pub/Sub, the step function, the
+fake Gemini, the demo cluster over MCP), reads its records back from the
+Firestore emulator, and replays them in this process under a guard that
+refuses any connection or process start: no difference, and no model or tool
+call; then a changed ReAct parser rule shows up as differences.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+
+import pytest
+
+from tarsy import cli
+from tarsy.app import Deps
+from tarsy.client import SessionView, TarsyClient
+from tarsy.localstack.stack import Stack
+from tarsy.models import ExecutionStatus, TimelineEventType
+from tarsy.recording import SessionRecording
+from tarsy.replay import ReplayReport, load_recording, replay
+from tarsy.store import Store
+from tarsy.strategies import react
+from tarsy.strategies.react_parser import ReActResult, parse_react
+from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply
+from tarsy.testing.standin import ScenarioStandIn
+from tests.no_network import no_network
+
+from .conftest import SCENARIO, stack_config_path
+from .test_investigations import ALERT, STEPS, react_model
+from .test_tools import SECRET_ALERT, troubleshooter
+
+
+def finish(client: TarsyClient, session_id: str) -> SessionView:
+    *_, view = client.watch(session_id, poll_interval=0.25, timeout=120)
+    assert view.status is ExecutionStatus.COMPLETED, view.session.get("error")
+    return view
+
+
+def described(report: ReplayReport) -> list[str]:
+    return [f"{e.agent}: {d.describe()}" for e in report.executions for d in e.differences]
+
+
+async def replay_offline(
+    recording: SessionRecording, deps: Deps, fake_gemini: FakeGemini
+) -> ReplayReport:
+    """Replay under the guard; prove no connection, process or model call was made."""
+    calls = len(fake_gemini.calls)
+    with no_network() as attempts:
+        report = await replay(recording, deps.config)
+    assert attempts == []
+    assert len(fake_gemini.calls) == calls
+    return report
+
+
+def ask(client: TarsyClient, session_id: str, question: str) -> None:
+    """Ask a follow-up question and wait for the chat's execution to finish."""
+    execution_id = client.chat(session_id, question)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        view = client.session(session_id)
+        chat = next(e for e in view.executions if e["execution_id"] == execution_id)
+        if ExecutionStatus(chat["status"]).is_terminal:
+            assert chat["status"] == "completed"
+            return
+        time.sleep(0.25)  # polling the api, as `tarsy chat` does
+    raise AssertionError("the chat did not finish")
+
+
+async def test_native_thinking_session_with_tools_and_a_chat_replays_identically(
+    client: TarsyClient, fake_gemini: FakeGemini, store: Store, deps: Deps
+) -> None:
+    scenario = ScenarioStandIn(SCENARIO)
+
+    def respond(call: FakeCall) -> FakeReply:
+        if "chat-assistant" in call.system_text():
+            return FakeReply(text="It was the DATABASE_HOST key of the config map.")
+        return scenario(call)
+
+    fake_gemini.responder = respond
+    session_id = client.submit(ALERT).session_id
+    finish(client, session_id)
+    ask(client, session_id, "Which key was wrong?")
+
+    recording = await load_recording(store, session_id, deps.config)
+    report = await replay_offline(recording, deps, fake_gemini)
+
+    assert report.identical, described(report)
+    assert report.skipped == {}
+    by_role = {e.role: e for e in report.executions}
+    assert set(by_role) >= {"agent", "summary", "chat"}
+    agent = by_role["agent"]
+    assert agent.replayed_steps == agent.recorded_steps == len(STEPS) + 1
+    assert agent.replayed_status is ExecutionStatus.COMPLETED
+    assert agent.final_analysis == recording.session.final_analysis
+    assert by_role["summary"].final_analysis == recording.session.executive_summary
+    assert (agent.opening, by_role["summary"].opening, by_role["chat"].opening) == (
+        "rebuilt",
+        "rebuilt",
+        "recorded",
+    )
+
+    # The comparison is real: one recorded request edited is one difference, at its place.
+    recorded_agent = next(e for e in recording.executions if e.execution.role == "agent")
+    recorded_agent.llm_interactions[2].request["messages"][1]["content"] += " (edited)"
+    edited = await replay_offline(recording, deps, fake_gemini)
+    [difference] = [d for e in edited.executions for d in e.differences]
+    assert (difference.step, difference.path) == (2, "request.messages[1].content")
+
+
+async def test_two_stage_parallel_session_replays_identically(
+    client: TarsyClient, fake_gemini: FakeGemini, store: Store, deps: Deps
+) -> None:
+    """Triage, three agents in parallel, their synthesis and the summary: the later stages'
+    openings are rebuilt from the earlier stages' replayed results."""
+    session_id = client.submit({"alert_type": "test-parallel", "data": "disk full"}).session_id
+    finish(client, session_id)
+
+    report = await replay_offline(await load_recording(store, session_id, deps.config), deps,
+                                  fake_gemini)  # fmt: skip
+
+    assert report.identical, described(report)
+    assert sorted((e.stage, e.role, e.opening) for e in report.executions) == [
+        (-1, "summary", "rebuilt"),
+        (0, "agent", "rebuilt"),
+        (1, "agent", "rebuilt"),
+        (1, "agent", "rebuilt"),
+        (1, "agent", "rebuilt"),
+        (1, "synthesis", "recorded"),
+    ]
+
+
+async def test_failing_tools_an_unavailable_server_and_a_summarized_result_replay_identically(
+    client: TarsyClient, fake_gemini: FakeGemini, store: Store, deps: Deps
+) -> None:
+    """Timeouts, an unknown tool, a server that is down, a 2 MB result summarized by the model,
+    masked secrets: all served from the records as the step function saw them."""
+    fake_gemini.responder = troubleshooter
+    session_id = client.submit({"alert_type": "test-tools", "data": SECRET_ALERT}).session_id
+    finish(client, session_id)
+    recording = await load_recording(store, session_id, deps.config)
+
+    report = await replay_offline(recording, deps, fake_gemini)
+
+    assert report.identical, described(report)
+    agent = next(e for e in recording.executions if e.execution.role == "agent")
+    summaries = [e for e in agent.events if e.type is TimelineEventType.MCP_TOOL_SUMMARY]
+    assert len(summaries) == 1  # served to the summarizer call by the replay provider
+    assert "down" in agent.timeline[1][0].metadata["unavailable_servers"]
+
+
+@pytest.fixture
+async def react_recording(
+    client: TarsyClient, fake_gemini: FakeGemini, store: Store, deps: Deps
+) -> SessionRecording:
+    """A ReAct session with one malformed turn, four actions and a final answer."""
+    fake_gemini.responder = react_model(malformed_first=True)
+    session_id = client.submit({"alert_type": "test-react", "data": ALERT["data"]}).session_id
+    finish(client, session_id)
+    return await load_recording(store, session_id, deps.config)
+
+
+async def test_react_session_replays_identically(
+    react_recording: SessionRecording, deps: Deps, fake_gemini: FakeGemini
+) -> None:
+    report = await replay_offline(react_recording, deps, fake_gemini)
+    assert report.identical, described(report)
+    agent = next(e for e in report.executions if e.role == "agent")
+    assert agent.replayed_steps == agent.recorded_steps == 6
+
+
+def stricter_final_answers(text: str, tools: Collection[str]) -> ReActResult:
+    """A changed parser rule: a final answer of fewer than six words is malformed."""
+    parsed = parse_react(text, tools)
+    if parsed.kind == "final_answer" and len((parsed.final_answer or "").split()) < 6:
+        return parsed.model_copy(
+            update={
+                "kind": "malformed",
+                "final_answer": None,
+                "error": "a final answer needs at least six words",
+            }
+        )
+    return parsed
+
+
+async def test_a_changed_parser_rule_shows_the_difference(
+    react_recording: SessionRecording,
+    deps: Deps,
+    fake_gemini: FakeGemini,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(react, "parse_react", stricter_final_answers)
+    report = await replay_offline(react_recording, deps, fake_gemini)
+
+    assert not report.identical
+    agent = next(e for e in report.executions if e.role == "agent")
+    # The last recorded answer ("DATABASE_HOST is wrong.") is now malformed: the agent asks
+    # for a correction instead of concluding, and the recording has no step after it.
+    assert (agent.recorded_status, agent.replayed_status) == (
+        ExecutionStatus.COMPLETED,
+        ExecutionStatus.FAILED,
+    )
+    assert agent.replayed_steps == agent.recorded_steps + 1
+    lines = [d.describe() for d in agent.differences]
+    last = agent.recorded_steps
+    assert f"step {last} timeline[1].type: recorded 'final_analysis' → replayed 'llm_response'" in (
+        lines
+    )
+    assert f"step {last + 1} steps: recorded (no such step) → replayed ran" in lines
+    assert any(d.path == "final_analysis" for d in agent.differences)
+    # Everything before the changed rule applies is untouched.
+    assert all(d.step is None or d.step >= last for d in agent.differences)
+    # The summary was written from the recorded analysis; the replayed agent has none.
+    summary = next(e for e in report.executions if e.role == "summary")
+    assert {d.kind for d in summary.differences} >= {"opening", "request"}
+
+
+def test_tarsy_replay_command(
+    stack: Stack,
+    client: TarsyClient,
+    fake_gemini: FakeGemini,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``tarsy replay ID`` reads the session from the emulator the environment names."""
+    monkeypatch.setenv("COLUMNS", "200")
+    session_id = client.submit({"alert_type": "test-parallel", "data": "disk full"}).session_id
+    finish(client, session_id)
+    config = str(stack_config_path(stack))
+    assert cli.main(["replay", session_id, "--config", config]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert f"replay of session {session_id}" in out
+    assert out.count("identical") == 6
+    assert out.rstrip().endswith("no difference from the recording")
+
+    assert cli.main(["replay", "no-such-session", "--config", config]) == cli.EXIT_ERROR
+    assert capsys.readouterr().err.strip() == "tarsy: no session 'no-such-session'"
