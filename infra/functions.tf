@@ -130,6 +130,7 @@ resource "google_cloudfunctions2_function" "step" {
   depends_on = [
     google_secret_manager_secret_iam_member.gemini_api_key,
     google_secret_manager_secret_iam_member.config_secret,
+    google_secret_manager_secret_iam_member.slack_bot_token,
     google_project_iam_member.build,
   ]
 }
@@ -175,7 +176,11 @@ resource "google_cloudfunctions2_function" "api" {
     }
   }
 
-  depends_on = [google_secret_manager_secret_iam_member.api_key, google_project_iam_member.build]
+  depends_on = [
+    google_secret_manager_secret_iam_member.api_key,
+    google_secret_manager_secret_iam_member.slack_bot_token,
+    google_project_iam_member.build,
+  ]
 }
 
 # Fails the execution and session of a step message that exhausted its deliveries.
@@ -210,7 +215,7 @@ resource "google_cloudfunctions2_function" "dead_letter" {
     environment_variables            = { for k, v in local.function_env.step : k => v if v != null }
   }
 
-  depends_on = [google_project_iam_member.build]
+  depends_on = [google_secret_manager_secret_iam_member.slack_bot_token, google_project_iam_member.build]
 }
 
 # ─── who may invoke ───────────────────────────────────────────────────────────

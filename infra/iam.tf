@@ -77,6 +77,19 @@ resource "google_project_iam_member" "step_vertex" {
   member  = google_service_account.step.member
 }
 
+# Traces and metrics, when exported to Google Cloud (var.telemetry): every function
+# writes spans to Cloud Trace and points to Cloud Monitoring, nothing more.
+resource "google_project_iam_member" "telemetry" {
+  for_each = var.telemetry ? {
+    for pair in setproduct(keys(local.function_accounts), ["roles/cloudtrace.agent", "roles/monitoring.metricWriter"]) :
+    "${pair[0]} ${pair[1]}" => { account = pair[0], role = pair[1] }
+  } : {}
+
+  project = var.project_id
+  role    = each.value.role
+  member  = local.function_accounts[each.value.account].member
+}
+
 # The build account: write build logs, push images, read the uploaded sources.
 resource "google_project_iam_member" "build" {
   for_each = toset([

@@ -9,6 +9,8 @@ locals {
   # Known before the function exists, so the api can name its own URL (sweeper
   # audience) without a dependency cycle. 2nd gen functions answer on it too.
   api_url = "https://${var.region}-${var.project_id}.cloudfunctions.net/${local.names.api}"
+  # Where people open a session: status_url in ingest replies, links in Slack.
+  public_api_url = var.public_api_url != "" ? var.public_api_url : local.api_url
 
   packages = {
     for name in ["ingest", "step", "api"] :
@@ -22,42 +24,57 @@ locals {
   # dead-letter function runs the step code and uses the step environment.
   function_env = {
     ingest = {
-      GOOGLE_CLOUD_PROJECT     = var.project_id
-      TARSY_FIRESTORE_DATABASE = google_firestore_database.main.name
-      TARSY_STEPS_TOPIC        = google_pubsub_topic.steps.name
-      TARSY_STEP_DUE_SECONDS   = tostring(local.step_due_seconds)
-      TARSY_PUBLIC_API_URL     = var.public_api_url != "" ? var.public_api_url : local.api_url
-      TARSY_MAX_ALERT_BYTES    = tostring(var.max_alert_bytes)
-      TARSY_CONFIG_PATH        = var.config_packaged ? "/workspace/tarsy.yaml" : null
-      TARSY_LOG_FORMAT         = "json"
-      TARSY_LOG_LEVEL          = var.log_level
+      GOOGLE_CLOUD_PROJECT        = var.project_id
+      TARSY_FIRESTORE_DATABASE    = google_firestore_database.main.name
+      TARSY_STEPS_TOPIC           = google_pubsub_topic.steps.name
+      TARSY_STEP_DUE_SECONDS      = tostring(local.step_due_seconds)
+      TARSY_PUBLIC_API_URL        = local.public_api_url
+      TARSY_MAX_ALERT_BYTES       = tostring(var.max_alert_bytes)
+      TARSY_CONFIG_PATH           = var.config_packaged ? "/workspace/tarsy.yaml" : null
+      TARSY_TELEMETRY_CLOUD       = var.telemetry ? "true" : null
+      OTEL_EXPORTER_OTLP_ENDPOINT = var.otlp_endpoint
+      TARSY_TRACE_SAMPLE_RATIO    = tostring(var.trace_sample_ratio)
+      TARSY_LOG_FORMAT            = "json"
+      TARSY_LOG_LEVEL             = var.log_level
     }
     step = {
-      GOOGLE_CLOUD_PROJECT       = var.project_id
-      TARSY_FIRESTORE_DATABASE   = google_firestore_database.main.name
-      TARSY_STEPS_TOPIC          = google_pubsub_topic.steps.name
-      TARSY_STEP_DUE_SECONDS     = tostring(local.step_due_seconds)
-      TARSY_CONFIG_PATH          = var.config_packaged ? "/workspace/tarsy.yaml" : null
-      TARSY_DEFAULT_MODEL        = var.default_model
-      TARSY_VERTEX_PROJECT       = var.vertex_project
-      TARSY_VERTEX_LOCATION      = var.vertex_location
-      GEMINI_BASE_URL            = var.gemini_base_url
-      TARSY_STEP_LEASE_SECONDS   = tostring(local.step_lease_seconds)
-      TARSY_STEP_TIMEOUT_SECONDS = tostring(var.step_function.timeout_seconds)
-      TARSY_LOG_FORMAT           = "json"
-      TARSY_LOG_LEVEL            = var.log_level
+      GOOGLE_CLOUD_PROJECT        = var.project_id
+      TARSY_FIRESTORE_DATABASE    = google_firestore_database.main.name
+      TARSY_STEPS_TOPIC           = google_pubsub_topic.steps.name
+      TARSY_STEP_DUE_SECONDS      = tostring(local.step_due_seconds)
+      TARSY_CONFIG_PATH           = var.config_packaged ? "/workspace/tarsy.yaml" : null
+      TARSY_DEFAULT_MODEL         = var.default_model
+      TARSY_VERTEX_PROJECT        = var.vertex_project
+      TARSY_VERTEX_LOCATION       = var.vertex_location
+      GEMINI_BASE_URL             = var.gemini_base_url
+      TARSY_STEP_LEASE_SECONDS    = tostring(local.step_lease_seconds)
+      TARSY_STEP_TIMEOUT_SECONDS  = tostring(var.step_function.timeout_seconds)
+      TARSY_TELEMETRY_CLOUD       = var.telemetry ? "true" : null
+      OTEL_EXPORTER_OTLP_ENDPOINT = var.otlp_endpoint
+      TARSY_TRACE_SAMPLE_RATIO    = tostring(var.trace_sample_ratio)
+      TARSY_PUBLIC_API_URL        = local.public_api_url
+      TARSY_SLACK_CHANNEL         = var.slack_channel != "" ? var.slack_channel : null
+      TARSY_SLACK_TOKEN_SECRET    = one(google_secret_manager_secret.slack_bot_token[*].secret_id)
+      TARSY_LOG_FORMAT            = "json"
+      TARSY_LOG_LEVEL             = var.log_level
     }
     api = {
-      GOOGLE_CLOUD_PROJECT     = var.project_id
-      TARSY_FIRESTORE_DATABASE = google_firestore_database.main.name
-      TARSY_STEPS_TOPIC        = google_pubsub_topic.steps.name
-      TARSY_STEP_DUE_SECONDS   = tostring(local.step_due_seconds)
-      TARSY_CONFIG_PATH        = var.config_packaged ? "/workspace/tarsy.yaml" : null
-      TARSY_STEP_LEASE_SECONDS = tostring(local.step_lease_seconds)
-      TARSY_SWEEPER_INVOKER    = google_service_account.sweeper.email
-      TARSY_SWEEPER_AUDIENCE   = local.api_url
-      TARSY_LOG_FORMAT         = "json"
-      TARSY_LOG_LEVEL          = var.log_level
+      GOOGLE_CLOUD_PROJECT        = var.project_id
+      TARSY_FIRESTORE_DATABASE    = google_firestore_database.main.name
+      TARSY_STEPS_TOPIC           = google_pubsub_topic.steps.name
+      TARSY_STEP_DUE_SECONDS      = tostring(local.step_due_seconds)
+      TARSY_CONFIG_PATH           = var.config_packaged ? "/workspace/tarsy.yaml" : null
+      TARSY_STEP_LEASE_SECONDS    = tostring(local.step_lease_seconds)
+      TARSY_SWEEPER_INVOKER       = google_service_account.sweeper.email
+      TARSY_SWEEPER_AUDIENCE      = local.api_url
+      TARSY_TELEMETRY_CLOUD       = var.telemetry ? "true" : null
+      OTEL_EXPORTER_OTLP_ENDPOINT = var.otlp_endpoint
+      TARSY_TRACE_SAMPLE_RATIO    = tostring(var.trace_sample_ratio)
+      TARSY_PUBLIC_API_URL        = local.public_api_url
+      TARSY_SLACK_CHANNEL         = var.slack_channel != "" ? var.slack_channel : null
+      TARSY_SLACK_TOKEN_SECRET    = one(google_secret_manager_secret.slack_bot_token[*].secret_id)
+      TARSY_LOG_FORMAT            = "json"
+      TARSY_LOG_LEVEL             = var.log_level
     }
   }
 

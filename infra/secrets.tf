@@ -30,6 +30,17 @@ resource "google_secret_manager_secret" "pagerduty_signing_secret" {
   depends_on = [google_project_service.enabled]
 }
 
+# The Slack bot token (xoxb-...): read at run time through TARSY_SLACK_TOKEN_SECRET by the
+# functions that may end a session, the dead-letter one included (it has no secret env).
+resource "google_secret_manager_secret" "slack_bot_token" {
+  count     = var.slack_notifications ? 1 : 0
+  secret_id = "${var.name_prefix}-slack-bot-token"
+  replication {
+    auto {}
+  }
+  depends_on = [google_project_service.enabled]
+}
+
 resource "google_secret_manager_secret" "config_secret" {
   for_each  = var.config_secrets
   secret_id = each.value
@@ -68,6 +79,18 @@ resource "google_secret_manager_secret_iam_member" "pagerduty_signing_secret" {
   secret_id = google_secret_manager_secret.pagerduty_signing_secret[0].id
   role      = "roles/secretmanager.secretAccessor"
   member    = google_service_account.ingest.member
+}
+
+resource "google_secret_manager_secret_iam_member" "slack_bot_token" {
+  for_each = var.slack_notifications ? {
+    step        = google_service_account.step.member
+    dead_letter = google_service_account.dead_letter.member
+    api         = google_service_account.api.member
+  } : {}
+
+  secret_id = google_secret_manager_secret.slack_bot_token[0].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = each.value
 }
 
 resource "google_secret_manager_secret_iam_member" "config_secret" {

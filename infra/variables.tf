@@ -210,6 +210,43 @@ variable "log_level" {
   default     = "INFO"
 }
 
+# ─── notifications and telemetry ──────────────────────────────────────────────
+
+variable "slack_notifications" {
+  description = "true: the step, dead-letter and api functions post to Slack when a session ends, with the bot token kept in the secret <name_prefix>-slack-bot-token (TARSY_SLACK_TOKEN_SECRET)."
+  type        = bool
+  default     = false
+}
+
+variable "slack_channel" {
+  description = "Default Slack channel id of session notifications (TARSY_SLACK_CHANNEL); a chain may name its own (slack_channel). Empty: only such chains notify."
+  type        = string
+  default     = ""
+}
+
+variable "telemetry" {
+  description = "true: every function exports traces to Cloud Trace and metrics to Cloud Monitoring (TARSY_TELEMETRY_CLOUD), with the roles to write them."
+  type        = bool
+  default     = false
+}
+
+variable "otlp_endpoint" {
+  description = "OTLP/HTTP collector base URL for traces and metrics (OTEL_EXPORTER_OTLP_ENDPOINT). null: none."
+  type        = string
+  default     = null
+}
+
+variable "trace_sample_ratio" {
+  description = "Share of sessions traced, decided at ingest and kept by every step (TARSY_TRACE_SAMPLE_RATIO)."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.trace_sample_ratio >= 0 && var.trace_sample_ratio <= 1
+    error_message = "trace_sample_ratio is a share: between 0 and 1."
+  }
+}
+
 # ─── secrets ──────────────────────────────────────────────────────────────────
 
 variable "config_secrets" {

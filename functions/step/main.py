@@ -9,7 +9,6 @@ redelivers the message without an error traceback in the logs.
 
 from __future__ import annotations
 
-import base64
 import logging
 
 import functions_framework
@@ -17,52 +16,76 @@ from cloudevents.http import CloudEvent
 from pydantic import ValidationError
 from werkzeug.exceptions import ServiceUnavailable
 
-from tarsy import steps
+from tarsy import steps, telemetry
 from tarsy.app import get_deps
-from tarsy.bus import decode
+from tarsy.bus import PushedMessage, decode, pushed_message
 from tarsy.errors import LeaseHeldError
 from tarsy.runtime import run_sync
 
 logger = logging.getLogger(__name__)
 
 
-async def _run(data: bytes) -> None:
+async def _run(pushed: PushedMessage) -> None:
     deps = await get_deps()
+    telemetry.setup(deps.settings, "tarsy-step")
     try:
-        message = decode(data)
+        message = decode(pushed.data)
     except ValidationError:
-        logger.error("dropping a step message that does not parse: %r", data[:200])
+        logger.error("dropping a step message that does not parse: %r", pushed.data[:200])
         return
-    await steps.handle(message, deps)
+    # Continues the trace of the publish that sent the message (its attributes carry it).
+    with telemetry.step_span(
+        deps.settings.steps_topic,
+        pushed.trace_context,
+        session_id=message.session_id,
+        execution_id=message.execution_id,
+        kind=message.kind,
+        step=message.step,
+        stage=message.stage,
+        message_id=pushed.message_id,
+        retry_on=(LeaseHeldError,),
+    ):
+        await steps.handle(message, deps)
 
 
 @functions_framework.cloud_event
 def step(event: CloudEvent) -> None:
     """Entry point for messages on the steps topic."""
-    payload = event.get_data() or {}
-    encoded = payload.get("message", {}).get("data", "")
     try:
-        run_sync(_run(base64.b64decode(encoded)))
+        run_sync(_run(pushed_message(event.get_data())))
     except LeaseHeldError as e:
         logger.warning("redelivering later: %s", e)
         raise ServiceUnavailable(str(e)) from None
+    finally:
+        telemetry.flush()
 
 
-async def _dead_letter(data: bytes, attributes: dict[str, str]) -> None:
+async def _dead_letter(pushed: PushedMessage) -> None:
     deps = await get_deps()
+    telemetry.setup(deps.settings, "tarsy-step")
     try:
-        message = decode(data)
+        message = decode(pushed.data)
     except ValidationError:
-        logger.error("dead letter that does not parse: %r", data[:200])
+        logger.error("dead letter that does not parse: %r", pushed.data[:200])
         return
-    attempts = attributes.get("CloudPubSubDeadLetterSourceDeliveryCount", "?")
-    await steps.handle_dead_letter(message, deps, delivery_attempts=attempts)
+    attempts = pushed.attributes.get("CloudPubSubDeadLetterSourceDeliveryCount", "?")
+    with telemetry.step_span(
+        deps.settings.steps_topic,
+        pushed.trace_context,
+        session_id=message.session_id,
+        execution_id=message.execution_id,
+        kind="dead_letter",
+        step=message.step,
+        stage=message.stage,
+        message_id=pushed.message_id,
+    ):
+        await steps.handle_dead_letter(message, deps, delivery_attempts=attempts)
 
 
 @functions_framework.cloud_event
 def dead_letter(event: CloudEvent) -> None:
     """Entry point for messages that exhausted their deliveries on the steps topic."""
-    payload = event.get_data() or {}
-    message = payload.get("message", {})
-    attributes = {str(k): str(v) for k, v in (message.get("attributes") or {}).items()}
-    run_sync(_dead_letter(base64.b64decode(message.get("data", "")), attributes))
+    try:
+        run_sync(_dead_letter(pushed_message(event.get_data())))
+    finally:
+        telemetry.flush()

@@ -215,7 +215,9 @@ class Settings(BaseSettings):
     otlp_endpoint: str | None = Field(
         default=None,
         validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT",
-        description="OTLP/HTTP collector base URL for traces and metrics (/v1/traces, /v1/metrics).",
+        description=(
+            "OTLP/HTTP collector base URL of traces and metrics (/v1/traces, /v1/metrics)."
+        ),
         json_schema_extra=_used_by(*ALL_FUNCTIONS),
     )
     trace_sample_ratio: float = Field(

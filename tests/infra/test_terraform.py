@@ -248,7 +248,17 @@ def test_project_level_roles_are_the_expected_few() -> None:
     build = grants["build"]
     assert sa_of(build["member"]) == "build"
     assert "roles/logging.logWriter" in build["for_each"]
-    assert set(grants) == {"firestore_user", "step_vertex", "build"}
+
+    # Only with var.telemetry: each function writes spans and metric points, nothing more.
+    telemetry = grants["telemetry"]
+    assert telemetry["for_each"].startswith("${var.telemetry ? {")
+    assert "keys(local.function_accounts)" in telemetry["for_each"]
+    assert re.findall(r'"(roles/[\w.]+)"', telemetry["for_each"]) == [
+        "roles/cloudtrace.agent",
+        "roles/monitoring.metricWriter",
+    ]
+    assert telemetry["member"] == "${local.function_accounts[each.value.account].member}"
+    assert set(grants) == {"firestore_user", "step_vertex", "build", "telemetry"}
 
 
 def test_publishers_and_secret_accessors_are_per_resource() -> None:
@@ -266,6 +276,14 @@ def test_publishers_and_secret_accessors_are_per_resource() -> None:
     assert sa_of(accessors["gemini_api_key"]["member"]) == "step"
     assert sa_of(accessors["pagerduty_signing_secret"]["member"]) == "ingest"
     assert sa_of(accessors["config_secret"]["member"]) == "step"
+    # Every function that may end a session reads the Slack token, at run time.
+    slack = accessors["slack_bot_token"]
+    assert slack["secret_id"] == "${google_secret_manager_secret.slack_bot_token[0].id}"
+    assert set(re.findall(r"google_service_account\.(\w+)\.member", slack["for_each"])) == {
+        "step",
+        "dead_letter",
+        "api",
+    }
     assert "config_secret[each.key]" in accessors["config_secret"]["secret_id"]
 
 

@@ -63,12 +63,12 @@ VIOLATIONS: dict[str, Violation] = {
     ),
     "an env var the step code reads is not set": (
         "    step = {\n"
-        "      GOOGLE_CLOUD_PROJECT       = var.project_id\n"
-        "      TARSY_FIRESTORE_DATABASE   = google_firestore_database.main.name\n"
-        "      TARSY_STEPS_TOPIC          = google_pubsub_topic.steps.name\n",
+        "      GOOGLE_CLOUD_PROJECT        = var.project_id\n"
+        "      TARSY_FIRESTORE_DATABASE    = google_firestore_database.main.name\n"
+        "      TARSY_STEPS_TOPIC           = google_pubsub_topic.steps.name\n",
         "    step = {\n"
-        "      GOOGLE_CLOUD_PROJECT       = var.project_id\n"
-        "      TARSY_FIRESTORE_DATABASE   = google_firestore_database.main.name\n",
+        "      GOOGLE_CLOUD_PROJECT        = var.project_id\n"
+        "      TARSY_FIRESTORE_DATABASE    = google_firestore_database.main.name\n",
         lambda: checks.test_environment_matches_settings("step"),
     ),
     "two functions share a service account": (

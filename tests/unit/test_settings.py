@@ -156,7 +156,9 @@ def test_env_names(field: str, names: list[str]) -> None:
     [
         ("project_id", list(ALL_FUNCTIONS)),
         ("api_key", ["ingest", "api"]),
-        ("public_api_url", ["ingest"]),
+        ("public_api_url", list(ALL_FUNCTIONS)),  # status_url at ingest, links in Slack
+        ("slack_channel", ["step", "api"]),
+        ("telemetry_cloud", list(ALL_FUNCTIONS)),
         ("gemini_api_key", ["step"]),
         ("step_lease_seconds", ["step", "api"]),
         ("sweeper_invoker", ["api"]),

@@ -1,0 +1,30 @@
+"""What one notification attempt came to; recorded in the ledger and logged, never raised."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+NotificationStatus = Literal["sent", "failed", "skipped", "duplicate"]
+
+
+class NotificationResult(BaseModel):
+    """The outcome of notifying about one session's end.
+
+    ``sent``: delivered. ``failed``: tried and not delivered (``detail`` says
+    why); the session is unaffected. ``skipped``: nothing to do (not
+    configured, not ended). ``duplicate``: another invocation claimed it first.
+    """
+
+    notifier: str = "slack"
+    status: NotificationStatus
+    detail: str | None = Field(default=None, description="why skipped or failed")
+    channel: str | None = None
+    ts: str | None = Field(default=None, description="the posted message's Slack timestamp")
+    thread_ts: str | None = Field(default=None, description="the thread it replied in, if any")
+
+    @property
+    def delivered(self) -> bool:
+        """Whether the notification reached its destination in this attempt."""
+        return self.status == "sent"

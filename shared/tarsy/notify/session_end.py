@@ -1,0 +1,90 @@
+"""What happens once when a session ends: the sessions-ended metric and the Slack message.
+
+:func:`on_session_end` is the one call to make after anything that may have
+ended a session (a step's commit, a fan-in, a cancel, a timeout, a dead
+letter). It is cheap to call too often: with nothing configured it returns at
+once; otherwise it reads the session, does nothing unless it is terminal, and
+each action is claimed once in the ledger (:mod:`tarsy.notify.ledger`), so a
+redelivered step, a duplicate fan-in or a second sweep changes nothing. It
+never raises: a notification that fails is recorded, and the session is as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+from tarsy import telemetry
+from tarsy.log import fields
+from tarsy.models import ExecutionStatus
+from tarsy.notify import slack
+from tarsy.notify.ledger import NotificationLedger, firestore_ledger
+from tarsy.notify.result import NotificationResult
+
+if TYPE_CHECKING:
+    from tarsy.app import Deps
+
+logger = logging.getLogger(__name__)
+
+METRICS_NOTIFIER = "metrics"  # the ledger entry that makes tarsy.sessions.ended count once
+
+
+class SessionEndReport(BaseModel):
+    """What :func:`on_session_end` did for one session."""
+
+    session_id: str
+    status: ExecutionStatus | None = None
+    counted: bool = False
+    slack: NotificationResult | None = None
+
+
+async def on_session_end(
+    session_id: str, deps: Deps, *, ledger: NotificationLedger | None = None
+) -> SessionEndReport:
+    """Count and announce the end of ``session_id``, once, if it has ended.
+
+    Args:
+        session_id: The session that may just have ended.
+        deps: The process dependencies (settings, config, store).
+        ledger: Where the once-only claims are made; default: Firestore,
+            ``sessions/{sid}/notifications/{notifier}``.
+
+    Returns:
+        What was done (logged as well); nothing raises.
+    """
+    report = SessionEndReport(session_id=session_id)
+    count = telemetry.exporting()
+    announce = slack.token_configured(deps.settings)
+    if not (count or announce):
+        return report
+    try:
+        session = await deps.store.get_session(session_id)
+    except Exception:
+        logger.warning("cannot read session %s to notify its end", session_id, exc_info=True)
+        return report
+    if session is None or not session.status.is_terminal:
+        return report
+    report.status = session.status
+    log = fields(session_id=session_id)
+    try:
+        ledger = ledger or firestore_ledger(deps.settings)
+    except Exception:
+        logger.warning("no notification ledger; not notifying", exc_info=True, extra=log)
+        return report
+    if count:
+        try:
+            if await ledger.claim(session_id, METRICS_NOTIFIER):
+                telemetry.record_session_end(session.status.value, chain_id=session.chain_id)
+                report.counted = True
+        except Exception:
+            logger.warning("session end not counted", exc_info=True, extra=log)
+    if announce:
+        result = await slack.notify_session_end(session, deps.settings, deps.config, ledger)
+        report.slack = result
+        if result.status == "failed":
+            logger.warning("Slack notification failed: %s", result.detail, extra=log)
+        elif result.status == "sent":
+            logger.info("Slack notification sent to %s", result.channel, extra=log)
+    return report

@@ -1,0 +1,132 @@
+"""A loopback fake of the two Slack Web API methods tarsy calls, for slack-sdk's ``base_url``.
+
+``chat.postMessage`` is recorded (and answered with a new ``ts``);
+``conversations.history`` answers with :attr:`FakeSlack.history`. Either can be
+made to fail with an HTTP status or with Slack's ``{"ok": false, "error": ...}``.
+The real ``slack_sdk.WebClient`` talks to it over HTTP on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+POST_MESSAGE = "chat.postMessage"
+HISTORY = "conversations.history"
+
+
+@dataclass
+class Failure:
+    """How one method fails: an HTTP status, or ok:false with an error code."""
+
+    status: int = 200
+    error: str | None = None
+
+
+@dataclass
+class FakeSlack:
+    """What the fake serves and what it was sent."""
+
+    port: int = 0
+    token: str = "xoxb-test-token"
+    history: list[dict[str, Any]] = field(default_factory=list)
+    failures: dict[str, Failure] = field(default_factory=dict)
+    posts: list[dict[str, Any]] = field(default_factory=list)
+    history_requests: list[dict[str, str]] = field(default_factory=list)
+    unauthorized: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def base_url(self) -> str:
+        """What slack-sdk's ``base_url`` must be (it appends the method name)."""
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    def posted(self) -> list[dict[str, Any]]:
+        """A copy of the recorded chat.postMessage bodies."""
+        with self.lock:
+            return list(self.posts)
+
+
+def _handler(state: FakeSlack) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+        def _answer(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _arguments(self) -> dict[str, Any]:
+            url = urlsplit(self.path)
+            arguments: dict[str, Any] = {k: v[0] for k, v in parse_qs(url.query).items()}
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if raw:
+                if "json" in (self.headers.get("Content-Type") or ""):
+                    arguments.update(json.loads(raw))
+                else:
+                    arguments.update({k: v[0] for k, v in parse_qs(raw.decode()).items()})
+            return arguments
+
+        def _serve(self) -> None:
+            method = urlsplit(self.path).path.rsplit("/", 1)[-1]
+            arguments = self._arguments()
+            if self.headers.get("Authorization") != f"Bearer {state.token}":
+                with state.lock:
+                    state.unauthorized += 1
+                self._answer(200, {"ok": False, "error": "invalid_auth"})
+                return
+            failure = state.failures.get(method)
+            if failure is not None and failure.status != 200:
+                self._answer(failure.status, {"ok": False, "error": "fatal_error"})
+                return
+            if failure is not None and failure.error:
+                self._answer(200, {"ok": False, "error": failure.error})
+                return
+            if method == POST_MESSAGE:
+                with state.lock:
+                    state.posts.append(arguments)
+                    ts = f"1700000000.{len(state.posts):06d}"
+                self._answer(200, {"ok": True, "channel": arguments.get("channel"), "ts": ts})
+            elif method == HISTORY:
+                with state.lock:
+                    state.history_requests.append({k: str(v) for k, v in arguments.items()})
+                    messages = list(state.history)
+                self._answer(200, {"ok": True, "messages": messages, "has_more": False})
+            else:
+                self._answer(404, {"ok": False, "error": "unknown_method"})
+
+        def do_GET(self) -> None:
+            self._serve()
+
+        def do_POST(self) -> None:
+            self._serve()
+
+    return Handler
+
+
+@contextmanager
+def fake_slack() -> Iterator[FakeSlack]:
+    """Serve a :class:`FakeSlack` on 127.0.0.1 in a thread for the duration of the block."""
+    state = FakeSlack()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    state.port = server.server_address[1]
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
