@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tarsy.mcp.demo_cluster.facts import Finding, Forbidden, find, normalize, sentences
+from tarsy.mcp.demo_cluster.facts import Finding, Forbidden, clauses, find, normalize, sentences
 
 
 def test_normalize_ignores_case_punctuation_and_separators() -> None:
@@ -76,3 +76,19 @@ def test_empty_synonyms_are_refused() -> None:
         Forbidden(claim="x", match=[[]])
     with pytest.raises(ValidationError):
         Finding(fact="x", match=[])
+
+
+def test_a_negation_counts_only_in_the_clauses_of_the_match() -> None:
+    forbidden = Forbidden(claim="The database is down.", match=["database is down"])
+    assert forbidden.found_in("The database is down, so payments-api cannot start.") is not None
+    assert forbidden.found_in("It is not true that the database is down.") is None
+    two_terms = Forbidden(claim="OTel causes it.", match=[["otel", "cause*"]])
+    # The terms sit in two clauses; a negation in either of them counts.
+    assert two_terms.found_in("The OTel errors are loud, but they are not the cause.") is None
+    assert two_terms.found_in("The OTel errors, as the logs show, cause the 500s.") is not None
+
+
+def test_clauses_split_at_punctuation_and_conjunctions() -> None:
+    assert clauses("The DB is down, so the API fails; retry (later) because X") == (
+        "the db is down | so the api fails | retry | later | because x"
+    )

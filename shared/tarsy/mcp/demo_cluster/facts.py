@@ -8,8 +8,9 @@ synonyms, and a synonym may be a set of terms that must all appear in one
 sentence (``[memory, limit]``). A term ending in ``*`` matches any word that
 starts with it (``throttl*``).
 
-A forbidden conclusion only counts in a sentence that does not negate it: "the
-TLS errors are unrelated" mentions TLS without blaming it.
+A forbidden conclusion only counts where its clause does not negate it: "the TLS
+errors are unrelated" mentions TLS without blaming it, while in "the database is
+down, so the api cannot start" the negation belongs to another clause.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 # A line that starts a block of its own: a list item, a heading, a quote, a table row.
 _BLOCK_START = re.compile(r"^\s*(?:[-*+>|#]|\d+[.)])")
 _NOT_WORD = re.compile(r"[^a-z0-9]+")
+_CLAUSE_END = re.compile(
+    r"[,;()]|\s(?=(?:but|so|because|while|whereas|although|though)\s)", re.IGNORECASE
+)
 _NOT_TERM = re.compile(r"[^a-z0-9*]+")
 
 
@@ -117,12 +121,32 @@ def _match_in(sentence: str, synonym: Synonym) -> list[tuple[int, int]] | None:
     return spans
 
 
+def clauses(sentence: str) -> str:
+    """A sentence normalized clause by clause, the clauses joined by `` | ``.
+
+    Clauses end at commas, semicolons and brackets, and before ``but``, ``so``,
+    ``because``, ``while``, ``whereas``, ``although`` and ``though``: "the database
+    is down, so the api cannot start" holds two claims, and the second one's
+    negation says nothing about the first.
+    """
+    parts = (normalize(part) for part in _CLAUSE_END.split(sentence))
+    return " | ".join(part for part in parts if part)
+
+
 def _negated(sentence: str, spans: Sequence[tuple[int, int]]) -> bool:
-    """Whether the sentence, outside the matched terms, holds a negation."""
+    """Whether the clauses holding the matched terms, outside them, hold a negation.
+
+    Args:
+        sentence: The sentence as :func:`clauses` gives it.
+        spans: Where the terms matched in it.
+    """
+    first = sentence.count("|", 0, min(start for start, _ in spans))
+    last = sentence.count("|", 0, max(start for start, _ in spans))
     kept = list(sentence)
     for start, end in spans:
         kept[start:end] = " " * (end - start)
-    rest = f" {''.join(kept)} "
+    scope = "".join(kept).split("|")[first : last + 1]
+    rest = f" {' '.join(scope)} "
     return any(f" {cue} " in rest for cue in _NEGATIONS)
 
 
@@ -132,14 +156,14 @@ def find(text: str, synonyms: Iterable[Synonym], *, skip_negated: bool = False) 
     Args:
         text: The analysis, Markdown or plain.
         synonyms: Phrases, or lists of terms that must share a sentence.
-        skip_negated: Ignore sentences that negate the match (for forbidden conclusions).
+        skip_negated: Ignore a match that its clauses negate (for forbidden conclusions).
 
     Returns:
         The matching sentence as written, or None.
     """
     options = list(synonyms)
     for raw in sentences(text):
-        sentence = normalize(raw)
+        sentence = clauses(raw) if skip_negated else normalize(raw)
         for synonym in options:
             spans = _match_in(sentence, synonym)
             if spans is not None and not (skip_negated and _negated(sentence, spans)):
