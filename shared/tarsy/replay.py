@@ -840,7 +840,7 @@ async def _run_tools(
     turn: Turn, call: ModelCall, tools: ToolExecutor, config: TarsyConfig
 ) -> ToolRun:
     """The turn's tool calls as :func:`tarsy.steps.run_tools` runs them, on ``tools``."""
-    if call.result is None:
+    if call.result is None or turn.request.tool_choice == "none":
         return ToolRun()
     calls = turn.strategy.tool_calls(turn.state, call.result)
     if not calls:
@@ -850,6 +850,7 @@ async def _run_tools(
         results,
         config.mcp_servers,
         execution_id=turn.execution.execution_id,
+        step=call.interaction.step,
         provider=turn.provider,
         config=turn.config.provider,
         context=_investigation_context(turn.session),
