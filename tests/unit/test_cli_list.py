@@ -19,13 +19,13 @@ from tests.unit.test_client_cli import API, Recorder, clean_env, client, ok, ser
 __all__ = ["clean_env", "serve"]  # fixtures, used by name
 
 NOW = datetime.now(UTC)
+CURSOR = SessionCursor(created_at=NOW, session_id="s-next").encode()
 
 
 @pytest.fixture(autouse=True)
 def pinned_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ages count from NOW however long the suite took to get here."""
     monkeypatch.setattr(cli, "clock", lambda: NOW)
-CURSOR = SessionCursor(created_at=NOW, session_id="s-next").encode()
 
 
 def row(session_id: str, status: str, age: timedelta, **fields: Any) -> dict[str, Any]:
