@@ -58,7 +58,7 @@ from tarsy.models import (
 )
 from tarsy.progress import ProgressWriter
 from tarsy.store import Claim, StepCommit, StepState, Store
-from tarsy.strategies.base import IterationOutcome, IterationState, Strategy
+from tarsy.strategies.base import IterationOutcome, IterationState, Strategy, budget_crossed
 from tarsy.strategies.registry import get_strategy
 from tarsy.summarize import shrink_results
 from tarsy.tools import ToolListing, ToolResult, error_result
@@ -372,7 +372,16 @@ async def call_model(turn: Turn, step: int, deps: Deps) -> ModelCall:
     provider lists in ``fallback_on`` is made again on the next provider of
     ``fallback``, forward only, within the step's budget. Thought signatures
     are the answering provider's own: a fallback gets none and leaves none.
+
+    Once the session's spend has crossed its chain's budget (``max_tokens``,
+    ``max_cost_usd``), a call that could still use tools becomes the strategy's
+    conclusion call: the execution ends with a final analysis that says it was
+    cut short.
     """
+    spent = budget_crossed(turn.session.tokens.total_tokens, turn.session.cost, turn.config)
+    if spent is not None and turn.strategy.uses_tools and turn.request.tool_choice != "none":
+        turn.state = turn.state.model_copy(update={"budget_note": spent})
+        turn.request = turn.strategy.build_request(turn.state)
     interaction = LLMInteraction(
         step=step,
         model=turn.config.provider.model,

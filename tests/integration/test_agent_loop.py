@@ -232,3 +232,37 @@ async def test_a_parallel_stage_merged_by_synthesis_native_thinking(
     assert [(c.code, c.outcome, c.output) for c in record.code_executions] == [
         ("print(2 + 2)", "OUTCOME_OK", "4\n")
     ]
+
+
+async def test_a_spent_token_budget_makes_the_next_call_conclude(
+    client: TarsyClient, fake_gemini: FakeGemini, store: Store
+) -> None:
+    step = STEPS[0]
+
+    def model(call: FakeCall) -> FakeReply:
+        if "budgeted-agent" not in call.system_text():
+            return FakeReply(text="summary")
+        if not call.function_names():
+            return FakeReply(text="The payments pods crash loop.", input_tokens=5, output_tokens=5)
+        # 110 tokens: past the chain's max_tokens (100) after this first step.
+        call_it = FakeToolCall(name=f"kubernetes__{step.tool}", args=step.arguments, id="t0")
+        return FakeReply(tool_calls=[call_it], input_tokens=80, output_tokens=30)
+
+    fake_gemini.responder = model
+    session_id = client.submit({"alert_type": "test-budget", "data": ALERT["data"]}).session_id
+    view = finish(client, session_id)
+    assert view.status is ExecutionStatus.COMPLETED, view.session.get("error")
+
+    calls = calls_of(fake_gemini, "budgeted-agent")
+    assert len(calls) == 2
+    assert calls[0].function_names() and not calls[1].function_names()
+    assert "budget is spent" in calls[1].system_text()
+    assert view.session["final_analysis"] == (
+        "_(Cut short: the session used 110 tokens of its 100-token budget.)_\n\n"
+        "The payments pods crash loop."
+    )
+    execution = agent_execution(view, "budgeted-agent")
+    assert execution["timeline"][-1]["metadata"]["forced_conclusion"] == "budget"
+    assert view.session["tokens"]["total_tokens"] == 120
+    interactions = await store.list_llm_interactions(execution["execution_id"])
+    assert [i.request.get("tool_choice") for i in interactions] == ["auto", "none"]

@@ -63,3 +63,19 @@ def test_a_bad_tool_choice_is_refused_at_load(choice: str, message: str) -> None
     text = USER.replace("tool_choice: required", f"tool_choice: {choice}")
     with pytest.raises(ConfigError, match=message):
         load_config(SETTINGS, user_text=text)
+
+
+def test_budgets_come_from_the_chain_else_the_defaults_and_never_bind_a_chat() -> None:
+    text = USER.replace(
+        "  loop_detection_threshold: 4\n",
+        "  loop_detection_threshold: 4\n  max_tokens: 50000\n  max_cost_usd: 2.5\n",
+    ).replace("    chat_agent: eager\n", "    chat_agent: eager\n    max_tokens: 8000\n")
+    config = load_config(SETTINGS, user_text=text)
+    metrics = config.resolve("metrics", 0, 0)
+    assert (metrics.max_tokens, metrics.max_cost_usd) == (8000, 2.5)
+    kubernetes = config.resolve("kubernetes", 0, 0)
+    assert (kubernetes.max_tokens, kubernetes.max_cost_usd) == (50000, 2.5)
+    chat = config.resolve_role("metrics", None, "chat")
+    assert (chat.max_tokens, chat.max_cost_usd) == (None, None)
+    unlimited = load_config(SETTINGS).resolve("kubernetes", 0, 0)
+    assert (unlimited.max_tokens, unlimited.max_cost_usd) == (None, None)

@@ -196,6 +196,9 @@ class Defaults(_Strict):
     loop_detection_threshold: int = Field(default=DEFAULT_LOOP_THRESHOLD, ge=0)
     # A session still running this long after it was accepted is timed out by the sweeper.
     session_timeout_seconds: float = Field(default=1800.0, gt=0)
+    # A session's spend past which its running executions make their conclusion call.
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
 
 
 class AgentDefinition(_Strict):
@@ -289,6 +292,9 @@ class ChainConfig(_Strict):
     llm_provider: str | None = None
     max_iterations: int | None = Field(default=None, ge=1, le=200)
     session_timeout_seconds: float | None = Field(default=None, gt=0)
+    # The session's token and cost budget (else the defaults'; none unless set).
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
     # After the last stage: a single-call summary of the final analysis for people.
     executive_summary: bool = True
     summary_agent: str = Field(default="executive-summarizer", pattern=NAME_PATTERN)
@@ -317,6 +323,9 @@ class ResolvedAgentConfig(_Strict):
     mcp_servers: list[str]
     tool_choice: ToolChoice = "auto"
     loop_detection_threshold: int = DEFAULT_LOOP_THRESHOLD
+    # The session's budget (its chain's, else the defaults'); None: unlimited.
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
 
 
 DEFAULT_CHAIN = "default"
@@ -498,6 +507,8 @@ class TarsyConfig(_Strict):
             ),
             tool_choice=definition.tool_choice,
             loop_detection_threshold=self._loop_threshold(definition),
+            max_tokens=_maybe(chain.max_tokens, self.defaults.max_tokens),
+            max_cost_usd=_maybe(chain.max_cost_usd, self.defaults.max_cost_usd),
         )
 
     def _loop_threshold(self, definition: AgentDefinition) -> int:
@@ -567,6 +578,10 @@ class TarsyConfig(_Strict):
 
 
 T = TypeVar("T")
+
+
+def _maybe(*values: T | None) -> T | None:
+    return next((value for value in values if value is not None), None)
 
 
 def _first(*values: T | None) -> T:

@@ -28,7 +28,7 @@ from tarsy.tools import ToolListing, ToolResult
 
 NextAction = Literal["continue", "complete", "fail", "pause"]
 # Why a call is a conclusion call (no tools, tool_choice "none", a final answer forced).
-ConclusionReason = Literal["max_iterations", "loop_detected"]
+ConclusionReason = Literal["max_iterations", "loop_detected", "budget"]
 
 
 class IterationState(BaseModel):
@@ -39,6 +39,8 @@ class IterationState(BaseModel):
     messages: list[ConversationMessage]
     provider_state: dict[str, str] = Field(default_factory=dict)
     tools: ToolListing = Field(default_factory=ToolListing)
+    # Set when the session's spend has crossed its budget: what was crossed.
+    budget_note: str | None = None
 
     @property
     def iteration(self) -> int:
@@ -128,9 +130,12 @@ def conclusion_reason(
 ) -> ConclusionReason | None:
     """Why this iteration must be a tool-less conclusion call, or None if it may use tools.
 
-    After ``max_iterations`` (``on_max_iterations: conclude``), and once a second
-    loop was detected in the execution (the first one only got a warning).
+    After ``max_iterations`` (``on_max_iterations: conclude``), once a second
+    loop was detected in the execution (the first one only got a warning), and
+    once the session's budget is spent (:func:`budget_crossed`).
     """
+    if state.budget_note is not None:
+        return "budget"
     if state.is_conclusion:
         return "max_iterations"
     if state.loop_threshold and len(looped_in(history, state.loop_threshold)) >= 2:
@@ -150,6 +155,15 @@ def tool_choice_for(state: IterationState, reason: ConclusionReason | None) -> s
     if choice not in FIXED_CHOICES and choice not in state.tools.names:
         return "auto"
     return choice
+
+
+def budget_crossed(tokens: int, cost: float, config: ResolvedAgentConfig) -> str | None:
+    """What the session's spend has crossed of its budget (tokens or USD), or None."""
+    if config.max_tokens is not None and tokens >= config.max_tokens:
+        return f"the session used {tokens:,} tokens of its {config.max_tokens:,}-token budget"
+    if config.max_cost_usd is not None and cost >= config.max_cost_usd:
+        return f"the session spent ${cost:.4f} of its ${config.max_cost_usd:g} budget"
+    return None
 
 
 # ─── loop detection ───────────────────────────────────────────────────────────
@@ -365,16 +379,19 @@ def force_conclusion(
     """End a conclusion call: its answer is the final analysis, whatever else it asked for.
 
     Tool calls in a conclusion call are never run. Only a conclusion call that
-    gave no text at all fails the execution (``code`` is the reason).
+    gave no text at all fails the execution (``code`` is the reason). An
+    analysis cut short by the budget says so first.
     """
     notes = {**notes, "forced_conclusion": reason}
+    if analysis.strip() and reason == "budget":
+        analysis = f"_(Cut short: {state.budget_note}.)_\n\n{analysis.strip()}"
     if analysis.strip():
         return conclude(state, answer, analysis.strip(), timeline, notes)
-    what = (
-        f"max_iterations ({state.execution.max_iterations})"
-        if reason == "max_iterations"
-        else "a tool-call loop"
-    )
+    what = {
+        "max_iterations": f"max_iterations ({state.execution.max_iterations})",
+        "loop_detected": "a tool-call loop",
+        "budget": "the session's budget was spent",
+    }[reason]
     return IterationOutcome(
         messages=[ConversationMessage(role="assistant", content=answer)] if answer else [],
         timeline=timeline,

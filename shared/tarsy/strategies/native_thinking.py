@@ -42,9 +42,14 @@ LOOP_CONCLUSION_NOTE = (
     "run: give your final analysis now with the evidence you have, and say what remains "
     "unverified."
 )
+BUDGET_CONCLUSION_NOTE = (
+    "The investigation's token or cost budget is spent, so no more functions will run: give "
+    "your final analysis now with the evidence you have, and say what remains unverified."
+)
 CONCLUSION_NOTES: dict[ConclusionReason, str] = {
     "max_iterations": LAST_ITERATION_NOTE,
     "loop_detected": LOOP_CONCLUSION_NOTE,
+    "budget": BUDGET_CONCLUSION_NOTE,
 }
 
 

@@ -49,9 +49,14 @@ LOOP_CONCLUSION_NOTE = (
     "Answer now with the evidence you have, and say what remains unverified."
 )
 NO_TOOLS_NOTE = "No tools are available: reason from what you were given and conclude."
+BUDGET_CONCLUSION_NOTE = (
+    "The investigation's token or cost budget is spent, so no more tools will run. Write your "
+    "Final Answer now with the evidence you have, and say what remains unverified."
+)
 CONCLUSION_NOTES: dict[ConclusionReason, str] = {
     "max_iterations": LAST_ITERATION_NOTE,
     "loop_detected": LOOP_CONCLUSION_NOTE,
+    "budget": BUDGET_CONCLUSION_NOTE,
 }
 CONCLUSION_FORMAT = """\
 Write exactly:

@@ -10,6 +10,7 @@ from tarsy.models import ConversationMessage, ToolCall
 from tarsy.strategies.base import (
     IterationState,
     LoopHit,
+    budget_crossed,
     call_key,
     conclusion_reason,
     detect_loops,
@@ -291,3 +292,44 @@ def test_code_executions_are_shown_on_the_timeline(name: str) -> None:
     ]
     assert "print(6 * 7)" in shown.content and "42" in shown.content
     assert outcome.final_analysis == "The answer is 42."
+
+
+# ─── budgets ──────────────────────────────────────────────────────────────────
+
+
+def test_budget_crossed_names_what_was_spent() -> None:
+    config = state(strategy="native-thinking").config
+    assert budget_crossed(10**9, 10**6, config) is None  # no budget: unlimited
+    tokens = config.model_copy(update={"max_tokens": 1000})
+    assert budget_crossed(999, 0, tokens) is None
+    assert budget_crossed(1000, 0, tokens) == (
+        "the session used 1,000 tokens of its 1,000-token budget"
+    )
+    cost = config.model_copy(update={"max_cost_usd": 0.5})
+    assert budget_crossed(10**9, 0.49, cost) is None
+    assert budget_crossed(0, 0.5, cost) == "the session spent $0.5000 of its $0.5 budget"
+
+
+@pytest.mark.parametrize("name", ["native-thinking", "react"])
+def test_a_spent_budget_makes_the_call_a_conclusion_that_says_it_was_cut_short(
+    name: str,
+) -> None:
+    strategy = get_strategy(name)
+    st = state(strategy=name, iteration=1, max_iterations=20)
+    st.budget_note = "the session used 120 tokens of its 100-token budget"
+    request = strategy.build_request(st)
+    assert (request.tools, request.tool_choice) == ([], "none")
+    assert "budget is spent" in request.messages[0].content
+    assert "cluster.pods_get" not in request.messages[0].content  # ReAct lists no tools
+    text = (
+        "Final Answer: The pod is misconfigured."
+        if name == "react"
+        else "The pod is misconfigured."
+    )
+    outcome = strategy.on_result(st, LLMResult(text=text), [])
+    assert outcome.next == "complete"
+    assert outcome.final_analysis == (
+        "_(Cut short: the session used 120 tokens of its 100-token budget.)_\n\n"
+        "The pod is misconfigured."
+    )
+    assert outcome.timeline[-1].metadata["forced_conclusion"] == "budget"
