@@ -96,7 +96,7 @@ locals {
 
   # A running step renews its lease every third of it (Settings.step_lease_seconds):
   # a short lease means a step whose process died is re-run within about a minute.
-  step_lease_seconds = 60
+  step_lease_seconds = 45
   # How soon a published step must have been claimed before the sweeper re-publishes it.
   step_due_seconds = 60
 }

@@ -22,6 +22,7 @@ from tarsy.http import (
     read_json,
 )
 from tarsy.models import ExecutionStatus, utcnow
+from tarsy.notify.session_end import on_session_end
 from tarsy.session_list import parse_query
 from tarsy.store import Store
 from tarsy.sweeper import sweep
@@ -105,6 +106,7 @@ async def cancel(deps: Deps, session_id: str) -> dict[str, Any]:
             )
     if session.status is ExecutionStatus.PAUSED:
         await deps.store.update_session(session_id, transitions.cancel_session(session, now))
+        await on_session_end(session_id, deps)
     logger.info("cancel requested for %s", session_id)
     return {"session_id": session_id, "cancel_requested": True}
 

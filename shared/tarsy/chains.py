@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from tarsy import transitions
 from tarsy.app import Deps
@@ -423,6 +423,7 @@ async def after_execution(execution: AgentExecution, deps: Deps) -> None:
             session, execution.stage, execution.status, deps,
             analysis=execution.final_analysis, synthesis=True,
         )  # fmt: skip
+        await deps.store.update_executions([execution.execution_id], transitions.fan_in_done())
     else:
         await _after_agent(session, execution, deps)
 
@@ -683,16 +684,38 @@ async def time_out(session: Session, deps: Deps) -> None:
     logger.warning("session timed out", extra=fields(session_id=session.session_id))
 
 
-async def fail(message: StepMessage, error: ErrorInfo, deps: Deps) -> None:
+async def fail(
+    message: StepMessage, error: ErrorInfo, deps: Deps, *, unless_leased: bool = False
+) -> None:
     """Fail the execution and session of ``message`` with ``error`` (safe to repeat).
 
     For what no retry can fix: a configuration error met while stepping, a
-    permanent failure, or a message Pub/Sub gave up delivering.
+    permanent failure, or a message Pub/Sub gave up delivering. With
+    ``unless_leased`` (the dead-letter path), an execution whose step holds a
+    live lease is left alone: its deliveries were refused because a step was
+    running (or had just died), and its due time lets the sweeper re-run it.
     """
-    logger.error(error.message, extra=fields(session_id=message.session_id))
     now = utcnow()
     if message.execution_id:
-        execution = await deps.store.get_execution(message.execution_id)
+        try:
+            execution = await deps.store.get_execution(message.execution_id)
+        except ValidationError:
+            execution = None  # a document no step can read: fail the session alone
+            logger.error("execution %s cannot be read", message.execution_id)
+        if (
+            unless_leased
+            and execution is not None
+            and not execution.status.is_terminal
+            and execution.lease_until is not None
+            and execution.lease_until > now
+        ):
+            logger.warning(
+                "dead letter for %s while a step holds its lease; the sweeper re-runs it",
+                message.execution_id,
+                extra=fields(session_id=message.session_id),
+            )
+            return
+        logger.error(error.message, extra=fields(session_id=message.session_id))
         if execution is not None and not execution.status.is_terminal:
             await deps.store.update_execution(
                 message.execution_id, transitions.dead_letter_execution(execution, error, now)

@@ -132,7 +132,7 @@ class Settings(BaseSettings):
         json_schema_extra=_used_by("step"),
     )
     step_lease_seconds: int = Field(
-        default=60,
+        default=45,
         validation_alias="TARSY_STEP_LEASE_SECONDS",
         ge=3,
         description=(

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from tarsy import chains, transitions
+from tarsy import chains, telemetry, transitions
 from tarsy.app import Deps
 from tarsy.chains import Advance, iterate_message
 from tarsy.chunking import cap_strings
@@ -56,6 +56,7 @@ from tarsy.models import (
     TokenUsage,
     utcnow,
 )
+from tarsy.notify.session_end import on_session_end
 from tarsy.progress import ProgressWriter
 from tarsy.store import Claim, StepCommit, StepState, Store
 from tarsy.strategies.base import IterationOutcome, IterationState, Strategy, budget_crossed
@@ -96,6 +97,7 @@ async def handle(message: StepMessage, deps: Deps) -> None:
         await chains.fail(message, ErrorInfo(message=str(error), code="configuration"), deps)
     except PermanentError as error:
         await chains.fail(message, ErrorInfo(message=str(error), code="permanent"), deps)
+    await on_session_end(message.session_id, deps)
 
 
 async def handle_dead_letter(message: StepMessage, deps: Deps, *, delivery_attempts: str) -> None:
@@ -107,7 +109,8 @@ async def handle_dead_letter(message: StepMessage, deps: Deps, *, delivery_attem
         ),
         code="dead_letter",
     )
-    await chains.fail(message, reason, deps)
+    await chains.fail(message, reason, deps, unless_leased=True)
+    await on_session_end(message.session_id, deps)
 
 
 # ─── one iteration, top to bottom ─────────────────────────────────────────────
@@ -131,9 +134,20 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
     claim = await claim_step(message, state.update_time, deps)
     running = execution.model_copy(update={"status": ExecutionStatus.ACTIVE})
     async with Heartbeat(deps.store, message.execution_id, claim, _lease(deps)) as heartbeat:
-        turn = await prepare_turn(running, session, state, budget, deps)
-        call = await call_model(turn, message.step, deps)
-        tools = await run_tools(turn, call, deps)
+        with telemetry.agent_span(
+            execution.agent,
+            session_id=message.session_id,
+            execution_id=message.execution_id,
+            step=message.step,
+            iteration=execution.iteration + 1,
+        ) as agent:
+            turn = await prepare_turn(running, session, state, budget, deps)
+            agent.set_model(
+                provider_name=telemetry.genai_provider_name(turn.config.provider, deps.settings),
+                model=turn.config.provider.model,
+            )
+            call = await call_model(turn, message.step, deps)
+            tools = await run_tools(turn, call, deps)
     outcome = decide(turn, call, tools)
     commit, advance = build_commit(
         message, turn, call, tools, outcome, heartbeat.claim, deps.config, _due(deps)
@@ -407,7 +421,12 @@ async def call_model(turn: Turn, step: int, deps: Deps) -> ModelCall:
         interaction.provider_name, interaction.model = name, config.model
         interaction.provider = provider.name
         try:
-            result = await provider.generate(request, progress, budget=turn.budget)
+            result = await telemetry.traced_model_call(
+                provider.generate(request, progress, budget=turn.budget),
+                provider_name=telemetry.genai_provider_name(config, deps.settings),
+                model=config.model,
+                conversation_id=turn.execution.execution_id,
+            )
         except LLMError as error:
             falls_back = (
                 index + 1 < len(candidates)

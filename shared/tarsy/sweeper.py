@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from tarsy.app import Deps
 from tarsy.chains import iterate_message, start_stage_message, time_out
 from tarsy.models import AgentExecution, StepMessage, utcnow
+from tarsy.notify.session_end import on_session_end
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ async def sweep(deps: Deps, now: datetime | None = None) -> SweepReport:
     report = SweepReport()
     for session in await deps.store.overdue_sessions(now):
         await time_out(session, deps)
+        await on_session_end(session.session_id, deps)
         report.timed_out.append(session.session_id)
     for execution in await deps.store.due_executions(now):
         if execution.session_id in report.timed_out:

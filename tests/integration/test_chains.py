@@ -14,13 +14,13 @@ from datetime import timedelta
 import httpx
 import pytest
 from google.api_core.exceptions import DeadlineExceeded
-from google.cloud import pubsub_v1  # type: ignore[attr-defined]
+from google.cloud import firestore, pubsub_v1  # type: ignore[attr-defined]
 
 from tarsy.app import Deps
 from tarsy.client import SessionView, TarsyClient
 from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.steps import handle
+from tarsy.steps import handle, handle_dead_letter
 from tarsy.store import Store
 from tarsy.testing.bus import RecordingBus
 from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
@@ -311,13 +311,41 @@ async def test_sweeper_republishes_a_step_whose_process_died(
 async def test_poison_message_reaches_the_dead_letter_handler(
     stack: Stack, client: TarsyClient, deps: Deps, store: Store
 ) -> None:
-    # Another process holds the lease for an hour: every delivery fails and is retried.
-    session, iterate = await leased_first_step(
-        deps, store, owner="stuck-process", lease=timedelta(hours=1)
+    # A document no step can read (written behind the store's back): every delivery
+    # raises, Pub/Sub gives up, and the dead-letter handler fails the session.
+    session = await new_session(store)
+    bus = RecordingBus()
+    await handle(
+        StepMessage(session_id=session.session_id, kind="start_session"), replace(deps, bus=bus)
     )
+    [iterate] = bus.published
+    raw = firestore.Client(project=stack.project_id)
+    try:
+        raw.collection("executions").document(iterate.execution_id).update({"step": "corrupt"})
+    finally:
+        raw.close()  # type: ignore[no-untyped-call]
     await deps.bus.publish(iterate)
 
-    view = await asyncio.to_thread(finish, client, session.session_id, 120)
-    assert view.status is ExecutionStatus.FAILED
-    assert view.session["error"]["code"] == "dead_letter"
-    assert not [e for e in view.executions if e["status"] == "active"]
+    # Read the session itself: its executions no longer parse, so neither would a view.
+    deadline = time.monotonic() + 120
+    while True:
+        current = await store.get_session(session.session_id)
+        if current is None or current.status.is_terminal or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.25)
+    assert current is not None and current.status is ExecutionStatus.FAILED
+    assert current.error is not None and current.error.code == "dead_letter"
+
+
+async def test_a_dead_letter_for_a_leased_step_is_left_to_the_sweeper(
+    deps: Deps, store: Store
+) -> None:
+    """Deliveries refused while a step ran (or had just died) are not a poison message."""
+    session, iterate = await leased_first_step(
+        deps, store, owner="running-process", lease=timedelta(seconds=60)
+    )
+    await handle_dead_letter(iterate, deps, delivery_attempts="5")
+    still = await store.get_session(session.session_id)
+    assert still is not None and not still.status.is_terminal
+    execution = await store.get_execution(iterate.execution_id)
+    assert execution is not None and execution.due_at is not None  # the sweeper's to re-run

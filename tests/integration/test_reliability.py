@@ -43,6 +43,17 @@ async def new_session(store: Store, chain_id: str = "default") -> Session:
     return session
 
 
+async def started(deps: Deps, store: Store) -> tuple[Session, StepMessage, RecordingBus]:
+    """A new session whose start ran in process: its first step's message, not yet run."""
+    session = await new_session(store)
+    bus = RecordingBus()
+    start = StepMessage(session_id=session.session_id, kind="start_session")
+    await handle(start, replace(deps, bus=bus))
+    [first] = bus.published
+    bus.published.clear()
+    return session, first, bus
+
+
 async def until(condition: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
     """Poll ``condition`` until it holds; fail after ``seconds`` (far above what it bounds)."""
     deadline = time.monotonic() + seconds
@@ -70,13 +81,7 @@ async def test_a_publish_lost_after_a_commit_is_healed_by_the_sweeper(
     deps: Deps, store: Store, fake_gemini: FakeGemini
 ) -> None:
     fake_gemini.responder = lambda call: FakeReply(text="analysis")
-    session = await new_session(store)
-    recorder = RecordingBus()
-    await handle(
-        StepMessage(session_id=session.session_id, kind="start_session"),
-        replace(deps, bus=recorder),
-    )
-    [first] = recorder.published
+    session, first, _ = await started(deps, store)
     # The first step commits (the execution ends, the summary is created in the same
     # batch) but the summary's first message is lost with the process.
     lost = DroppingBus()
@@ -118,13 +123,7 @@ async def test_a_duplicate_of_a_committed_step_republishes_only_when_overdue(
     deps: Deps, store: Store, fake_gemini: FakeGemini
 ) -> None:
     fake_gemini.responder = lambda call: FakeReply(text="analysis")
-    session = await new_session(store)
-    bus = RecordingBus()
-    await handle(
-        StepMessage(session_id=session.session_id, kind="start_session"), replace(deps, bus=bus)
-    )
-    [first] = bus.published
-    bus.published.clear()
+    _, first, bus = await started(deps, store)
     await handle(first, replace(deps, bus=bus))
     assert len(bus.published) == 1  # the summary's first step
     bus.published.clear()
@@ -138,13 +137,7 @@ async def test_a_step_killed_mid_model_call_is_rerun_after_its_short_lease(
 ) -> None:
     """The killed step stops renewing; its lease (3 s) runs out; the sweeper re-runs it."""
     short = replace(deps, settings=deps.settings.model_copy(update={"step_lease_seconds": 3}))
-    session = await new_session(store)
-    bus = RecordingBus()
-    await handle(
-        StepMessage(session_id=session.session_id, kind="start_session"), replace(short, bus=bus)
-    )
-    [first] = bus.published
-    bus.published.clear()
+    session, first, bus = await started(short, store)
     fake_gemini.script(FakeReply(text="never read", delay=8))
     fake_gemini.responder = lambda call: FakeReply(text="analysis")
     killed = asyncio.create_task(handle(first, replace(short, bus=bus)))
@@ -176,13 +169,7 @@ async def test_a_slow_step_keeps_its_lease_and_is_never_stolen(
 ) -> None:
     """A model call three times longer than the lease: the heartbeat keeps the claim."""
     short = replace(deps, settings=deps.settings.model_copy(update={"step_lease_seconds": 3}))
-    session = await new_session(store)
-    bus = RecordingBus()
-    await handle(
-        StepMessage(session_id=session.session_id, kind="start_session"), replace(short, bus=bus)
-    )
-    [first] = bus.published
-    bus.published.clear()
+    _, first, bus = await started(short, store)
     fake_gemini.script(FakeReply(text="slow but alive", delay=9))
     slow = asyncio.create_task(handle(first, replace(short, bus=bus)))
     await until(lambda: bool(fake_gemini.calls), "the model call")  # claimed, calling
@@ -205,18 +192,12 @@ async def test_a_model_hanging_past_the_step_budget_is_a_recorded_retryable_fail
 ) -> None:
     """The budget (from a 4 s step timeout) ends the attempt; the next step retries it."""
     tight = replace(deps, settings=stack_settings.model_copy(update={"step_timeout_seconds": 4}))
-    session = await new_session(store)
-    bus = RecordingBus()
-    await handle(
-        StepMessage(session_id=session.session_id, kind="start_session"), replace(tight, bus=bus)
-    )
-    [first] = bus.published
-    bus.published.clear()
+    session, first, bus = await started(tight, store)
     fake_gemini.script(FakeReply(text="too late", delay=15))
     fake_gemini.responder = lambda call: FakeReply(text="analysis on retry")
-    started = time.monotonic()
+    began = time.monotonic()
     await handle(first, replace(tight, bus=bus))
-    assert time.monotonic() - started < 14  # the step ended before the hanging model did
+    assert time.monotonic() - began < 14  # the step ended before the hanging model did
     [interaction] = await store.list_llm_interactions(first.execution_id)
     assert interaction.error is not None and interaction.error.retryable
     assert interaction.error.code in {"timeout", "step_budget"}

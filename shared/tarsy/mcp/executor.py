@@ -24,6 +24,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from tarsy import telemetry
 from tarsy.config.schema import MCPServerConfig, TarsyConfig
 from tarsy.llm.base import ToolDefinition
 from tarsy.masking import Masker
@@ -186,7 +187,7 @@ class MCPToolExecutor:
         try:
             return list(
                 await asyncio.gather(
-                    *(self._call_one(client, server, call, args) for call, args in batch)
+                    *(self._traced_call(client, server, call, args) for call, args in batch)
                 )
             )
         finally:
@@ -194,6 +195,19 @@ class MCPToolExecutor:
                 await connection.__aexit__(None, None, None)
             except Exception:  # closing a broken connection must not lose the results
                 logger.warning("closing MCP connection to %s failed", server_id, exc_info=True)
+
+    async def _traced_call(
+        self, client: Client, server: MCPServerConfig, call: ToolCall, arguments: dict[str, Any]
+    ) -> ToolResult:
+        """:meth:`_call_one` in a ``tools/call {tool}`` span (GenAI execute_tool + MCP)."""
+        server_id, tool = call.name.split(".", 1)
+        with telemetry.mcp_tool_span(
+            tool, server=server_id, call_id=call.id, transport=server.transport
+        ) as span:
+            result = await self._call_one(client, server, call, arguments)
+            if result.is_error:
+                span.tool_error(result.error)
+        return result
 
     async def _call_one(
         self, client: Client, server: MCPServerConfig, call: ToolCall, arguments: dict[str, Any]

@@ -8,32 +8,22 @@ session completes either way (see :func:`tarsy.chains.plan_advance`).
 
 from __future__ import annotations
 
-from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
-from tarsy.models import ConversationMessage, ErrorInfo, ToolCall
+from tarsy.llm.base import LLMResult
+from tarsy.models import ConversationMessage, ErrorInfo
 from tarsy.scoring import JudgeReplyError, parse_judge_reply
 from tarsy.strategies.base import IterationOutcome, IterationState
+from tarsy.strategies.single_call import ExecutiveSummaryStrategy
 from tarsy.tools import ToolResult
 
 
-class JudgeStrategy:
-    """Score a finished session with an LLM judge (0-100, four categories, missing tools)."""
+class JudgeStrategy(ExecutiveSummaryStrategy):
+    """Score a finished session with an LLM judge (0-100, four categories, missing tools).
+
+    Its request is the summary's (one call, no thinking, no tools); only what it
+    makes of the answer differs.
+    """
 
     name = "judge"
-    requires = Capabilities(streaming=False)
-    uses_tools = False
-
-    def build_request(self, state: IterationState) -> GenerateRequest:
-        """The judge's prompts, without thinking or tools."""
-        return GenerateRequest(
-            execution_id=state.execution.execution_id,
-            messages=state.messages,
-            config=state.config.provider.model_copy(update={"thinking": False, "native_tools": []}),
-            tool_choice="none",
-        )
-
-    def tool_calls(self, state: IterationState, result: LLMResult) -> list[ToolCall]:
-        """No tools."""
-        return []
 
     def on_result(
         self, state: IterationState, result: LLMResult, tool_results: list[ToolResult]
