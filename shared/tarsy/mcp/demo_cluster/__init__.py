@@ -2,7 +2,12 @@
 
 ``tarsy-demo-cluster --scenario NAME`` serves one scenario with the tools of
 kubernetes-mcp-server (``pods_list``, ``pods_log``, ``resources_get``...), so an
-investigation can run end to end without a real cluster.
+investigation can run end to end without a real cluster. A scenario may make
+chosen tool calls fail or hang (:mod:`~tarsy.mcp.demo_cluster.faults`), and
+declares what a correct investigation finds, must not conclude, and must fetch
+(:mod:`~tarsy.mcp.demo_cluster.facts`), which ``tarsy eval`` scores runs against.
+``--switchable`` (over HTTP) lets an evaluation move one server from scenario to
+scenario.
 """
 
 from tarsy.mcp.demo_cluster.loader import DEFAULT_SCENARIO, load_scenario, scenario_names
