@@ -279,6 +279,13 @@ def to_markdown(report: EvalReport) -> str:
             if o.error:
                 lines.append(f"  - error: {o.error}")
     judged = [r for r in report.runs if r.score.judge is not None]
+    unjudged = [r for r in report.runs if r.score.judge_error]
+    if unjudged:
+        lines += ["", "## LLM judge failures (the runs' scores stand without it)", ""]
+        lines += [
+            f"- {r.observation.model} on `{r.observation.scenario}`: {r.score.judge_error}"
+            for r in unjudged
+        ]
     if judged:
         lines += [
             "",

@@ -124,6 +124,13 @@ def test_a_real_model_report_has_no_harness_note_and_shows_the_judge(tmp_path: P
         "| gemini-2.5-pro | oom-killed | 64 | "
         "tool_relevance (40: listed every namespace first) | deployment_history |" in markdown
     )
+    unjudged = score.model_copy(update={"judge": None, "judge_error": "JudgeReplyError: no JSON"})
+    failed_judge = build_report(
+        [RunResult(observation=observation, score=unjudged)], [model], [scenario],
+        duration_s=300, repeat=1, priced_as="each model's own",
+    )  # fmt: skip
+    assert failed_judge.models[0].judge_avg is None and failed_judge.models[0].pass_rate == 100
+    assert "- gemini-2.5-pro on `oom-killed`: JudgeReplyError: no JSON" in to_markdown(failed_judge)
     json_path, md_path = write_report(report, tmp_path / "out")
     assert json.loads(json_path.read_text())["models"][0]["judge_avg"] == 64
     assert json.loads(json_path.read_text())["runs"][0]["score"]["passed"] is True
