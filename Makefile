@@ -58,14 +58,14 @@ down: venv
 lint: venv
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
-	$(BIN)/mypy shared functions
+	$(BIN)/mypy shared functions tests bench
 
 format: venv
 	$(BIN)/ruff format $(CODE)
 	$(BIN)/ruff check --fix $(CODE)
 
 typecheck: venv
-	$(BIN)/mypy shared functions
+	$(BIN)/mypy shared functions tests bench
 
 bench: venv
 	$(BIN)/python -m bench

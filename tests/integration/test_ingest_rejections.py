@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from google.cloud import firestore  # type: ignore[attr-defined]
+from google.cloud import firestore
 
 from tarsy.client import TarsyClient
 from tarsy.localstack.stack import Stack
@@ -34,7 +34,7 @@ def documents(stack: Stack) -> list[str]:
     try:
         return [doc.reference.path for col in db.collections() for doc in col.stream()]
     finally:
-        db.close()
+        db.close()  # type: ignore[no-untyped-call]
 
 
 def case(
@@ -193,7 +193,7 @@ def test_gzip_alert_is_accepted(
     try:
         session = db.document(f"sessions/{session_id}").get().to_dict()
     finally:
-        db.close()
+        db.close()  # type: ignore[no-untyped-call]
     assert session is not None
     assert session["metadata"] == {"team": "sre", "n": 9223372036854775807}
     assert '"pod": "api-0"' in session["alert_data"]

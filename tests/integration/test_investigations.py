@@ -85,7 +85,8 @@ async def test_native_thinking_investigation_sends_each_signature_back(
         for e in view.executions
         for record in await store.list_llm_interactions(e["execution_id"])
     ]
-    assert len(interactions) == len(calls) + 1  # and the executive summary
+    # And the executive summary, and the judge that scores the kubernetes chain's sessions.
+    assert len(interactions) == len(calls) + 2
     assert view.session["tokens"]["total_tokens"] == sum(
         i.tokens.total_tokens for i in interactions
     )

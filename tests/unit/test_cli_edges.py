@@ -341,3 +341,21 @@ def test_readme_exit_code_table_matches_the_cli() -> None:
     assert codes == {str(code) for code in expected}
     usage_row = next(row for row in rows if row.startswith(f"| {cli.EXIT_ERROR} |"))
     assert "usage error" in usage_row
+
+
+def test_score_lines_show_the_verdict_or_why_there_is_none() -> None:
+    from tarsy.cli import score_lines
+
+    report = {
+        "categories": {"logical_flow": {"score": 80, "reason": "started from the alert"}},
+        "missing_tools": [{"name": "kubernetes.configmaps_get"}],
+    }
+    assert score_lines({"score": 82, "score_report": report}) == [
+        "score: 82/100",
+        "  logical_flow: 80 - started from the alert",
+        "  missing tools: kubernetes.configmaps_get",
+    ]
+    assert score_lines({"score": None, "score_error": "judge failed"}) == [
+        "score: none (judge failed)"
+    ]
+    assert score_lines({"score": None}) == []
