@@ -84,11 +84,12 @@ from tarsy.steps import (
     ToolRun,
     Turn,
     _investigation_context,  # what a summary is told about the investigation
+    cost_of,
     decide,
     execution_update,
 )
 from tarsy.store import Store
-from tarsy.strategies.base import IterationOutcome, IterationState
+from tarsy.strategies.base import IterationOutcome, IterationState, budget_crossed
 from tarsy.strategies.registry import get_strategy
 from tarsy.summarize import SUMMARY_SYSTEM, shrink_results
 from tarsy.tools import CachedToolList, ToolExecutor, ToolListing, ToolResult, error_result
@@ -602,6 +603,42 @@ def _stopped_from_outside(execution: AgentExecution) -> bool:
     return execution.error is not None and execution.error.code in _OUTSIDE_ERROR_CODES
 
 
+class SessionSpend:
+    """The session's committed spend (tokens, USD) a step saw, for the chain's budget check.
+
+    :func:`tarsy.steps.call_model` turns a call into the conclusion call once the
+    session's spend has crossed the budget. A recorded step saw what every call
+    recorded before it had cost (ordered by the records' ``created_at``; for
+    agents running in parallel this approximates the commit order). A step
+    that was not recorded (a live model) sees what the replay has spent so far.
+    """
+
+    def __init__(self, recording: SessionRecording, *, live: bool) -> None:
+        self._live = live
+        self._calls = [
+            (call.created_at, call.tokens.total_tokens, call.cost)
+            for recorded in recording.executions
+            for call in [
+                *recorded.llm_interactions.values(),
+                *(c for calls in recorded.summary_interactions.values() for c in calls),
+            ]
+        ]
+        self.tokens = 0
+        self.cost = 0.0
+
+    def before(self, recorded: LLMInteraction | None) -> tuple[int, float]:
+        """The spend the step whose own call is ``recorded`` saw."""
+        if self._live or recorded is None:
+            return self.tokens, self.cost
+        earlier = [(tokens, cost) for at, tokens, cost in self._calls if at < recorded.created_at]
+        return sum(t for t, _ in earlier), sum(c for _, c in earlier)
+
+    def add(self, usage: TokenUsage, cost: float) -> None:
+        """Count what a replayed step spent."""
+        self.tokens += usage.total_tokens
+        self.cost += cost
+
+
 class _ExecutionReplayer:
     """Drives one execution's strategy over its recording, step by step, as steps.iterate does."""
 
@@ -611,11 +648,13 @@ class _ExecutionReplayer:
         recorded: RecordedExecution,
         config: TarsyConfig,
         live: LiveModel | None,
+        spend: SessionSpend,
     ) -> None:
         self.recording = recording
         self.recorded = recorded
         self.config = config
         self.live = live
+        self.spend = spend
         session, execution = recording.session, recorded.execution
         resolved = resolve_execution(config, session, execution)
         if live is not None and live.model is not None:
@@ -655,6 +694,13 @@ class _ExecutionReplayer:
             provider_state=provider_state,
             tools=listing,
         )
+        request = self.strategy.build_request(state)
+        # As steps.call_model does: past the chain's budget, a tool call becomes a conclusion.
+        tokens, cost = self.spend.before(self.recorded.llm_interactions.get(step))
+        spent = budget_crossed(tokens, cost, self.resolved)
+        if spent is not None and self.strategy.uses_tools and request.tool_choice != "none":
+            state = state.model_copy(update={"budget_note": spent})
+            request = self.strategy.build_request(state)
         turn = Turn(
             execution=execution,
             session=self.recording.session,
@@ -662,12 +708,14 @@ class _ExecutionReplayer:
             strategy=self.strategy,
             provider=self._provider(step),
             state=state,
-            request=self.strategy.build_request(state),
+            request=request,
             budget=math.inf,
         )
         call = await _call_model(turn, step)
         tools = await _run_tools(turn, call, self.tools, self.config)
         outcome = decide(turn, call, tools)
+        usage = call.interaction.tokens + tools.usage
+        self.spend.add(usage, cost_of(self.config.price_for(self.resolved.provider.model), usage))
         asked = (
             turn.provider.summary_requests if isinstance(turn.provider, ReplayProvider) else None
         )
@@ -833,6 +881,7 @@ async def _call_model(turn: Turn, step: int) -> ModelCall:
     except LLMError as error:
         interaction.error = error.info
         return ModelCall(interaction=interaction, error=error)
+    interaction.response_text, interaction.tokens = result.text, result.usage
     return ModelCall(interaction=interaction, result=result)
 
 
@@ -890,6 +939,7 @@ async def replay(
         executions=[],
     )
     replayed: list[Replayed] = []
+    spend = SessionSpend(recording, live=live is not None)
 
     # The stages in order, then the summary, then what follows it (chats, scoring...):
     # each may read what came before.
@@ -906,7 +956,7 @@ async def replay(
             report.skipped[recorded.execution.execution_id] = reason
             replayed.append(Replayed(execution=recorded.execution, timeline=recorded.events))
             continue
-        replayer = _ExecutionReplayer(recording, recorded, config, live)
+        replayer = _ExecutionReplayer(recording, recorded, config, live, spend)
         result, state = await replayer.run(replayed)
         report.executions.append(result)
         replayed.append(state)

@@ -24,7 +24,7 @@ from tarsy.replay import ReplayReport, load_recording, replay
 from tarsy.store import Store
 from tarsy.strategies import react
 from tarsy.strategies.react_parser import ReActResult, parse_react
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply
+from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
 from tarsy.testing.standin import ScenarioStandIn
 from tests.no_network import no_network
 
@@ -149,6 +149,34 @@ async def test_failing_tools_an_unavailable_server_and_a_summarized_result_repla
     summaries = [e for e in agent.events if e.type is TimelineEventType.MCP_TOOL_SUMMARY]
     assert len(summaries) == 1  # served to the summarizer call by the replay provider
     assert "down" in agent.timeline[1][0].metadata["unavailable_servers"]
+
+
+async def test_a_session_cut_short_by_its_budget_replays_identically(
+    client: TarsyClient, fake_gemini: FakeGemini, store: Store, deps: Deps
+) -> None:
+    """The chain's token budget is crossed after the first step: the second call is the
+    conclusion call, as the spend recorded before it says."""
+    step = STEPS[0]
+
+    def model(call: FakeCall) -> FakeReply:
+        if "budgeted-agent" not in call.system_text():
+            return FakeReply(text="summary")
+        if not call.function_names():
+            return FakeReply(text="The payments pods crash loop.", input_tokens=5, output_tokens=5)
+        tool = FakeToolCall(name=f"kubernetes__{step.tool}", args=step.arguments, id="t0")
+        return FakeReply(tool_calls=[tool], input_tokens=80, output_tokens=30)
+
+    fake_gemini.responder = model
+    session_id = client.submit({"alert_type": "test-budget", "data": ALERT["data"]}).session_id
+    finish(client, session_id)
+    recording = await load_recording(store, session_id, deps.config)
+
+    report = await replay_offline(recording, deps, fake_gemini)
+
+    assert report.identical, described(report)
+    [agent] = report.executions
+    assert agent.replayed_steps == 2
+    assert (agent.final_analysis or "").startswith("_(Cut short: the session used 110 tokens")
 
 
 @pytest.fixture
