@@ -581,7 +581,25 @@ def print_outcome(console: Console, view: SessionView) -> int:
     if session.get("error"):
         message = str(session["error"].get("message"))
         console.print(f"error: {message}", style="red", markup=False, soft_wrap=True)
+    for line in score_lines(session):
+        console.print(line, markup=False, soft_wrap=True)
     return EXIT_OK if status is ExecutionStatus.COMPLETED else EXIT_SESSION_FAILED
+
+
+def score_lines(session: dict[str, Any]) -> list[str]:
+    """The judge's verdict on a session as printed lines (none when it was not scored)."""
+    if session.get("score_error"):
+        return [f"score: none ({session['score_error']})"]
+    if session.get("score") is None:
+        return []
+    lines = [f"score: {session['score']}/100"]
+    report = session.get("score_report") or {}
+    for name, category in (report.get("categories") or {}).items():
+        lines.append(f"  {name}: {category.get('score')} - {category.get('reason', '')}")
+    missing = [str(tool.get("name")) for tool in report.get("missing_tools") or []]
+    if missing:
+        lines.append(f"  missing tools: {', '.join(missing)}")
+    return lines
 
 
 def watch_session(
@@ -673,10 +691,10 @@ def submit_source(client: TarsyClient, source: str, body: bytes, errors: Console
 
 def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     """Run the parsed command; return the exit code."""
-    if args.command == "replay":
-        return replay_session(args, console)
     if args.command == "eval":
         return run_eval(args, console, errors)
+    if args.command == "replay":
+        return replay_session(args, console)
     if args.command == "submit" and args.source is not None:
         if args.watch:
             raise UsageError("--watch with --source: a notification may start several sessions")
