@@ -139,4 +139,3 @@ def test_show_names_the_resolution(
     serve(monkeypatch, 200, {"session": session, "stages": [], "executions": [], "timeline": []})
     assert cli.main(["--api-url", API, "show", SID]) == cli.EXIT_OK
     assert "resolved by its source 2026-11-20T08:30:00Z" in capsys.readouterr().out
-
