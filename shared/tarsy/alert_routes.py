@@ -4,8 +4,9 @@
 Alertmanager, Grafana, PagerDuty or AWS SNS at tarsy should not need a
 translator, so each gets a route that takes its body as it is sent:
 
-* ``/alerts/alertmanager``: Alertmanager webhook v4 (and Grafana's
-  Alertmanager-compatible contact point);
+* ``/alerts/alertmanager``: Alertmanager webhook v4 (not yet Grafana's
+  "Alertmanager" contact-point type, which posts Alertmanager's v2 API:
+  Grafana users take the webhook type on ``/alerts/grafana``);
 * ``/alerts/grafana``: Grafana's webhook contact point;
 * ``/alerts/pagerduty``: PagerDuty V3 webhook subscriptions;
 * ``/alerts/sns``: AWS SNS HTTPS subscriptions carrying CloudWatch alarms.
