@@ -18,10 +18,10 @@ from tarsy.testing.fake_gemini import (
     FakeReply,
     FakeToolCall,
     StandInResponder,
-    _load_responder,
     _split,
     response_bodies,
 )
+from tarsy.testing.stand_in_server import _load_responder
 
 MODEL = "gemini-2.5-flash"
 GENERATE = f"/v1beta/models/{MODEL}:generateContent"

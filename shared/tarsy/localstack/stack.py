@@ -225,7 +225,7 @@ def start_stack(
             port = free_port()
             url = f"http://127.0.0.1:{port}"
             progress("no GEMINI_API_KEY or TARSY_VERTEX_PROJECT: starting the scripted stand-in")
-            argv = [sys.executable, "-m", "tarsy.testing.fake_gemini", "--port", str(port)]
+            argv = [sys.executable, "-m", "tarsy.testing.stand_in_server", "--port", str(port)]
             if options.scenario is not None:
                 argv += ["--scenario", options.scenario]
             fake = spawn("stand-in-model", argv, log_dir=log_dir, url=url)

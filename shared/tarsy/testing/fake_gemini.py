@@ -16,9 +16,7 @@ it answers with the clearly labelled :class:`StandInResponder`.
 
 from __future__ import annotations
 
-import argparse
 import base64
-import importlib
 import json
 import re
 import threading
@@ -431,43 +429,3 @@ def _handler_for(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
 def _sse_events(bodies: list[dict[str, Any]]) -> Iterator[bytes]:
     for body in bodies:
         yield b"data: " + json.dumps(body).encode() + b"\r\n\r\n"
-
-
-def _load_responder(spec: str) -> Responder:
-    module_name, _, attr = spec.partition(":")
-    if not attr:
-        raise SystemExit(f"--responder must be 'module:callable', got {spec!r}")
-    target = getattr(importlib.import_module(module_name), attr)
-    responder: Responder = target() if isinstance(target, type) else target
-    return responder
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Serve until interrupted."""
-    parser = argparse.ArgumentParser(description="A local fake of the Gemini REST API.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument(
-        "--responder", help="module:callable answering calls (default: the labelled stand-in)"
-    )
-    parser.add_argument(
-        "--scenario", help="follow this demo-cluster scenario's playbook (a scripted stand-in)"
-    )
-    args = parser.parse_args(argv)
-    responder = _load_responder(args.responder) if args.responder else None
-    if args.scenario:
-        from tarsy.testing.standin import ScenarioStandIn
-
-        responder = ScenarioStandIn(args.scenario)
-    fake = FakeGemini(host=args.host, port=args.port, responder=responder)
-    print(f"fake-gemini listening on {fake.url} {STAND_IN_LABEL}", flush=True)
-    try:
-        fake._server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        fake._server.server_close()
-
-
-if __name__ == "__main__":
-    main()
