@@ -15,8 +15,8 @@ Each crash point is run twice: the crashed message **redelivered** (the usual
 case), and **lost** (the push gave up for good; only the sweeper can heal it).
 HTTP scenes (ingest, chat) and the sweeper have no redelivery: only the second
 applies. Times are virtual: the clock jumps to the next delivery or sweep, so
-a 60 s lease costs nothing to wait for, and recovery times are those the
-production settings give (lease 60 s, due 60 s) plus the real processing time.
+a lease costs nothing to wait for, and recovery times are those the
+production settings give (lease 45 s, due 60 s) plus the real processing time.
 """
 
 from __future__ import annotations

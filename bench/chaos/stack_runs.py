@@ -603,7 +603,7 @@ def kill_step_function(driver: StackDriver, fake: FakeGemini) -> KillResults:
     """The step function SIGKILLed in the middle of a model call, then restarted.
 
     Nothing in this process helps: recovery is up to Pub/Sub's redelivery, the
-    lease running out (``TARSY_STEP_LEASE_SECONDS``, 60 s) and ``POST /sweep``.
+    lease running out (``TARSY_STEP_LEASE_SECONDS``, 45 s by default) and ``POST /sweep``.
     """
     kind = f"chaos-kill-{uuid.uuid4().hex[:6]}"
     model = _SlowFirstCall(kind, delay=30.0)
@@ -614,7 +614,7 @@ def kill_step_function(driver: StackDriver, fake: FakeGemini) -> KillResults:
     [session_id] = driver.submit([alert("default", 0, kind)])
     if not model.called.wait(timeout=60):
         raise RuntimeError("the model call to kill never came")
-    time.sleep(0.5)  # well inside the call: the claim is written, the answer 29 s away
+    # The claim is written before the model is called: the kill lands inside the call.
     watch = Stopwatch()
     _restart(driver.stack, "step")
     _, found = driver.wait_terminal([session_id], timeout=400)

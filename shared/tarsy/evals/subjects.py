@@ -104,9 +104,9 @@ def resolve_models(names: list[str], settings: Settings) -> list[ModelUnderTest]
 class EstimatedTokens:
     """Wraps a scripted responder so its replies report plausible token counts.
 
-    A scripted reply carries fixed placeholder counts; an estimate from the sizes
-    of the request and the reply (about 4 characters a token) makes the report's
-    token and cost columns show how large the conversations really grow.
+    A scripted reply carries ``FakeReply``'s constant counts (10 in, 20 out);
+    counting about 4 characters a token of the request and the reply makes the
+    report's token and cost columns show how large the conversations really grow.
     """
 
     def __init__(self, responder: Responder) -> None:
