@@ -1,5 +1,9 @@
 """The ``tarsy`` command: submit an alert, watch a session live, show a session.
 
+A chat's answer is shown as it streams: the api's session view carries each
+running execution's ``progress`` (the text of the LLM call so far), which a
+live area redraws until the step commits the real timeline events.
+
 Base URLs and the API key come from flags (before or after the subcommand),
 else the environment (``TARSY_INGEST_URL``, ``TARSY_API_URL``,
 ``TARSY_API_KEY``), else the ``.local/stack.env`` that ``make up`` writes. A
@@ -15,19 +19,24 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from markdown_it import MarkdownIt
 from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.live import Live
 from rich.markdown import Markdown
 from rich.markup import escape
 from rich.panel import Panel
+from rich.segment import Segment
+from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
+from rich.tree import Tree
 
 from tarsy.client import SessionView, TarsyClient
 from tarsy.errors import ApiError
@@ -45,8 +54,12 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_SESSION_FAILED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 # The stage numbers the api gives executions that belong to no stage
-# (tarsy.chains.SUMMARY_STAGE and CHAT_STAGE), and how the timeline names them.
-STAGE_LABELS = {-1: "executive summary", -2: "chat"}
+# (tarsy.chains.SUMMARY_STAGE, CHAT_STAGE and SCORING_STAGE), and how the timeline names them.
+STAGE_LABELS = {-1: "executive summary", -2: "chat", -3: "scoring"}
+CHAT_STAGE = -2
+
+# How the timeline names a sub-agent: the agents that messaged it, then its own name.
+AGENT_PATH_SEPARATOR = " \u203a "  # a single right-pointing angle quotation mark
 
 # The native alert sources `tarsy submit --source` replays to (POST /alerts/{source}).
 SOURCES = ("alertmanager", "grafana", "pagerduty", "sns")
@@ -180,12 +193,28 @@ def _parser() -> argparse.ArgumentParser:
     watch.add_argument("session_id")
     watch.add_argument("--timeout", type=float, default=None, help="give up after N seconds")
     watch.add_argument("--interval", type=float, default=0.5, help="poll interval (s)")
-    chat = command("chat", "ask a follow-up question on a finished session")
+    chat = command(
+        "chat",
+        "ask a follow-up question on a finished session; the answer prints as it arrives",
+    )
     chat.add_argument("session_id")
-    chat.add_argument("question")
+    chat.add_argument("question", nargs="?", help="the question (not with --watch)")
+    chat.add_argument(
+        "--watch",
+        action="store_true",
+        help="follow the chat that is answering now instead of asking",
+    )
     chat.add_argument("--timeout", type=float, default=300.0, help="give up after N seconds")
-    cancel = command("cancel", "stop a running session")
+    chat.add_argument("--interval", type=float, default=0.5, help="poll interval (s)")
+    cancel = command(
+        "cancel", "stop a running session, or with --agent one running agent of a parallel stage"
+    )
     cancel.add_argument("session_id")
+    cancel.add_argument(
+        "--agent",
+        metavar="NAME|EID",
+        help="only this agent: its name among the running agents, or its execution id",
+    )
     resume = command("resume", "continue a session paused at max_iterations")
     resume.add_argument("session_id")
     resume.add_argument("--iterations", type=int, default=None, help="extra iterations")
@@ -553,12 +582,19 @@ def print_event(console: Console, event: dict[str, Any]) -> None:
 
 
 def _new_events(view: SessionView, seen: dict[str, int]) -> list[dict[str, Any]]:
-    """Events not printed yet: each execution's timeline only grows (deterministic ids)."""
+    """Events not printed yet: each execution's timeline only grows (deterministic ids).
+
+    A sub-agent's events name it by its path (see :func:`agent_paths`).
+    """
+    paths = agent_paths(view.executions)
     fresh: list[dict[str, Any]] = []
     for execution in view.executions:
         events = execution.get("timeline", [])
         done = seen.get(execution["execution_id"], 0)
-        fresh.extend(events[done:])
+        path = paths.get(execution["execution_id"])
+        fresh.extend(
+            events[done:] if path is None else [{**e, "agent": path} for e in events[done:]]
+        )
         seen[execution["execution_id"]] = len(events)
     fresh.sort(key=lambda e: str(e.get("created_at")))
     return fresh
@@ -626,27 +662,332 @@ def watch_session(
     return print_outcome(console, view)
 
 
-def chat_session(
-    client: TarsyClient, session_id: str, question: str, console: Console, timeout: float
+# ─── chat: the answer as it arrives ──────────────────────────────────────────
+
+
+def streaming_text(progress: dict[str, Any] | None) -> Text | None:
+    """What the live area shows of a call streaming now: its text, else its thinking.
+
+    Args:
+        progress: An execution's ``progress`` in the session view (None between calls).
+
+    Returns:
+        The answer so far, or (dim) the thinking before the answer starts; None
+        when nothing has streamed yet.
+    """
+    if not progress:
+        return None
+    text = str(progress.get("text") or "")
+    if text:
+        return Text(text)
+    thinking = str(progress.get("thinking") or "")
+    return Text(thinking, style="dim italic") if thinking else None
+
+
+class LiveAnswer:
+    """The live area of ``tarsy chat``: the last lines of the streaming answer, then a spinner.
+
+    Only the tail that fits the terminal is drawn: a live area taller than the
+    screen cannot be redrawn in place.
+    """
+
+    def __init__(self) -> None:
+        """Start with nothing streamed."""
+        self.progress: dict[str, Any] | None = None
+        self._spinner = Spinner("dots", text="the assistant is working…", style="magenta")
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """Render the answer's tail and the spinner line."""
+        text = streaming_text(self.progress)
+        if text is not None:
+            room = max(1, (options.height or options.max_height) - 1)
+            lines = console.render_lines(text, options.update(height=None), pad=False)
+            for line in lines[-room:]:
+                yield from line
+                yield Segment.line()
+        yield self._spinner
+
+
+def running_chat(view: SessionView) -> dict[str, Any] | None:
+    """The session's chat execution answering now (the newest not ended), or None.
+
+    Args:
+        view: The session view.
+
+    Returns:
+        The execution as the view has it, or None when no chat is running.
+    """
+    running = [
+        e
+        for e in view.executions
+        if e.get("role") == "chat" and not ExecutionStatus(e["status"]).is_terminal
+    ]
+    return max(
+        running, key=lambda e: (str(e.get("created_at", "")), int(e.get("agent_index", 0))),
+        default=None,
+    )  # fmt: skip
+
+
+def follow_chat(
+    client: TarsyClient,
+    session_id: str,
+    execution_id: str,
+    console: Console,
+    *,
+    timeout: float,
+    interval: float = 0.5,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Ask, then print the chat's timeline until its execution ends."""
-    execution_id = client.chat(session_id, question)
+    """Print a chat execution's timeline, with the answer live as it streams, until it ends.
+
+    Args:
+        client: The client.
+        session_id: The session.
+        execution_id: The chat's execution.
+        console: Where to print; the live area is drawn only on a terminal.
+        timeout: Give up after this many seconds.
+        interval: Seconds between polls.
+        sleep: How to wait between polls (tests pass a no-op).
+
+    Returns:
+        ``EXIT_OK`` when the chat completed, ``EXIT_SESSION_FAILED`` when it ended otherwise.
+
+    Raises:
+        ApiError: The session has no such execution, or it did not end in time.
+    """
     deadline = time.monotonic() + timeout
     printed = 0
-    with console.status("the assistant is working…"):
+    answer = LiveAnswer()
+    # Transient: once the step commits, the real events replace the streamed text.
+    with Live(answer, console=console, transient=True, refresh_per_second=8) as live:
         while True:
             view = client.session(session_id)
-            execution = next(e for e in view.executions if e["execution_id"] == execution_id)
-            events = execution["timeline"]
+            execution = next(
+                (e for e in view.executions if e["execution_id"] == execution_id), None
+            )
+            if execution is None:
+                raise ApiError(f"session {session_id} has no execution {execution_id}")
+            events = execution.get("timeline", [])
             for event in events[printed:]:
-                print_event(console, {**event, "stage": -2, "agent": execution["agent"]})
+                print_event(console, {**event, "stage": CHAT_STAGE, "agent": execution["agent"]})
             printed = len(events)
+            answer.progress = execution.get("progress")
+            live.refresh()  # now, not at the next tick: each poll may bring new text
             status = ExecutionStatus(execution["status"])
             if status.is_terminal:
                 return EXIT_OK if status is ExecutionStatus.COMPLETED else EXIT_SESSION_FAILED
             if time.monotonic() > deadline:
                 raise ApiError(f"no answer after {timeout:.0f}s")
-            time.sleep(0.5)
+            sleep(interval)
+
+
+def chat_session(client: TarsyClient, args: argparse.Namespace, console: Console) -> int:
+    """``tarsy chat``: ask (or with ``--watch`` find the running chat), then follow the answer.
+
+    Raises:
+        UsageError: A question with ``--watch``, neither, or no chat running to watch.
+    """
+    session_id: str = args.session_id
+    if args.watch and args.question is not None:
+        raise UsageError("give a question or --watch, not both")
+    if args.watch:
+        execution = running_chat(client.session(session_id))
+        if execution is None:
+            raise UsageError(
+                f"no chat is running on session {session_id}; "
+                f"ask one with: tarsy chat {session_id} QUESTION"
+            )
+        execution_id = str(execution["execution_id"])
+    elif args.question is None:
+        raise UsageError("no question: give one, or --watch to follow a running chat")
+    else:
+        execution_id = client.chat(session_id, args.question)
+    return follow_chat(
+        client,
+        session_id,
+        execution_id,
+        console,
+        timeout=args.timeout,
+        interval=args.interval,
+    )
+
+
+# ─── cancel one agent ────────────────────────────────────────────────────────
+
+
+def _describe(execution: dict[str, Any]) -> str:
+    role = execution.get("role", "agent")
+    kind = "" if role == "agent" else f" [{role}]"
+    return f"{execution.get('agent')}{kind} ({execution['execution_id']})"
+
+
+def resolve_agent(executions: Sequence[dict[str, Any]], wanted: str) -> dict[str, Any]:
+    """The execution ``tarsy cancel --agent`` means: an execution id, or a running agent's name.
+
+    Args:
+        executions: The session view's executions.
+        wanted: An execution id of the session (taken as is), or the name of
+            exactly one execution that has not ended.
+
+    Returns:
+        The execution as the view has it.
+
+    Raises:
+        UsageError: The name is unknown among the running agents, or names
+            several; the message lists the running agents and their execution ids.
+    """
+    for execution in executions:
+        if execution["execution_id"] == wanted:
+            return execution
+    running = [e for e in executions if not ExecutionStatus(e["status"]).is_terminal]
+    named = [e for e in running if e.get("agent") == wanted]
+    if len(named) == 1:
+        return named[0]
+    listing = ", ".join(_describe(e) for e in running) or "none"
+    if named:
+        raise UsageError(
+            f"{wanted!r} names {len(named)} running agents; give an execution id. "
+            f"Running: {listing}"
+        )
+    raise UsageError(f"no running agent {wanted!r}. Running: {listing}")
+
+
+def cancel_session(client: TarsyClient, args: argparse.Namespace, errors: Console) -> int:
+    """``tarsy cancel``: the whole session, or with ``--agent`` one running agent of it."""
+    session_id: str = args.session_id
+    if args.agent is None:
+        client.cancel(session_id)
+        errors.print(f"cancel requested for {session_id}", markup=False)
+        return EXIT_OK
+    if not args.agent.strip():
+        raise UsageError("--agent is empty; give an agent name or an execution id")
+    execution = resolve_agent(client.session(session_id).executions, args.agent)
+    client.cancel_agent(session_id, str(execution["execution_id"]))
+    errors.print(f"cancel requested for {_describe(execution)} of {session_id}", markup=False)
+    return EXIT_OK
+
+
+# ─── the execution tree ──────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class ExecutionNode:
+    """One execution of the tree in ``tarsy show``, with the sub-agents it messaged."""
+
+    execution: dict[str, Any]
+    children: tuple[ExecutionNode, ...] = ()
+
+
+def _by_creation(execution: dict[str, Any]) -> tuple[str, int]:
+    return str(execution.get("created_at", "")), int(execution.get("agent_index", 0))
+
+
+def execution_tree(executions: Sequence[dict[str, Any]]) -> dict[int, list[ExecutionNode]]:
+    """The session's executions as trees, per stage: each agent above its sub-agents.
+
+    An execution's parent is its ``parent_execution_id`` (set on sub-agents); one
+    whose parent is not in the view is shown at its stage's top level.
+
+    Args:
+        executions: The session view's executions.
+
+    Returns:
+        The top-level nodes of each stage, stages in chain order and then the
+        summary, chats and scoring; nodes in creation order.
+    """
+    ids = {e["execution_id"] for e in executions}
+    children: dict[str, list[dict[str, Any]]] = {}
+    roots: list[dict[str, Any]] = []
+    for execution in sorted(executions, key=_by_creation):
+        parent = execution.get("parent_execution_id")
+        if parent in ids and parent != execution["execution_id"]:
+            children.setdefault(str(parent), []).append(execution)
+        else:
+            roots.append(execution)
+    placed: set[str] = set()
+
+    def node(execution: dict[str, Any]) -> ExecutionNode:
+        placed.add(execution["execution_id"])
+        below = children.get(execution["execution_id"], [])
+        return ExecutionNode(
+            execution, tuple(node(c) for c in below if c["execution_id"] not in placed)
+        )
+
+    # Executions whose parents form a loop (never written so; a damaged view) stay visible.
+    trees = [node(e) for e in roots]
+    trees += [
+        node(e) for e in sorted(executions, key=_by_creation) if e["execution_id"] not in placed
+    ]
+    stages: dict[int, list[ExecutionNode]] = {}
+    for tree in trees:
+        stages.setdefault(int(tree.execution.get("stage", 0)), []).append(tree)
+    # Chain stages (0, 1, ...) first, then the sentinels: summary (-1), chat (-2), scoring (-3).
+    order = sorted(stages, key=lambda index: (index < 0, abs(index)))
+    return {index: stages[index] for index in order}
+
+
+def agent_paths(executions: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """How the timeline names each sub-agent: its parent's name, then its own (nested: longer).
+
+    Args:
+        executions: The session view's executions.
+
+    Returns:
+        ``{execution_id: path}`` for the executions that have a parent in the view.
+    """
+    by_id = {e["execution_id"]: e for e in executions}
+    paths: dict[str, str] = {}
+    for execution in executions:
+        names = [str(execution.get("agent"))]
+        seen = {execution["execution_id"]}
+        parent = by_id.get(str(execution.get("parent_execution_id")))
+        while parent is not None and parent["execution_id"] not in seen:
+            names.append(str(parent.get("agent")))
+            seen.add(parent["execution_id"])
+            parent = by_id.get(str(parent.get("parent_execution_id")))
+        if len(names) > 1:
+            paths[execution["execution_id"]] = AGENT_PATH_SEPARATOR.join(reversed(names))
+    return paths
+
+
+_STATUSES = frozenset(status.value for status in ExecutionStatus)
+
+
+def execution_line(execution: dict[str, Any]) -> Text:
+    """One execution in the tree: agent, role, status, iterations, tokens, execution id."""
+    status = str(execution.get("status", "?"))
+    style = _STATUS_STYLE.get(ExecutionStatus(status), "cyan") if status in _STATUSES else "white"
+    line = Text(str(execution.get("agent", "?")), style="bold")
+    role = execution.get("role", "agent")
+    if role != "agent":
+        line.append(f" [{str(role).replace('_', '-')}]", style="dim")
+    line.append("  ")
+    line.append(status, style=style)
+    iterations = int(execution.get("iteration", 0))
+    tokens = int((execution.get("tokens") or {}).get("total_tokens", 0))
+    line.append(f" · {iterations} iteration{'' if iterations == 1 else 's'} · {tokens:,} tokens")
+    line.append(f"  {execution['execution_id']}", style="dim")
+    return line
+
+
+def print_tree(console: Console, view: SessionView) -> None:
+    """Print the executions as a tree: stage → agent → the sub-agents it messaged."""
+    names = {stage.get("index"): stage.get("name") for stage in view.stages}
+    tree = Tree("[bold]executions[/]")
+
+    def add(branch: Tree, node: ExecutionNode) -> None:
+        leaf = branch.add(execution_line(node.execution))
+        for child in node.children:
+            add(leaf, child)
+
+    for index, nodes in execution_tree(view.executions).items():
+        label = stage_label(index)
+        if names.get(index):
+            label += f" · {names[index]}"
+        stage = tree.add(Text(label, style="cyan"))
+        for node in nodes:
+            add(stage, node)
+    console.print(tree)
 
 
 def show_session(view: SessionView, console: Console) -> int:
@@ -664,6 +1005,8 @@ def show_session(view: SessionView, console: Console) -> int:
         e.get("type") == "final_analysis" for e in view.timeline
     ):
         console.print(Panel(LiteralMarkdown(session["final_analysis"]), title="final analysis"))
+    if view.executions:
+        print_tree(console, view)
     return print_outcome(console, view) if view.is_finished else EXIT_OK
 
 
@@ -716,11 +1059,9 @@ def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
                 client, args.session_id, console, timeout=args.timeout, interval=args.interval
             )
         if args.command == "chat":
-            return chat_session(client, args.session_id, args.question, console, args.timeout)
+            return chat_session(client, args, console)
         if args.command == "cancel":
-            client.cancel(args.session_id)
-            errors.print(f"cancel requested for {args.session_id}", markup=False)
-            return EXIT_OK
+            return cancel_session(client, args, errors)
         if args.command == "resume":
             client.resume(args.session_id, args.iterations)
             errors.print(f"resumed {args.session_id}", markup=False)

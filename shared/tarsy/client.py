@@ -245,6 +245,10 @@ class TarsyClient:
         """Ask the session to stop."""
         return self._post(f"/sessions/{session_id}/cancel")
 
+    def cancel_agent(self, session_id: str, execution_id: str) -> dict[str, Any]:
+        """Ask one running agent of the session to stop; its stage goes on without it."""
+        return self._post(f"/sessions/{session_id}/executions/{execution_id}/cancel")
+
     def resume(self, session_id: str, extra_iterations: int | None = None) -> dict[str, Any]:
         """Continue a session paused at max_iterations."""
         body = {"extra_iterations": extra_iterations} if extra_iterations else {}

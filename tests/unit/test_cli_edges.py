@@ -314,9 +314,14 @@ def test_stage_labels(stage: int, label: str) -> None:
 
 
 def test_stage_labels_match_the_chain_sentinels() -> None:
-    from tarsy.chains import CHAT_STAGE, SUMMARY_STAGE
+    from tarsy.chains import CHAT_STAGE, SCORING_STAGE, SUMMARY_STAGE
 
-    assert cli.STAGE_LABELS == {SUMMARY_STAGE: "executive summary", CHAT_STAGE: "chat"}
+    assert cli.STAGE_LABELS == {
+        SUMMARY_STAGE: "executive summary",
+        CHAT_STAGE: "chat",
+        SCORING_STAGE: "scoring",
+    }
+    assert cli.CHAT_STAGE == CHAT_STAGE
 
 
 def test_show_labels_the_executive_summary(
