@@ -4,9 +4,17 @@
 Alertmanager, Grafana, PagerDuty or AWS SNS at tarsy should not need a
 translator, so each gets a route that takes its body as it is sent:
 
-* ``/alerts/alertmanager``: Alertmanager webhook v4 (not yet Grafana's
-  "Alertmanager" contact-point type, which posts Alertmanager's v2 API:
-  Grafana users take the webhook type on ``/alerts/grafana``);
+* ``/alerts/alertmanager``: Alertmanager webhook v4;
+* ``/alerts/alertmanager/api/v2/alerts`` (and ``.../api/v1/alerts``): the
+  alerts API of an Alertmanager, for Grafana's "Alertmanager" contact point,
+  whose URL is then ``https://HOST/alerts/alertmanager`` (Grafana appends
+  the API path; older releases append ``/api/v1/alerts``, with the same
+  body). Its alerts belong to the ``alertmanager`` source: its settings, and
+  Alertmanager's own fingerprint of their labels (see
+  :mod:`tarsy.sources.alertmanager_api`). It answers ``200`` where the
+  others answer ``202``: Alertmanager's API documents only 200 for success,
+  and clients generated from its OpenAPI spec, such as ``amtool``, take any
+  other code as an error;
 * ``/alerts/grafana``: Grafana's webhook contact point;
 * ``/alerts/pagerduty``: PagerDuty V3 webhook subscriptions;
 * ``/alerts/sns``: AWS SNS HTTPS subscriptions carrying CloudWatch alarms.
@@ -15,15 +23,18 @@ Each request is checked in the order ``POST /alerts`` uses — method, auth,
 size, content type, body, shape — and nothing is written on any rejection.
 Authentication is what each sender can send: the API key as Bearer,
 ``X-API-Key`` or the basic-auth password (SNS and PagerDuty can only put it
-in the URL, ``https://tarsy:KEY@host/...``); PagerDuty's HMAC signature
-instead of the key once a signing secret is configured; for SNS, the key and
-the message's own signature and an allow-listed topic. A missing key is
+in the URL, ``https://tarsy:KEY@host/...``; Grafana's Alertmanager contact
+point can only send basic auth, and only when its user is set too);
+PagerDuty's HMAC signature instead of the key once a signing secret is
+configured; for SNS, the key and the message's own signature and an
+allow-listed topic. A missing key is
 answered with a ``Basic`` challenge, because SNS sends the credentials of its
 subscription URL only after one.
 
 The body becomes normalized alerts (:mod:`tarsy.sources`), and each alert an
 outcome (:mod:`tarsy.alert_intake`): the answer is ``202 {"alerts": [...]}``
-with one ``{fingerprint, session_id, outcome}`` per alert.
+(``200`` on the Alertmanager API route) with one ``{fingerprint,
+session_id, outcome}`` per alert.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ from tarsy.json_body import JsonValue
 from tarsy.settings import Settings
 from tarsy.sources.basic_auth import check_key
 from tarsy.sources.config import PagerDutySourceConfig
-from tarsy.sources.dispatch import BodySource, alerts_from_body
+from tarsy.sources.dispatch import BodySource, alerts_from_api_body, alerts_from_body
 from tarsy.sources.normalized import SOURCE_NAMES, NormalizedAlert, SourceName
 from tarsy.sources.pagerduty_signature import SIGNATURE_HEADER, verify_pagerduty_signature
 from tarsy.store import Store
@@ -52,6 +63,11 @@ logger = logging.getLogger(__name__)
 ROUTE_PREFIX = "/alerts/"
 SOURCE_ROUTES: dict[str, SourceName] = {f"{ROUTE_PREFIX}{name}": name for name in SOURCE_NAMES}
 """Path → the source it takes."""
+
+ALERTMANAGER_API_ROUTES: frozenset[str] = frozenset(
+    f"{ROUTE_PREFIX}alertmanager/api/{version}/alerts" for version in ("v1", "v2")
+)
+"""Paths of tarsy's Alertmanager alerts API: what an Alertmanager client posts to."""
 
 # SNS posts its JSON as text/plain; every other sender as application/json.
 _SNS_MEDIA_TYPES = frozenset({"text/plain", "application/json"})
@@ -66,7 +82,10 @@ def source_for(path: str) -> SourceName | None:
     Returns:
         The source, or None for any other path.
     """
-    return SOURCE_ROUTES.get(path.rstrip("/"))
+    path = path.rstrip("/")
+    if path in ALERTMANAGER_API_ROUTES:
+        return "alertmanager"
+    return SOURCE_ROUTES.get(path)
 
 
 def _media_type(request: HttpRequest) -> str:
@@ -186,6 +205,16 @@ async def _body_alerts(
     return alerts_from_body(source, _json_text(request, settings), config.alert_sources)
 
 
+async def _api_alerts(
+    request: HttpRequest, settings: Settings, config: TarsyConfig
+) -> list[NormalizedAlert]:
+    """Authenticate and parse alerts posted to the Alertmanager API route."""
+    check_source_key(request, settings)
+    _check_size(request, settings)
+    _check_content_type(request, "alertmanager")
+    return alerts_from_api_body(_json_text(request, settings), config.alert_sources)
+
+
 async def _sns(
     request: HttpRequest, settings: Settings, config: TarsyConfig, intake: Intake
 ) -> HttpResponse:
@@ -222,7 +251,12 @@ async def _sns(
 
 
 async def _take(
-    intake: Intake, alerts: list[NormalizedAlert], source: SourceName, config: TarsyConfig
+    intake: Intake,
+    alerts: list[NormalizedAlert],
+    source: SourceName,
+    config: TarsyConfig,
+    *,
+    status: int = 202,
 ) -> HttpResponse:
     try:
         outcomes = await intake.take(alerts, config.alert_sources.for_source(source))
@@ -233,7 +267,7 @@ async def _take(
             headers={"Retry-After": "5"},
         )
     return HttpResponse(
-        status=202,
+        status=status,
         body={"alerts": [outcome.answer() for outcome in outcomes]},
     )
 
@@ -251,7 +285,8 @@ async def handle(
         bus: The steps topic.
 
     Returns:
-        202 with the outcomes, 200 for an SNS (un)subscription, else the rejection.
+        202 with the outcomes (200 on the Alertmanager API route), 200 for an
+        SNS (un)subscription, else the rejection.
     """
     source = source_for(request.path)
     if source is None:
@@ -266,6 +301,9 @@ async def handle(
             )
         if source == "sns":
             return await _sns(request, settings, config, intake)
+        if request.path.rstrip("/") in ALERTMANAGER_API_ROUTES:
+            alerts = await _api_alerts(request, settings, config)
+            return await _take(intake, alerts, source, config, status=200)
         alerts = await _body_alerts(source, request, settings, config)
         return await _take(intake, alerts, source, config)
     except InputError as e:

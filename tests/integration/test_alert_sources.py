@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -51,6 +51,7 @@ from .conftest import ROOT, Tap, stack_config_path
 
 FIXTURES = ROOT / "tests" / "fixtures" / "sources"
 PD_SECRET = "pd-integration-signing-secret"
+AM_API = "alertmanager/api/v2/alerts"  # a Grafana Alertmanager contact point's URL + /api/v2/alerts
 REGION = "us-east-1"
 TOPIC_NAME = "tarsy-cloudwatch-alarms"
 TOPIC_ARN = f"arn:aws:sns:{REGION}:{DEFAULT_ACCOUNT_ID}:{TOPIC_NAME}"
@@ -161,6 +162,10 @@ def moto() -> Iterator[Moto]:
         server.stop()
 
 
+def basic_auth(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
 @dataclass
 class Ingest:
     url: str
@@ -180,8 +185,7 @@ class Ingest:
         )
 
     def basic(self) -> dict[str, str]:
-        token = base64.b64encode(f"alertmanager:{self.api_key}".encode()).decode()
-        return {"Authorization": f"Basic {token}"}
+        return {"Authorization": basic_auth("alertmanager", self.api_key)}
 
     def bearer(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"}
@@ -326,6 +330,43 @@ def test_a_resolution_is_recorded_on_its_session(
     [stored] = sessions(db)
     assert stored["resolved_at"] is not None
     assert client.session(entry["session_id"]).session["resolved_at"] is not None
+
+
+def test_grafana_alertmanager_contact_point_creates_dedups_and_resolves(
+    ingest: Ingest, db: firestore.Client, client: TarsyClient
+) -> None:
+    """Grafana's "Alertmanager" contact point, posting to ``{url}/api/v2/alerts``.
+
+    There is no Grafana binary here: the bodies are hand-written from
+    grafana/alerting's Alertmanager notifier (a JSON array of Go's
+    ``types.Alert``) and Alertmanager's ``postableAlert`` in its OpenAPI spec,
+    sent with basic auth as that contact point sends it.
+    """
+    grafana = {"Authorization": basic_auth("grafana", ingest.api_key)}
+    firing = fixture("grafana_alertmanager_firing.json")
+
+    fired = ingest.post(AM_API, firing, grafana)
+    assert fired.status_code == 200, fired.text
+    entries = fired.json()["alerts"]
+    assert [e["outcome"] for e in entries] == ["created", "created"]
+    stored = sessions(db, "alertmanager")
+    assert {s["session_id"] for s in stored} == {e["session_id"] for e in entries}
+    assert {s["runbook"] for s in stored} == {
+        "https://runbooks.example.com/checkout/high-latency",
+        None,
+    }
+
+    again = ingest.post(AM_API, firing, grafana)
+    assert again.status_code == 200, again.text
+    assert again.json()["alerts"] == [{**e, "outcome": "duplicate"} for e in entries]
+    assert len(sessions(db)) == 2 and len(documents(db, "alert_fingerprints")) == 2
+
+    resolved = ingest.post(AM_API, fixture("grafana_alertmanager_resolved.json"), grafana)
+    assert resolved.status_code == 200, resolved.text
+    assert resolved.json()["alerts"] == [{**entries[0], "outcome": "resolved"}]
+    assert len(sessions(db)) == 2
+    assert client.session(entries[0]["session_id"]).session["resolved_at"] is not None
+    assert client.session(entries[1]["session_id"]).session["resolved_at"] is None
 
 
 def test_a_bad_signature_is_401_and_writes_nothing(ingest: Ingest, db: firestore.Client) -> None:
@@ -500,6 +541,52 @@ def test_a_real_alertmanager_one_session_per_alert_repeats_deduplicated_resolve_
     eventually(lambda: resolved_pods() == {"api-0"}, "the resolution recorded")
     assert len(sessions(db, "alertmanager")) == 2
     assert alertmanager.webhook_counts()[1] == 0  # no delivery failed (auth, shape)
+
+
+def test_a_real_alertmanager_and_amtool_agree_with_the_alertmanager_api_route(
+    alertmanager: Alertmanager, ingest: Ingest, db: firestore.Client
+) -> None:
+    """The API route's fingerprint is the real Alertmanager's, and amtool can post to it.
+
+    An alert fired into the real Alertmanager reaches tarsy by its webhook;
+    the same labels posted to the API route are then a duplicate of that
+    session. ``amtool``, a client generated from Alertmanager's v2 OpenAPI
+    spec, pointed at tarsy as if it were an Alertmanager, fires a new alert
+    and resolves the first one.
+    """
+    labels = {"alertname": "TarsyDiskFull", "instance": "db-1", "severity": "page"}
+    alertmanager.fire(labels, {"summary": "disk full"})
+    eventually(lambda: len(sessions(db, "alertmanager")) == 1, "the webhook's session")
+    [webhook_session] = sessions(db, "alertmanager")
+
+    same = json.dumps(
+        [{"labels": dict(reversed(labels.items())), "endsAt": "0001-01-01T00:00:00Z"}]
+    )
+    answer = ingest.post(AM_API, same.encode(), ingest.basic())
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["alerts"] == [
+        {
+            "fingerprint": webhook_session["metadata"]["fingerprint"],
+            "session_id": webhook_session["session_id"],
+            "outcome": "duplicate",
+        }
+    ]
+
+    # amtool sends the URL's user and password as basic auth, to URL + /api/v2/alerts.
+    as_alertmanager = ingest.url.replace("http://", f"http://grafana:{ingest.api_key}@")
+    tarsy = replace(alertmanager, url=f"{as_alertmanager}/alerts/alertmanager")
+    tarsy.fire({"alertname": "TarsyDiskSlow", "instance": "db-2"}, {"runbook_url": "https://rb/ds"})
+    tarsy.resolve(labels)  # amtool has its answer: both are done
+
+    stored = {s["session_id"]: s for s in sessions(db, "alertmanager")}
+    assert len(stored) == 2
+    assert stored[webhook_session["session_id"]].get("resolved_at") is not None
+    [new] = [s for s in stored.values() if s["session_id"] != webhook_session["session_id"]]
+    assert (new["alert_type"], new["runbook"], new.get("resolved_at")) == (
+        "TarsyDiskSlow",
+        "https://rb/ds",
+        None,
+    )
 
 
 # ─── the store's claims against the Firestore emulator ───────────────────────

@@ -468,6 +468,8 @@ def _tampered() -> HttpRequest:
 
 
 AM = fixture_bytes("alertmanager_firing_group.json")
+AM_API = "alertmanager/api/v2/alerts"
+GRAFANA_AM = fixture_bytes("grafana_alertmanager_firing.json")
 
 REJECTIONS: dict[str, tuple[HttpRequest, int, str]] = {
     "no-key-gets-a-basic-challenge": (post("alertmanager", AM), 401, "missing API key"),
@@ -517,6 +519,28 @@ REJECTIONS: dict[str, tuple[HttpRequest, int, str]] = {
         "does not match",
     ),
     "pagerduty-shape-is-422": (signed_pagerduty(b'{"event": {"id": 1}}'), 422, "does not match"),
+    "api-no-key-gets-a-basic-challenge": (post(AM_API, GRAFANA_AM), 401, "missing API key"),
+    "api-wrong-basic-password": (
+        post(AM_API, GRAFANA_AM, auth_headers("basic", "nope")),
+        401,
+        "invalid",
+    ),
+    "api-get-is-405": (post(AM_API, b"", auth_headers("basic"), method="GET"), 405, "GET"),
+    "api-text-plain-is-415": (
+        post(AM_API, GRAFANA_AM, auth_headers("basic"), content_type="text/plain"),
+        415,
+        "application/json",
+    ),
+    "api-a-webhook-body-is-422": (
+        post(AM_API, AM, auth_headers("basic")),
+        422,
+        "must be a JSON array of alerts",
+    ),
+    "api-unknown-version-is-404": (
+        post("alertmanager/api/v3/alerts", GRAFANA_AM, auth_headers("basic")),
+        404,
+        "no route",
+    ),
 }
 
 
@@ -584,6 +608,103 @@ async def test_plain_alerts_route_is_unchanged() -> None:
 class _PlainStore:
     async def create_session(self, session: Session) -> None:
         raise AssertionError("nothing is written for a 422")
+
+
+# ─── the Alertmanager API route (Grafana's "Alertmanager" contact point) ─────
+
+
+@pytest.mark.parametrize(
+    ("path", "auth"),
+    [
+        (AM_API, "basic"),  # what Grafana sends: basicAuthUser + basicAuthPassword
+        (AM_API, "bearer"),
+        (AM_API, "x-api-key"),
+        ("alertmanager/api/v1/alerts", "basic"),  # Grafana before 2024
+        (f"{AM_API}/", "basic"),
+    ],
+)
+async def test_alertmanager_api_posts_create_one_session_per_firing_alert(
+    path: str, auth: str
+) -> None:
+    store, bus = MemoryAlertStore(), RecordingBus()
+    response = await run(post(path, GRAFANA_AM, auth_headers(auth)), store, bus)
+    # 200, not 202: the only success Alertmanager's API documents.
+    assert response.status == 200, response.body
+    assert outcomes(response) == ["created", "created"]
+    entries = response.body["alerts"]
+    assert [e["fingerprint"] for e in entries] == ["643a98a69832f543", "4568dbe401abfbd3"]
+    assert sorted(e["session_id"] for e in entries) == sorted(store.sessions)
+    assert bus.published == [
+        StepMessage(session_id=e["session_id"], kind="start_session") for e in entries
+    ]
+    first = store.sessions[entries[0]["session_id"]]
+    assert (first.source, first.alert_type, first.chain_id) == (
+        "alertmanager",
+        "HighRequestLatency",
+        "default",
+    )
+    assert first.runbook == "https://runbooks.example.com/checkout/high-latency"
+    assert first.metadata == {"fingerprint": "643a98a69832f543"}
+    data = json.loads(first.alert_data)
+    assert data["labels"]["service"] == "checkout-api"
+    assert (data["status"], data["startsAt"], data["endsAt"]) == (
+        "firing",
+        "2026-11-21T14:02:10Z",
+        "",
+    )
+
+
+async def test_alertmanager_api_repeat_is_a_duplicate_naming_the_session() -> None:
+    store, bus = MemoryAlertStore(), RecordingBus()
+    first = await run(post(AM_API, GRAFANA_AM, auth_headers("basic")), store, bus)
+    again = await run(post(AM_API, GRAFANA_AM, auth_headers("basic")), store, bus)
+    assert again.status == 200
+    assert again.body["alerts"] == [
+        {**entry, "outcome": "duplicate"} for entry in first.body["alerts"]
+    ]
+    assert len(store.sessions) == len(bus.published) == 2
+
+
+async def test_alertmanager_api_resolution_is_recorded_and_creates_nothing() -> None:
+    store, bus = MemoryAlertStore(), RecordingBus()
+    fired = await run(post(AM_API, GRAFANA_AM, auth_headers("basic")), store, bus)
+    session_id = fired.body["alerts"][0]["session_id"]
+    resolved_body = fixture_bytes("grafana_alertmanager_resolved.json")
+    answer = await run(post(AM_API, resolved_body, auth_headers("basic")), store, bus)
+    assert answer.status == 200
+    assert answer.body["alerts"] == [
+        {"fingerprint": "643a98a69832f543", "session_id": session_id, "outcome": "resolved"}
+    ]
+    assert len(store.sessions) == len(bus.published) == 2
+    assert store.sessions[session_id].resolved_at is not None
+    other = fired.body["alerts"][1]["session_id"]
+    assert store.sessions[other].resolved_at is None
+
+
+async def test_alertmanager_api_takes_the_alertmanager_settings() -> None:
+    config = config_with("  alertmanager:\n    alert_type_from: labels.service\n")
+    store, bus = MemoryAlertStore(), RecordingBus()
+    await run(post(AM_API, GRAFANA_AM, auth_headers("basic")), store, bus, config=config)
+    assert {s.alert_type for s in store.sessions.values()} == {"checkout-api", "checkout-worker"}
+
+
+async def test_alertmanager_api_bad_alert_names_its_field_and_writes_nothing() -> None:
+    store, bus = MemoryAlertStore(), RecordingBus()
+    alerts = json.loads(GRAFANA_AM)
+    alerts[1]["endsAt"] = "2026-11-21T14:00:00Z"  # before its startsAt
+    response = await run(
+        post(AM_API, json.dumps(alerts).encode(), auth_headers("basic")), store, bus
+    )
+    assert response.status == 422
+    assert [d["field"] for d in response.body["error"]["details"]] == ["1.endsAt"]
+    assert nothing_written(store, bus)
+
+
+async def test_alertmanager_api_publish_failure_is_503() -> None:
+    store, bus = MemoryAlertStore(), FailingAfter(0)
+    response = await run(post(AM_API, GRAFANA_AM, auth_headers("basic")), store, bus)
+    assert response.status == 503
+    assert nothing_written(store, bus)
 
 
 # ─── SNS ──────────────────────────────────────────────────────────────────────

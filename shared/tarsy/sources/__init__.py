@@ -16,8 +16,11 @@ Modules:
 * ``parsing`` / ``errors`` — bytes to models; 400 / 401 / 403 / 422 / 503 errors.
 * ``grouped`` — the Alertmanager-style group shape and its normalization.
 * ``alertmanager``, ``grafana``, ``pagerduty`` — each sender's payload.
+* ``alertmanager_api`` — alerts posted to Alertmanager's own API
+  (``POST /api/v2/alerts``), as Grafana's "Alertmanager" contact point does.
 * ``cloudwatch``, ``sns`` — the SNS envelope and the CloudWatch alarm inside.
-* ``dispatch`` — body to alerts in one call for Alertmanager, Grafana, PagerDuty.
+* ``dispatch`` — body to alerts in one call for Alertmanager (both routes), Grafana,
+  PagerDuty.
 * ``basic_auth`` — the API key as Bearer, X-API-Key or basic-auth password.
 * ``pagerduty_signature`` — ``X-PagerDuty-Signature`` HMAC verification.
 * ``sns_urls``, ``sns_certificates``, ``sns_signature``, ``sns_confirm`` — SNS

@@ -2,7 +2,10 @@
 
 Alertmanager, Grafana and PagerDuty bodies go straight from bytes to
 normalized alerts once the request is authenticated; this module names that
-path once so the routes do not each wire parse and normalize. SNS is not
+path once so the routes do not each wire parse and normalize. Alerts posted
+to tarsy's Alertmanager API route (Grafana's "Alertmanager" contact point)
+take the same path with the clock as one more input, because whether such an
+alert is resolved depends on whether its ``endsAt`` has passed. SNS is not
 here: its messages must be verified (asynchronously, possibly fetching a
 certificate) between parsing and normalizing, and a confirmation is not a
 list of alerts — see :mod:`tarsy.sources.sns`.
@@ -10,9 +13,13 @@ list of alerts — see :mod:`tarsy.sources.sns`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import Literal
 
 from tarsy.sources.alertmanager import normalize_alertmanager, parse_alertmanager
+from tarsy.sources.alertmanager_api import normalize_alertmanager_api, parse_alertmanager_api
+from tarsy.sources.clock import utcnow
 from tarsy.sources.config import AlertSourcesConfig
 from tarsy.sources.grafana import normalize_grafana, parse_grafana
 from tarsy.sources.normalized import NormalizedAlert
@@ -43,3 +50,23 @@ def alerts_from_body(
     if source == "grafana":
         return normalize_grafana(parse_grafana(body), config.grafana)
     return normalize_pagerduty(parse_pagerduty(body), config.pagerduty)
+
+
+def alerts_from_api_body(
+    body: bytes | str, config: AlertSourcesConfig, *, clock: Callable[[], datetime] = utcnow
+) -> list[NormalizedAlert]:
+    """Parse an authenticated ``POST /api/v2/alerts`` body and normalize its alerts.
+
+    Args:
+        body: The raw request body (a JSON array of postable alerts).
+        config: ``alert_sources`` (its ``alertmanager`` block applies).
+        clock: The current time, which tells a resolved alert from a firing one.
+
+    Returns:
+        One normalized alert per posted alert, capped.
+
+    Raises:
+        MalformedBodyError: Not JSON (400).
+        PayloadShapeError: Not an array of postable alerts (422, fields named).
+    """
+    return normalize_alertmanager_api(parse_alertmanager_api(body), config.alertmanager, clock())

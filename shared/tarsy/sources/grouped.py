@@ -23,6 +23,7 @@ strings.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field
@@ -72,6 +73,19 @@ class GroupedNotification(Tolerant):
         return {}
 
 
+def runbook_from(annotations: Mapping[str, str]) -> str | None:
+    """Return the ``runbook_url`` annotation, if there is a non-blank one.
+
+    Args:
+        annotations: An alert's annotations.
+
+    Returns:
+        The URL, stripped, or ``None``.
+    """
+    url = annotations.get(RUNBOOK_ANNOTATION, "").strip()
+    return url or None
+
+
 def runbook_of(alert: GroupedAlert) -> str | None:
     """Return the alert's ``runbook_url`` annotation, if it has a non-blank one.
 
@@ -81,8 +95,7 @@ def runbook_of(alert: GroupedAlert) -> str | None:
     Returns:
         The URL, stripped, or ``None``.
     """
-    url = alert.annotations.get(RUNBOOK_ANNOTATION, "").strip()
-    return url or None
+    return runbook_from(alert.annotations)
 
 
 def alert_data(notification: GroupedNotification, alert: GroupedAlert) -> dict[str, Any]:
