@@ -54,7 +54,11 @@ class ResumeRequest(BaseModel):
 
 
 async def session_view(store: Store, session_id: str) -> dict[str, Any]:
-    """Return a session with its stages, executions and their timelines, in order."""
+    """Return a session with its stages, executions and their timelines, in order.
+
+    Each execution that has not ended carries ``progress``: the thinking and text
+    of the LLM call streaming now (``tarsy chat`` shows it as it grows), or None.
+    """
     session = await store.get_session(session_id)
     if session is None:
         raise NotFoundError(f"no session {session_id!r}")
@@ -73,7 +77,17 @@ async def session_view(store: Store, session_id: str) -> dict[str, Any]:
             }
             for event in events
         ]
-        execution_views.append({**execution.model_dump(mode="json"), "timeline": event_views})
+        # A call streaming now: its text so far (the commit replaces it with the records).
+        progress = None
+        if not execution.status.is_terminal:
+            progress = await store.get_progress(execution.execution_id)
+        execution_views.append(
+            {
+                **execution.model_dump(mode="json"),
+                "timeline": event_views,
+                "progress": None if progress is None else progress.model_dump(mode="json"),
+            }
+        )
         timeline.extend(event_views)
     timeline.sort(key=lambda e: (e["created_at"], e["stage"]))
     return {
@@ -129,7 +143,10 @@ async def rescore(deps: Deps, session_id: str) -> dict[str, Any]:
 
 
 async def cancel_agent(deps: Deps, session_id: str, execution_id: str) -> dict[str, Any]:
-    """Cancel one running agent; its stage completes per its success_policy without it."""
+    """Cancel one running agent; its stage completes per its success_policy without it.
+
+    A cancelled sub-agent gives its parent an error observation instead of an answer.
+    """
     session = await deps.store.get_session(session_id)
     if session is None:
         raise NotFoundError(f"no session {session_id!r}")
@@ -140,9 +157,10 @@ async def cancel_agent(deps: Deps, session_id: str, execution_id: str) -> dict[s
         what = "session" if session.status.is_terminal else "execution"
         status = session.status if session.status.is_terminal else execution.status
         raise InputError(f"the {what} is already {status.value}", status=409)
-    if execution.role != "agent":
+    if execution.role not in ("agent", "sub_agent"):
         raise InputError(
-            f"only a stage's agents can be cancelled on their own, not a {execution.role}",
+            f"only a stage's agents and sub-agents can be cancelled on their own, "
+            f"not a {execution.role}",
             status=409,
         )
     # The mark voids a running step's commit (it then cancels the agent) and is seen

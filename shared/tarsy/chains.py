@@ -50,6 +50,7 @@ from tarsy.models import (
 )
 from tarsy.prompts import delimit, initial_messages, system_prompt
 from tarsy.scoring import JudgeInput, SessionScore, TimelineItem, build_judge_prompt
+from tarsy.sub_agents import answer_of
 from tarsy.transitions import SessionUpdate, StageUpdate
 
 logger = logging.getLogger(__name__)
@@ -140,6 +141,8 @@ def resolve_execution(
         return config.resolve_role(session.chain_id, None, "chat")
     if execution.role == "scoring":
         return config.resolve_role(session.chain_id, None, "scoring")
+    if execution.role == "sub_agent":
+        return config.resolve_sub_agent(session.chain_id, execution.agent)
     return config.resolve_role(session.chain_id, None, "summary")
 
 
@@ -220,8 +223,10 @@ def plan_advance(
     """What follows ``execution`` ending in ``status``, when it alone decides; else None.
 
     None means fan-in: the agents of a parallel stage move on together through
-    :func:`after_execution`.
+    :func:`after_execution`, and a sub-agent answers its parent there.
     """
+    if execution.role == "sub_agent":
+        return None
     if execution.role == "chat":
         return Advance()  # a chat answers on a finished session; nothing follows it
     if execution.role == "scoring":
@@ -407,6 +412,9 @@ async def after_execution(execution: AgentExecution, deps: Deps) -> None:
     """Decide what comes next once ``execution`` is terminal (safe to repeat)."""
     if execution.role in ("chat", "scoring"):
         return  # nothing follows a chat or a judge (their commit wrote what they decide)
+    if execution.role == "sub_agent":
+        await answer_parent(execution, deps)
+        return
     session = await deps.store.get_session(execution.session_id)
     if session is None or session.status.is_terminal or session.cancel_requested:
         if session is not None and not session.status.is_terminal:
@@ -426,6 +434,34 @@ async def after_execution(execution: AgentExecution, deps: Deps) -> None:
         await deps.store.update_executions([execution.execution_id], transitions.fan_in_done())
     else:
         await _after_agent(session, execution, deps)
+
+
+async def answer_parent(execution: AgentExecution, deps: Deps) -> None:
+    """A sub-agent ended its turn: record its answer; the last answer wakes the parent.
+
+    Safe to repeat: the answer document is deterministic, and a ``create()``
+    of the "answered" marker lets exactly one of the sub-agents publish the
+    parent's next step (contention-free, as a parallel stage's fan-in). The
+    parent's due time moves to the normal step due time first, so a publish
+    lost after the claim is healed by the sweeper, not the long answer timeout.
+    """
+    parent_id, step = execution.parent_execution_id, execution.parent_step
+    if parent_id is not None and step is not None and execution.parent_tool_call_id:
+        await deps.store.record_answer(parent_id, step, answer_of(execution, utcnow()))
+        parent = await deps.store.get_execution(parent_id)
+        wait = parent.awaiting if parent is not None else None
+        if parent is not None and wait is not None and wait.step == step:
+            answers = await deps.store.list_answers(parent_id, step)
+            if set(wait.call_ids) <= set(answers) and await deps.store.claim_answered(
+                parent_id, step
+            ):
+                await deps.store.update_execution(parent_id, transitions.answers_in(_due(deps)))
+                await deps.bus.publish(iterate_message(parent, parent.step))
+                logger.info(
+                    "every sub-agent answered step %s of %s", step, parent_id,
+                    extra=fields(session_id=execution.session_id),
+                )  # fmt: skip
+    await deps.store.update_executions([execution.execution_id], transitions.fan_in_done())
 
 
 async def _after_agent(session: Session, execution: AgentExecution, deps: Deps) -> None:
@@ -649,12 +685,24 @@ async def cancel_execution(execution: AgentExecution, session: Session, deps: De
         "cancelled",
         extra=fields(session_id=execution.session_id, execution_id=execution.execution_id),
     )
+    if execution.role == "sub_agent":  # its parent may be waiting for it: wake it to cancel
+        ended = execution.model_copy(update={"status": ExecutionStatus.CANCELLED})
+        await answer_parent(ended, deps)
 
 
 async def cancel_one(execution: AgentExecution, deps: Deps) -> None:
-    """End one execution cancelled on its own; its stage moves on without it (fan-in)."""
+    """End one execution cancelled on its own; its stage moves on without it (fan-in).
+
+    Its sub-agent conversations still running are cancelled too; a cancelled
+    sub-agent gives its parent an error observation (:func:`answer_parent`).
+    """
     update = transitions.cancel_one_execution(execution, utcnow())
     await deps.store.end_execution(execution, update)
+    for conversation, _ in (await deps.store.list_sub_agents(execution.execution_id)).values():
+        if not conversation.status.is_terminal:
+            await deps.store.update_execution(
+                conversation.execution_id, transitions.request_cancel_of_execution(conversation)
+            )
     logger.info(
         "agent cancelled",
         extra=fields(session_id=execution.session_id, execution_id=execution.execution_id),

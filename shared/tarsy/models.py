@@ -150,7 +150,7 @@ class Session(_Model):
     resolved_at: datetime | None = None
 
 
-ExecutionRole = Literal["agent", "synthesis", "summary", "chat", "scoring"]
+ExecutionRole = Literal["agent", "synthesis", "summary", "chat", "scoring", "sub_agent"]
 
 
 class Stage(_Model):
@@ -174,6 +174,14 @@ class Stage(_Model):
     def expected_executions(self) -> int:
         """How many agent executions the stage waits for."""
         return len(self.execution_ids)
+
+
+class SubAgentWait(_Model):
+    """What a parent's step that messaged sub-agents waits for (on the execution)."""
+
+    step: int = Field(description="the step that sent the messages")
+    call_ids: list[str] = Field(description="message_agent calls still to be answered")
+    deadline: datetime = Field(description="unanswered calls then get an error observation")
 
 
 class AgentExecution(_Model):
@@ -213,6 +221,14 @@ class AgentExecution(_Model):
     cost: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)
     completed_at: datetime | None = None
+    # Sub-agents (seed 004). A sub_agent execution is one conversation: the agent
+    # that messaged it, the message_agent call it is answering and that call's step.
+    parent_execution_id: str | None = None
+    parent_tool_call_id: str | None = None
+    parent_step: int | None = None
+    depth: int = 0
+    # Set while this execution waits for the answers of the sub-agents it messaged.
+    awaiting: SubAgentWait | None = None
 
 
 # ─── conversation ─────────────────────────────────────────────────────────────

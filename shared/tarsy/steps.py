@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from tarsy import chains, telemetry, transitions
+from tarsy import chains, sub_agents, telemetry, transitions
 from tarsy.app import Deps
-from tarsy.chains import Advance, iterate_message
+from tarsy.chains import FIRST_ITERATION_STEP, Advance, iterate_message
 from tarsy.chunking import cap_strings
 from tarsy.config.schema import ModelPrice, ResolvedAgentConfig, TarsyConfig
 from tarsy.errors import ConfigError, LeaseHeldError, LLMError, PermanentError, TransientError
@@ -52,15 +52,17 @@ from tarsy.models import (
     MCPInteraction,
     Session,
     StepMessage,
+    SubAgentWait,
     TimelineEvent,
     TokenUsage,
     utcnow,
 )
 from tarsy.notify.session_end import on_session_end
 from tarsy.progress import ProgressWriter
-from tarsy.store import Claim, StepCommit, StepState, Store
+from tarsy.store import Claim, FollowUp, NewConversation, StepCommit, StepState, Store
 from tarsy.strategies.base import IterationOutcome, IterationState, Strategy, budget_crossed
 from tarsy.strategies.registry import get_strategy
+from tarsy.sub_agents import MESSAGE_AGENT, Dispatch, DispatchPlan, PendingTurn
 from tarsy.summarize import shrink_results
 from tarsy.tools import ToolListing, ToolResult, error_result
 from tarsy.transitions import ExecutionUpdate
@@ -131,6 +133,9 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
     if fate != "run":
         await _settle(fate, message, execution, session, deps)
         return
+    if execution.awaiting is not None:
+        await collect_answers(message, state, execution.awaiting, budget, deps)
+        return
     claim = await claim_step(message, state.update_time, deps)
     running = execution.model_copy(update={"status": ExecutionStatus.ACTIVE})
     async with Heartbeat(deps.store, message.execution_id, claim, _lease(deps)) as heartbeat:
@@ -149,6 +154,9 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
             call = await call_model(turn, message.step, deps)
             tools = await run_tools(turn, call, deps)
     outcome = decide(turn, call, tools)
+    if tools.dispatches:
+        await wait_for_sub_agents(message, turn, call, tools, outcome, heartbeat.claim, deps)
+        return
     commit, advance = build_commit(
         message, turn, call, tools, outcome, heartbeat.claim, deps.config, _due(deps)
     )
@@ -348,6 +356,9 @@ async def prepare_turn(
     listing = ToolListing()
     if strategy.uses_tools and config.mcp_servers and deps.tools is not None:
         listing = await deps.tools.list_tools(config.mcp_servers, state.tool_lists)
+    if strategy.uses_tools and sub_agents.offers_message_agent(execution, config):
+        tool = sub_agents.message_agent_tool(config, deps.config.agents)
+        listing = listing.model_copy(update={"tools": [*listing.tools, tool]})
     iteration = IterationState(
         execution=execution,
         config=config,
@@ -489,6 +500,10 @@ class ToolRun:
     summaries: list[TimelineEvent] = field(default_factory=list)
     usage: TokenUsage = field(default_factory=TokenUsage)
     interactions: list[LLMInteraction] = field(default_factory=list)
+    # message_agent calls sent to sub-agents: the turn waits for their answers.
+    dispatches: list[Dispatch] = field(default_factory=list)
+    # The execution's sub-agent conversations as read (with update times), if asked.
+    conversations: dict[str, tuple[AgentExecution, datetime]] = field(default_factory=dict)
 
 
 async def run_tools(turn: Turn, call: ModelCall, deps: Deps) -> ToolRun:
@@ -502,11 +517,24 @@ async def run_tools(turn: Turn, call: ModelCall, deps: Deps) -> ToolRun:
     calls = turn.strategy.tool_calls(turn.state, call.result)
     if not calls:
         return ToolRun()
-    if deps.tools is None:
+    step = call.interaction.step
+    # message_agent goes to sub-agents (when this agent has it); everything else to MCP.
+    offered = turn.state.tools.get(MESSAGE_AGENT) is not None
+    messages = [c for c in calls if offered and c.name == MESSAGE_AGENT]
+    calls = [c for c in calls if c not in messages]
+    plan, conversations = DispatchPlan(), {}
+    if messages:
+        conversations = await deps.store.list_sub_agents(turn.execution.execution_id)
+        plan = sub_agents.plan_dispatch(
+            turn.execution, turn.config, messages, step,
+            {eid: execution for eid, (execution, _) in conversations.items()},
+        )  # fmt: skip
+    if not calls:
+        results = []
+    elif deps.tools is None:
         results = [error_result(c, "no tool executor is configured") for c in calls]
     else:
         results = await deps.tools.call_tools(calls, turn.state.tools)
-    step = call.interaction.step
     shrunk = await shrink_results(
         results,
         deps.config.mcp_servers,
@@ -521,11 +549,13 @@ async def run_tools(turn: Turn, call: ModelCall, deps: Deps) -> ToolRun:
     for record in shrunk.interactions:
         record.cost = cost_of(price, record.tokens)
     return ToolRun(
-        results=shrunk.results,
+        results=[*shrunk.results, *plan.refused],
         records=[_mcp_record(step, r) for r in shrunk.results],
         summaries=shrunk.timeline,
         usage=shrunk.usage,
         interactions=shrunk.interactions,
+        dispatches=plan.dispatches,
+        conversations=conversations,
     )
 
 
@@ -605,7 +635,7 @@ FINISHED: dict[str, ExecutionStatus] = {
 def build_commit(
     message: StepMessage,
     turn: Turn,
-    call: ModelCall,
+    call: ModelCall | None,
     tools: ToolRun,
     outcome: IterationOutcome,
     claim: Claim | None,
@@ -616,6 +646,7 @@ def build_commit(
 
     When the execution ends and alone decides what follows (:func:`chains.plan_advance`),
     the stage result, the session's status and the next execution join the batch.
+    ``call`` is None for the step that completes a turn with its sub-agents' answers.
     """
     now = utcnow()
     execution, session = turn.execution, turn.session
@@ -631,29 +662,15 @@ def build_commit(
     follows = advance is None or advance.publish is not None
     awaits = outcome.next == "continue" or (finished is not None and follows)
     update = execution_update(execution, outcome, now, now + due if awaits else None)
-    usage = call.interaction.tokens + tools.usage
-    price = config.price_for(turn.config.provider.model)
-    commit = StepCommit(
-        execution_id=execution.execution_id,
-        session_id=session.session_id,
-        step=message.step,
-        next_step=message.step + 1,
-        claim=claim,
-        messages=outcome.messages,
-        timeline=outcome.timeline,
-        llm_interaction=call.interaction,
-        mcp_interactions=tools.records,
-        summary_interactions=tools.interactions,
-        execution=update,
-        usage=usage,
-        cost=call.interaction.cost + cost_of(price, tools.usage),
-        stage_index=execution.stage if execution.stage >= 0 else None,
-        finished_status=finished,
-        role=execution.role,
+    commit = step_records(message, turn, call, tools, claim, config, now).model_copy(
+        update={
+            "messages": outcome.messages,
+            "timeline": outcome.timeline,
+            "execution": update,
+            "stage_index": execution.stage if execution.stage >= 0 else None,
+            "finished_status": finished,
+        }
     )
-    if call.result is not None and call.result.provider_state:
-        commit.provider_state = call.result.provider_state
-        commit.provider_state_expire_at = now + PROVIDER_STATE_TTL
     if outcome.next == "pause" and execution.role != "chat":
         if execution.role == "agent":
             commit.stage = transitions.pause_stage()
@@ -663,6 +680,200 @@ def build_commit(
         commit.create_execution = advance.create
         commit.create_opening = advance.opening
     return commit, advance
+
+
+def step_records(
+    message: StepMessage,
+    turn: Turn,
+    call: ModelCall | None,
+    tools: ToolRun,
+    claim: Claim | None,
+    config: TarsyConfig,
+    now: datetime,
+) -> StepCommit:
+    """What every step commits: the call's and the tools' records, spend, provider state."""
+    usage = tools.usage + (call.interaction.tokens if call is not None else TokenUsage())
+    price = config.price_for(turn.config.provider.model)
+    commit = StepCommit(
+        execution_id=turn.execution.execution_id,
+        session_id=turn.session.session_id,
+        step=message.step,
+        next_step=message.step + 1,
+        claim=claim,
+        llm_interaction=call.interaction if call is not None else None,
+        mcp_interactions=tools.records,
+        summary_interactions=tools.interactions,
+        usage=usage,
+        cost=(call.interaction.cost if call is not None else 0.0) + cost_of(price, tools.usage),
+        role=turn.execution.role,
+    )
+    if call is not None and call.result is not None and call.result.provider_state:
+        commit.provider_state = call.result.provider_state
+        commit.provider_state_expire_at = now + PROVIDER_STATE_TTL
+    return commit
+
+
+# ─── sub-agents: waiting for their answers, and collecting them ───────────────
+
+
+async def wait_for_sub_agents(
+    message: StepMessage,
+    turn: Turn,
+    call: ModelCall,
+    tools: ToolRun,
+    outcome: IterationOutcome,
+    claim: Claim | None,
+    deps: Deps,
+) -> None:
+    """Commit a turn that messaged sub-agents as waiting, then start their conversations.
+
+    The turn's messages are written by the step that collects the answers
+    (:func:`collect_answers`); this one writes what happened so far: the
+    call, the other tools' results, the messages sent, and the conversations.
+    """
+    assert call.result is not None
+    now = utcnow()
+    timeout = timedelta(seconds=turn.config.sub_agent_timeout_seconds)
+    wait = SubAgentWait(
+        step=message.step,
+        call_ids=[d.call_id for d in tools.dispatches],
+        deadline=now + timeout,
+    )
+    shown, _answers_later = sub_agents.split_timeline(outcome.timeline, tools.dispatches)
+    new, follow_ups = conversation_writes(turn, tools, message.step, now + _due(deps), deps)
+    commit = step_records(message, turn, call, tools, claim, deps.config, now).model_copy(
+        update={
+            "timeline": shown,
+            # The iteration counts when its answers are in and the turn is complete.
+            "execution": transitions.await_sub_agents(
+                transitions.ExecutionUpdate(consecutive_failures=0), wait
+            ),
+            "pending_turn": PendingTurn(
+                step=message.step,
+                result=call.result,
+                tool_results=tools.results,
+                dispatches=tools.dispatches,
+            ),
+            "new_conversations": new,
+            "follow_ups": follow_ups,
+        }
+    )
+    if not await deps.store.commit_step(commit):
+        await after_lost_commit(message, deps)
+        return
+    for conversation in new:
+        await deps.bus.publish(iterate_message(conversation.execution, FIRST_ITERATION_STEP))
+    for follow_up in follow_ups:
+        await deps.bus.publish(
+            StepMessage(
+                session_id=turn.session.session_id,
+                execution_id=follow_up.execution_id,
+                step=follow_up.step,
+                kind="iterate",
+            )
+        )
+    logger.info(
+        "messaged %d sub-agents; waiting until %s",
+        len(tools.dispatches),
+        wait.deadline.isoformat(),
+        extra=fields(session_id=turn.session.session_id, execution_id=message.execution_id),
+    )
+
+
+def conversation_writes(
+    turn: Turn, tools: ToolRun, step: int, due: datetime, deps: Deps
+) -> tuple[list[NewConversation], list[FollowUp]]:
+    """The conversations a turn starts and the follow-ups it sends (pure but for config)."""
+    parent = turn.execution
+    new: list[NewConversation] = []
+    follow_ups: list[FollowUp] = []
+    for dispatch in tools.dispatches:
+        config = deps.config.resolve_sub_agent(turn.session.chain_id, dispatch.agent_name)
+        event = sub_agents.message_event(parent.agent, dispatch)
+        if dispatch.new:
+            new.append(
+                NewConversation(
+                    execution=sub_agents.sub_agent_execution(
+                        parent, dispatch, step, config, first_step=FIRST_ITERATION_STEP, due=due
+                    ),
+                    opening=sub_agents.sub_agent_opening(
+                        config, turn.session, parent.agent, dispatch.message
+                    ),
+                    timeline=[event],
+                )
+            )
+            continue
+        conversation, read_time = tools.conversations[dispatch.conversation_id]
+        follow_ups.append(
+            FollowUp(
+                execution_id=conversation.execution_id,
+                step=conversation.step,
+                update=transitions.reopen_sub_agent(
+                    conversation, dispatch.call_id, step, config.max_iterations, due
+                ),
+                read_time=read_time,
+                message=sub_agents.follow_up_message(parent.agent, dispatch.message),
+                event=event,
+            )
+        )
+    return new, follow_ups
+
+
+async def collect_answers(
+    message: StepMessage, state: StepState, wait: SubAgentWait, budget: float, deps: Deps
+) -> None:
+    """Complete a waiting turn with its sub-agents' answers as the tool results.
+
+    Runs when the last answer came in (it publishes this step) or, past the
+    deadline, when the sweeper re-publishes it: the calls still unanswered
+    then get an error observation and their conversations are cancelled. A
+    message that arrives before either finds nothing to do.
+    """
+    execution, session = state.execution, state.session
+    assert execution is not None and session is not None and state.update_time is not None
+    answers = await deps.store.list_answers(execution.execution_id, wait.step)
+    silent = [call_id for call_id in wait.call_ids if call_id not in answers]
+    if silent and utcnow() < wait.deadline:
+        logger.info(
+            "%d of %d sub-agent answers still to come for %s",
+            len(silent), len(wait.call_ids), execution.execution_id,
+        )  # fmt: skip
+        return
+    pending = await deps.store.get_pending_turn(execution.execution_id, wait.step)
+    if pending is None:
+        raise PermanentError(f"the turn of step {wait.step} of {execution.execution_id} is lost")
+    claim = await claim_step(message, state.update_time, deps)
+    running = execution.model_copy(update={"status": ExecutionStatus.ACTIVE})
+    turn = await prepare_turn(running, session, state, budget, deps)
+    timeout = turn.config.sub_agent_timeout_seconds
+    results = sub_agents.turn_results(pending, answers, timeout)
+    outcome = turn.strategy.on_result(turn.state, pending.result, results)
+    _shown_before, answered = sub_agents.split_timeline(outcome.timeline, pending.dispatches)
+    outcome = outcome.model_copy(update={"timeline": answered})
+    commit, advance = build_commit(
+        message, turn, None, ToolRun(), outcome, claim, deps.config, _due(deps)
+    )
+    commit.execution = transitions.stop_awaiting(commit.execution)
+    if not await deps.store.commit_step(commit):
+        await after_lost_commit(message, deps)
+        return
+    if silent:
+        await cancel_silent(execution.execution_id, pending.dispatches, silent, deps)
+    await publish_next(message, turn, outcome, commit, advance, deps)
+
+
+async def cancel_silent(
+    execution_id: str, dispatches: list[Dispatch], silent: list[str], deps: Deps
+) -> None:
+    """Cancel the conversations that did not answer in time (their answers would be void)."""
+    conversations = await deps.store.list_sub_agents(execution_id)
+    ids = {d.conversation_id for d in dispatches if d.call_id in silent}
+    for conversation_id in sorted(ids):
+        conversation = conversations.get(conversation_id)
+        if conversation is not None and not conversation[0].status.is_terminal:
+            await deps.store.update_execution(
+                conversation_id, transitions.request_cancel_of_execution(conversation[0])
+            )
 
 
 async def publish_next(

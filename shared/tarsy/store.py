@@ -52,6 +52,7 @@ from tarsy.progress import ProgressSnapshot
 from tarsy.recording import RecordedExecution, SessionRecording
 from tarsy.session_list import SUMMARY_FIELDS, SessionPage, SessionQuery, SessionSummary, page_of
 from tarsy.settings import Settings
+from tarsy.sub_agents import PendingTurn, SubAgentAnswer
 from tarsy.tools import CachedToolList
 from tarsy.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
 
@@ -73,6 +74,11 @@ MARKERS = "markers"  # sessions/{sid}/stages/{NN}/markers/{name}: claimed once, 
 PROGRESS = "progress"  # executions/{eid}/progress/current: the call streaming right now
 PUBLISHED = "published"  # executions/{eid}/published/{step}: that step's message went out
 ALERT_FINGERPRINTS = "alert_fingerprints"  # {dedup_key}: the session an alert started
+# executions/{eid}/sub_agent_turns/{step:04d}: a turn waiting for its sub-agents, with
+# answers/{call_id} (one per message) and markers/answered (claimed once, by create()).
+SUB_AGENT_TURNS = "sub_agent_turns"
+ANSWERS = "answers"
+ANSWERED_MARKER = "answered"
 
 
 def record_id(step: int, n: int) -> str:
@@ -121,6 +127,31 @@ class Claim(BaseModel):
     update_time: datetime
 
 
+class NewConversation(BaseModel):
+    """A sub-agent execution started by a step, with its opening messages and events."""
+
+    execution: AgentExecution
+    opening: list[ConversationMessage]
+    timeline: list[TimelineEvent] = Field(default_factory=list)
+
+
+class FollowUp(BaseModel):
+    """A message to a sub-agent that answered before: it runs again from its next step."""
+
+    execution_id: str
+    step: int = Field(description="the sub-agent's next step")
+    update: ExecutionUpdate
+    # When the parent's step read the conversation: the write is conditional on it.
+    read_time: datetime
+    message: ConversationMessage
+    event: TimelineEvent
+
+
+def follow_up_id(step: int) -> str:
+    """The id of a follow-up message: after step ``step - 1``'s records, before ``step``'s."""
+    return f"{step - 1:04d}-follow-up"
+
+
 class StepCommit(BaseModel):
     """Everything one step writes, applied atomically by :meth:`Store.commit_step`."""
 
@@ -149,6 +180,11 @@ class StepCommit(BaseModel):
     # The execution that follows this one (e.g. the executive summary), created with it.
     create_execution: AgentExecution | None = None
     create_opening: list[ConversationMessage] = Field(default_factory=list)
+    # A turn that messaged sub-agents: what it waits with, the conversations it
+    # starts, and those it continues (see tarsy.sub_agents).
+    pending_turn: PendingTurn | None = None
+    new_conversations: list[NewConversation] = Field(default_factory=list)
+    follow_ups: list[FollowUp] = Field(default_factory=list)
 
 
 @dataclass
@@ -405,6 +441,12 @@ class Store:
         ref = self._execution(execution_id).collection(PROGRESS).document("current")
         await ref.set({**_doc(progress), "updated_at": utcnow()})
 
+    async def get_progress(self, execution_id: str) -> ProgressSnapshot | None:
+        """Return the live progress of the call streaming now, or None between calls."""
+        self.round_trips.add("get")
+        snap = await self._execution(execution_id).collection(PROGRESS).document("current").get()
+        return ProgressSnapshot.model_validate(snap.to_dict()) if snap.exists else None
+
     async def was_published(self, execution_id: str, step: int) -> bool:
         """Whether the message for ``step`` is known to have gone out."""
         self.round_trips.add("get")
@@ -486,6 +528,7 @@ class Store:
             batch.update(self._session(commit.session_id), session_update)
         if commit.create_execution is not None:
             self._add_execution(batch, commit.create_execution, commit.create_opening)
+        self._add_sub_agent_writes(batch, commit)
         self.round_trips.add("commit")
         try:
             await batch.commit()
@@ -495,6 +538,75 @@ class Store:
             )
             return False
         return True
+
+    def _add_sub_agent_writes(self, batch: Any, commit: StepCommit) -> None:
+        """A waiting turn, the conversations it starts and the follow-ups it sends."""
+        if commit.pending_turn is not None:
+            ref = self._execution(commit.execution_id).collection(SUB_AGENT_TURNS)
+            self._write(batch, ref.document(f"{commit.pending_turn.step:04d}"),
+                        _doc(commit.pending_turn))  # fmt: skip
+        for new in commit.new_conversations:
+            ref = self._add_execution(batch, new.execution, new.opening)
+            for n, event in enumerate(new.timeline):
+                self._write(batch, ref.collection(TIMELINE).document(record_id(0, n)), _doc(event))
+        for follow_up in commit.follow_ups:
+            ref = self._execution(follow_up.execution_id)
+            # Only a conversation untouched since the step read it: a cancel in between
+            # voids the whole commit, and the sweeper re-runs the step on fresh state.
+            option = self._db.write_option(last_update_time=follow_up.read_time)
+            batch.update(ref, firestore_fields(follow_up.update), option=option)
+            doc_id = follow_up_id(follow_up.step)
+            self._write(batch, ref.collection(MESSAGES).document(doc_id), _doc(follow_up.message))
+            self._write(batch, ref.collection(TIMELINE).document(doc_id), _doc(follow_up.event))
+
+    # ─── sub-agent answers ───────────────────────────────────────────────────
+
+    def _sub_agent_turn(self, execution_id: str, step: int) -> Any:
+        return self._execution(execution_id).collection(SUB_AGENT_TURNS).document(f"{step:04d}")
+
+    async def get_pending_turn(self, execution_id: str, step: int) -> PendingTurn | None:
+        """The turn of ``step`` that waits for sub-agents, or None."""
+        self.round_trips.add("get")
+        snap = await self._sub_agent_turn(execution_id, step).get()
+        return PendingTurn.model_validate(await self._read(snap)) if snap.exists else None
+
+    async def record_answer(self, execution_id: str, step: int, answer: SubAgentAnswer) -> None:
+        """Write a sub-agent's answer to call ``answer.call_id`` of the parent's ``step``."""
+        self.round_trips.add("set")
+        ref = self._sub_agent_turn(execution_id, step).collection(ANSWERS)
+        batch = self._db.batch()
+        self._write(batch, ref.document(answer.call_id), _doc(answer))
+        await batch.commit()
+
+    async def list_answers(self, execution_id: str, step: int) -> dict[str, SubAgentAnswer]:
+        """The answers the parent's ``step`` has received, by call id."""
+        self.round_trips.add("query")
+        query = self._sub_agent_turn(execution_id, step).collection(ANSWERS)
+        answers = [SubAgentAnswer.model_validate(await self._read(s)) async for s in query.stream()]
+        return {answer.call_id: answer for answer in answers}
+
+    async def claim_answered(self, execution_id: str, step: int) -> bool:
+        """Create the marker that every answer is in; True only for the one who created it."""
+        self.round_trips.add("create")
+        ref = self._sub_agent_turn(execution_id, step).collection(MARKERS).document(ANSWERED_MARKER)
+        try:
+            await ref.create({"name": ANSWERED_MARKER, "at": utcnow()})
+        except gexc.AlreadyExists:
+            return False
+        return True
+
+    async def list_sub_agents(
+        self, execution_id: str
+    ) -> dict[str, tuple[AgentExecution, datetime]]:
+        """The sub-agent conversations an execution started, with their update times."""
+        self.round_trips.add("query")
+        query = self._db.collection(EXECUTIONS).where(
+            filter=firestore.FieldFilter("parent_execution_id", "==", execution_id)
+        )
+        return {
+            s.id: (AgentExecution.model_validate(s.to_dict()), s.update_time)
+            async for s in query.stream()
+        }
 
     # ─── executions and stages ───────────────────────────────────────────────
 

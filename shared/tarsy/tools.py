@@ -52,13 +52,13 @@ class ToolResult(BaseModel):
 
     @property
     def server(self) -> str:
-        """The MCP server part of the canonical name."""
-        return self.name.split(".", 1)[0]
+        """The MCP server part of the canonical name ("" for a built-in tool)."""
+        return self.name.rpartition(".")[0]
 
     @property
     def tool(self) -> str:
         """The tool part of the canonical name."""
-        return self.name.split(".", 1)[-1]
+        return self.name.rpartition(".")[2]
 
 
 class CachedToolList(BaseModel):

@@ -11,8 +11,11 @@ status change, and the table of allowed moves below is the whole lifecycle::
                   ▼  │ resume
                  paused ──▶ failed | timed_out | cancelled
 
-Terminal records never move again. ``active → active`` is allowed: a session
-moves from stage to stage, an execution from step to step.
+Terminal records never move again, with one exception: a sub-agent
+conversation (seed 004) completes each time it answers, and its parent may
+message it again (:func:`reopen_sub_agent`: ``completed → active``, sub-agents
+only). ``active → active`` is allowed: a session moves from stage to stage, an
+execution from step to step.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from tarsy.errors import IllegalTransitionError
-from tarsy.models import AgentExecution, ErrorInfo, ExecutionStatus, Session
+from tarsy.models import AgentExecution, ErrorInfo, ExecutionStatus, Session, SubAgentWait
 
 S = ExecutionStatus
 
@@ -67,6 +70,9 @@ class ExecutionUpdate(_Update):
     max_iterations: int | None = None
     cancel_requested: bool | None = None
     due_at: datetime | None = None
+    awaiting: SubAgentWait | None = None
+    parent_tool_call_id: str | None = None
+    parent_step: int | None = None
     release_lease: bool = False
 
 
@@ -131,6 +137,45 @@ def complete_execution(
 def await_fan_in(update: ExecutionUpdate, due: datetime) -> ExecutionUpdate:
     """A finished agent of a parallel stage stays due until the stage's fan-in has run."""
     return update.model_copy(update={"due_at": due})
+
+
+def await_sub_agents(progress: ExecutionUpdate, wait: SubAgentWait) -> ExecutionUpdate:
+    """The step messaged sub-agents: the execution waits for them, due at the deadline.
+
+    Its next step runs once every call is answered (the last answer publishes
+    it) or, past the deadline, with error observations for the silent ones.
+    """
+    return progress.model_copy(update={"awaiting": wait, "due_at": wait.deadline})
+
+
+def stop_awaiting(update: ExecutionUpdate) -> ExecutionUpdate:
+    """The answers are in the conversation: nothing is awaited any more."""
+    return update.model_copy(update={"awaiting": None})
+
+
+def answers_in(due: datetime) -> ExecutionUpdate:
+    """Every sub-agent answered: the waiting execution's next step is due by ``due``."""
+    return ExecutionUpdate(due_at=due)
+
+
+def reopen_sub_agent(
+    execution: AgentExecution, call_id: str, parent_step: int, iterations: int, due: datetime
+) -> ExecutionUpdate:
+    """A sub-agent that answered is messaged again: it runs on with ``iterations`` more."""
+    if execution.role != "sub_agent" or execution.status is not S.COMPLETED:
+        raise IllegalTransitionError(
+            f"execution {execution.execution_id!r}", execution.status.value, "reopened"
+        )
+    return ExecutionUpdate(
+        status=S.ACTIVE,
+        final_analysis=None,
+        error=None,
+        completed_at=None,
+        max_iterations=execution.iteration + iterations,
+        parent_tool_call_id=call_id,
+        parent_step=parent_step,
+        due_at=due,
+    )
 
 
 def fan_in_done() -> ExecutionUpdate:

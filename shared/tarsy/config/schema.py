@@ -199,6 +199,12 @@ class Defaults(_Strict):
     # A session's spend past which its running executions make their conclusion call.
     max_tokens: int | None = Field(default=None, gt=0)
     max_cost_usd: float | None = Field(default=None, gt=0)
+    # Sub-agents (seed 004): how deep conversations may nest (1: a sub-agent messages
+    # no one), how many one turn may message at once, and how long a parent waits for
+    # an answer before it gets an error observation instead.
+    max_sub_agent_depth: int = Field(default=1, ge=1, le=3)
+    max_concurrent_sub_agents: int = Field(default=5, ge=1, le=20)
+    sub_agent_timeout_seconds: float = Field(default=300.0, gt=0)
 
 
 class AgentDefinition(_Strict):
@@ -215,6 +221,8 @@ class AgentDefinition(_Strict):
     # The tool_choice of this agent's calls (a conclusion call always uses "none").
     tool_choice: ToolChoice = "auto"
     loop_detection_threshold: int | None = Field(default=None, ge=0)
+    # Agents this one may message with the ``message_agent`` tool (seed 004).
+    sub_agents: list[str] = Field(default_factory=list)
 
 
 class StageAgentConfig(_Strict):
@@ -326,6 +334,11 @@ class ResolvedAgentConfig(_Strict):
     # The session's budget (its chain's, else the defaults'); None: unlimited.
     max_tokens: int | None = None
     max_cost_usd: float | None = None
+    # Whom ``message_agent`` reaches, and its limits (see Defaults).
+    sub_agents: list[str] = Field(default_factory=list)
+    max_sub_agent_depth: int = 1
+    max_concurrent_sub_agents: int = 5
+    sub_agent_timeout_seconds: float = 300.0
 
 
 DEFAULT_CHAIN = "default"
@@ -388,6 +401,11 @@ class TarsyConfig(_Strict):
         for name, agent in self.agents.items():
             check_provider(f"agents.{name}.llm_provider", agent.llm_provider)
             check_servers(f"agents.{name}.mcp_servers", agent.mcp_servers)
+            for n, sub_agent in enumerate(agent.sub_agents):
+                if sub_agent not in self.agents:
+                    problems.append(
+                        (f"agents.{name}.sub_agents.{n}", f"unknown agent {sub_agent!r}")
+                    )
             forced_server = agent.tool_choice.split(".", 1)[0]
             if "." in agent.tool_choice and forced_server not in agent.mcp_servers:
                 problems.append(
@@ -396,6 +414,10 @@ class TarsyConfig(_Strict):
                         f"{agent.tool_choice!r} is not a tool of this agent's MCP servers",
                     )
                 )
+        problems.extend(
+            (f"agents.{cycle[0]}.sub_agents", "circular sub-agent dependency: " + " → ".join(cycle))
+            for cycle in sub_agent_cycles({n: a.sub_agents for n, a in self.agents.items()})
+        )
         if DEFAULT_CHAIN not in self.agent_chains:
             problems.append(("agent_chains", f"the {DEFAULT_CHAIN!r} chain is required"))
         claimed: dict[str, str] = {}
@@ -509,6 +531,47 @@ class TarsyConfig(_Strict):
             loop_detection_threshold=self._loop_threshold(definition),
             max_tokens=_maybe(chain.max_tokens, self.defaults.max_tokens),
             max_cost_usd=_maybe(chain.max_cost_usd, self.defaults.max_cost_usd),
+            **self._sub_agent_limits(definition),
+        )
+
+    def _sub_agent_limits(self, definition: AgentDefinition) -> dict[str, Any]:
+        return {
+            "sub_agents": list(definition.sub_agents),
+            "max_sub_agent_depth": self.defaults.max_sub_agent_depth,
+            "max_concurrent_sub_agents": self.defaults.max_concurrent_sub_agents,
+            "sub_agent_timeout_seconds": self.defaults.sub_agent_timeout_seconds,
+        }
+
+    def resolve_sub_agent(self, chain_id: str, name: str) -> ResolvedAgentConfig:
+        """The configuration of agent ``name`` answering another agent's messages.
+
+        A sub-agent is not placed in a stage: its definition, then the chain's
+        and the defaults' levels apply.
+        """
+        chain = self.chain(chain_id)
+        definition = self.agents.get(name)
+        if definition is None:
+            raise ConfigError(f"sub-agent {name!r} is not in the configuration")
+        provider_name = _first(
+            definition.llm_provider, chain.llm_provider, self.defaults.llm_provider
+        )
+        return ResolvedAgentConfig(
+            agent=name,
+            instructions=definition.instructions,
+            custom_instructions=definition.custom_instructions,
+            iteration_strategy=_first(
+                definition.iteration_strategy, self.defaults.iteration_strategy
+            ),
+            provider_name=provider_name,
+            provider=self.llm_providers[provider_name],
+            max_iterations=_first(definition.max_iterations, self.defaults.max_iterations),
+            on_max_iterations="conclude",  # a parent waits for it: it must answer
+            mcp_servers=list(definition.mcp_servers),
+            tool_choice=definition.tool_choice,
+            loop_detection_threshold=self._loop_threshold(definition),
+            max_tokens=_maybe(chain.max_tokens, self.defaults.max_tokens),
+            max_cost_usd=_maybe(chain.max_cost_usd, self.defaults.max_cost_usd),
+            **self._sub_agent_limits(definition),
         )
 
     def _loop_threshold(self, definition: AgentDefinition) -> int:
@@ -575,6 +638,31 @@ class TarsyConfig(_Strict):
             max_iterations=1,
             mcp_servers=[],
         )
+
+
+def sub_agent_cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Every cycle of ``sub_agents`` references, each once, as ``[a, b, ..., a]`` (pure).
+
+    A cycle would let two agents message each other without end (seed 004's
+    ``test_zap_detects_circular_sub_agent_dependency``). Names not in ``graph``
+    are reported elsewhere as unknown.
+    """
+    cycles: list[list[str]] = []
+    seen: set[frozenset[str]] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        for nxt in graph.get(name, []):
+            if nxt in path:
+                cycle = [*path[path.index(nxt) :], nxt]
+                if frozenset(cycle) not in seen:
+                    seen.add(frozenset(cycle))
+                    cycles.append(cycle)
+            elif nxt in graph:
+                visit(nxt, [*path, nxt])
+
+    for start in sorted(graph):
+        visit(start, [start])
+    return cycles
 
 
 T = TypeVar("T")

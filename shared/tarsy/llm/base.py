@@ -5,20 +5,28 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tarsy.config.schema import LLMProviderConfig, ToolChoice
+from tarsy.llm.tool_names import is_canonical
 from tarsy.models import ConversationMessage, TokenUsage, ToolCall
 
 
 class ToolDefinition(BaseModel):
-    """A tool offered to the model. ``name`` is canonical ``server.tool``."""
+    """A tool offered to the model. ``name`` is canonical ``server.tool`` (or a built-in's)."""
 
     model_config = ConfigDict(frozen=True)
 
-    name: str = Field(pattern=r"^[\w\-]+\.[\w\-]+$")
+    name: str
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+    @field_validator("name")
+    @classmethod
+    def _canonical(cls, name: str) -> str:
+        if not is_canonical(name):
+            raise ValueError(f"tool name {name!r} is not of the form 'server.tool'")
+        return name
 
 
 class GenerateRequest(BaseModel):
