@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tarsy.api import cancel_agent
 from tarsy.app import Deps
 from tarsy.models import AgentExecution, ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.steps import handle
@@ -264,3 +265,47 @@ async def test_a_sub_agent_that_does_not_answer_in_time_gives_an_error_observati
     metrics = (await executions(store, session))["metric-reader"]
     assert metrics.status is ExecutionStatus.CANCELLED
     assert [agent_of(c) for c in calls] == ["coordinator", "coordinator", "executive-summarizer"]
+
+
+async def test_cancelling_a_sub_agent_gives_its_parent_an_error_observation(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    calls: list[FakeCall] = []
+    base = scripted(calls)
+
+    def reply(call: FakeCall) -> FakeReply:
+        if agent_of(call) == "coordinator" and not function_responses(call):
+            return FakeReply(
+                tool_calls=[message({"agent_name": "log-reader", "message": "logs?"}, "x1")]
+            )
+        if agent_of(call) == "coordinator":
+            return FakeReply(text="Concluded after the cancel.")
+        return base(call)
+
+    fake_gemini.responder = reply
+    session = await new_session(store)
+    bus = RecordingBus()
+    run = replace(deps, bus=bus)
+    await handle(StepMessage(session_id=session.session_id, kind="start_session"), run)
+    await handle(bus.published.pop(), run)
+    [sub_agent_step] = bus.published
+    bus.published.clear()
+    logs = (await executions(store, session))["log-reader"]
+
+    await cancel_agent(deps, session.session_id, logs.execution_id)
+    await drive(deps, sub_agent_step)
+
+    done = await store.get_session(session.session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED
+    assert done.final_analysis == "Concluded after the cancel."
+    coordinator = (await executions(store, session))["coordinator"]
+    [tool_message] = [
+        m for m in await store.load_messages(coordinator.execution_id) if m.role == "tool"
+    ]
+    assert json.loads(tool_message.content) == {
+        "conversation_id": logs.execution_id,
+        "agent_name": "log-reader",
+        "error": "cancelled on request",
+        "is_complete": True,
+    }
+    assert "log-reader" not in [agent_of(c) for c in calls]  # it never called the model
