@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from tarsy import transitions
 from tarsy.app import Deps
-from tarsy.config.schema import ResolvedAgentConfig, TarsyConfig
+from tarsy.config.schema import ChainConfig, ResolvedAgentConfig, TarsyConfig
 from tarsy.context_formatter import ExecutionRecord, format_stage, format_stages
 from tarsy.errors import InputError
 from tarsy.log import fields
@@ -50,6 +50,7 @@ from tarsy.models import (
 )
 from tarsy.prompts import delimit, initial_messages, system_prompt
 from tarsy.scoring import JudgeInput, SessionScore, TimelineItem, build_judge_prompt
+from tarsy.strategies.base import budget_crossed
 from tarsy.sub_agents import answer_of
 from tarsy.transitions import SessionUpdate, StageUpdate
 
@@ -257,25 +258,45 @@ def plan_advance(
         return Advance(
             stage=stage, session=transitions.fail_session(session, error, now, status=status)
         )
-    if execution.stage + 1 < len(chain.stages):
+    spent = budget_crossed(
+        session.tokens.total_tokens, session.cost, config.session_budget(session.chain_id)
+    )
+    if execution.stage + 1 < len(chain.stages) and spent is None:
         return Advance(
             stage=stage,
             session=transitions.await_stage(session, execution.stage + 1, due),
             publish=start_stage_message(session.session_id, execution.stage + 1),
         )
-    final = analysis or ""
+    final = with_budget_note(analysis or "", spent, skipped_stages(chain, execution.stage))
     if chain.executive_summary:
         summary, opening = summary_opening(config, session, final, due)
+        update = transitions.record_final_analysis(session, final)
         return Advance(
             stage=stage,
-            session=transitions.record_final_analysis(session, final),
+            session=transitions.cut_short_by_budget(update) if spent else update,
             create=summary,
             opening=opening,
             publish=iterate_message(summary, FIRST_ITERATION_STEP),
         )
-    return Advance(
-        stage=stage, session=transitions.complete_session(session, now, final_analysis=final)
-    )
+    ended = transitions.complete_session(session, now, final_analysis=final)
+    return Advance(stage=stage, session=transitions.cut_short_by_budget(ended) if spent else ended)
+
+
+def skipped_stages(chain: ChainConfig, index: int) -> list[str]:
+    """The names of the chain's stages after stage ``index``."""
+    return [stage.name for stage in chain.stages[index + 1 :]]
+
+
+def with_budget_note(analysis: str, spent: str | None, skipped: list[str]) -> str:
+    """The chain's analysis, saying so when a spent budget ended the session early (pure).
+
+    An agent that was made to conclude already opens its analysis with "Cut
+    short"; what is added here is the stages that did not run at all.
+    """
+    if spent is None or not skipped:
+        return analysis
+    note = f"_(Budget spent: {spent}; stages not run: {', '.join(skipped)}.)_"
+    return f"{analysis.rstrip()}\n\n{note}" if analysis.strip() else note
 
 
 def score_verdict(
@@ -560,24 +581,29 @@ async def _after_stage(
             session.session_id, transitions.fail_session(session, error, now, status=status)
         )
         return
-    if index + 1 < len(chain.stages):
+    spent = budget_crossed(
+        session.tokens.total_tokens, session.cost, deps.config.session_budget(session.chain_id)
+    )
+    if index + 1 < len(chain.stages) and spent is None:
         if await deps.store.get_stage(session.session_id, index + 1) is None:
             await deps.store.update_session(
                 session.session_id, transitions.await_stage(session, index + 1, _due(deps))
             )
             await deps.bus.publish(start_stage_message(session.session_id, index + 1))
         return
-    final = analysis or ""
+    final = with_budget_note(analysis or "", spent, skipped_stages(chain, index))
     if chain.executive_summary:
         if session.final_analysis is None:
+            update = transitions.record_final_analysis(session, final)
             await deps.store.update_session(
-                session.session_id, transitions.record_final_analysis(session, final)
+                session.session_id, transitions.cut_short_by_budget(update) if spent else update
             )
         summary, opening = summary_opening(deps.config, session, final, _due(deps))
         await start_execution(summary, opening, deps)
     else:
+        ended = transitions.complete_session(session, now, final_analysis=final)
         await deps.store.update_session(
-            session.session_id, transitions.complete_session(session, now, final_analysis=final)
+            session.session_id, transitions.cut_short_by_budget(ended) if spent else ended
         )
 
 

@@ -614,6 +614,8 @@ def print_outcome(console: Console, view: SessionView) -> int:
     if status is ExecutionStatus.PAUSED:
         console.print(f"paused at max_iterations: [bold]tarsy resume {session['session_id']}[/]")
         return EXIT_OK
+    if session.get("completion_reason") == "budget":
+        console.print("ended early: the session's token or cost budget is spent", style="yellow")
     if session.get("error"):
         message = str(session["error"].get("message"))
         console.print(f"error: {message}", style="red", markup=False, soft_wrap=True)

@@ -145,6 +145,9 @@ class Session(_Model):
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     completed_at: datetime | None = None
+    # Why a completed session ended before its chain did: "budget" when its spend
+    # crossed the chain's max_tokens / max_cost_usd (the stages left were skipped).
+    completion_reason: Literal["budget"] | None = None
     # When the alert's own source said it is over (Alertmanager/Grafana "resolved",
     # PagerDuty incident.resolved, CloudWatch OK); the investigation itself goes on.
     resolved_at: datetime | None = None

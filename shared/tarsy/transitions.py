@@ -21,7 +21,7 @@ execution from step to step.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -102,6 +102,7 @@ class SessionUpdate(_Update):
     due_at: datetime | None = None
     started_at: datetime | None = None
     completed_at: datetime | None = None
+    completion_reason: Literal["budget"] | None = None
 
 
 # ─── executions ───────────────────────────────────────────────────────────────
@@ -312,6 +313,11 @@ def record_final_analysis(session: Session, analysis: str) -> SessionUpdate:
     """The chain's analysis is known; the executive summary is still to come."""
     _session(session, S.ACTIVE)
     return SessionUpdate(final_analysis=analysis)
+
+
+def cut_short_by_budget(update: SessionUpdate) -> SessionUpdate:
+    """The session ends early because its budget is spent (the stages left are skipped)."""
+    return update.model_copy(update={"completion_reason": "budget"})
 
 
 def complete_session(

@@ -264,5 +264,6 @@ async def test_a_spent_token_budget_makes_the_next_call_conclude(
     execution = agent_execution(view, "budgeted-agent")
     assert execution["timeline"][-1]["metadata"]["forced_conclusion"] == "budget"
     assert view.session["tokens"]["total_tokens"] == 120
+    assert view.session["completion_reason"] == "budget"
     interactions = await store.list_llm_interactions(execution["execution_id"])
     assert [i.request.get("tool_choice") for i in interactions] == ["auto", "none"]

@@ -510,3 +510,13 @@ def test_event_content_is_printed_verbatim(content: str) -> None:
     buffer = io.StringIO()
     cli.print_event(Console(file=buffer, width=200), event("llm_response", content, "t"))
     assert content in buffer.getvalue()
+
+
+def test_show_says_when_the_budget_ended_a_session(
+    serve: Callable[..., Recorder], capsys: pytest.CaptureFixture[str]
+) -> None:
+    budget = view("completed", final_analysis="cut short")
+    budget["session"]["completion_reason"] = "budget"
+    serve(ok(budget))
+    assert cli.main(["--api-url", API, "show", SID]) == cli.EXIT_OK
+    assert "ended early: the session's token or cost budget is spent" in capsys.readouterr().out

@@ -341,6 +341,13 @@ class ResolvedAgentConfig(_Strict):
     sub_agent_timeout_seconds: float = 300.0
 
 
+class SessionBudget(_Strict):
+    """A chain's session budget, the defaults' where the chain sets none."""
+
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+
+
 DEFAULT_CHAIN = "default"
 
 
@@ -481,6 +488,14 @@ class TarsyConfig(_Strict):
         """Seconds a session of this chain may run before it is timed out."""
         chain_timeout = self.chain(chain_id).session_timeout_seconds
         return chain_timeout or self.defaults.session_timeout_seconds
+
+    def session_budget(self, chain_id: str) -> SessionBudget:
+        """The token and cost budget of a session of this chain."""
+        chain = self.chain(chain_id)
+        return SessionBudget(
+            max_tokens=_maybe(chain.max_tokens, self.defaults.max_tokens),
+            max_cost_usd=_maybe(chain.max_cost_usd, self.defaults.max_cost_usd),
+        )
 
     def chain_for(self, alert_type: str) -> str:
         """Return the id of the chain that handles ``alert_type`` (the default chain if none)."""

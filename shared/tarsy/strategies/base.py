@@ -157,7 +157,21 @@ def tool_choice_for(state: IterationState, reason: ConclusionReason | None) -> s
     return choice
 
 
-def budget_crossed(tokens: int, cost: float, config: ResolvedAgentConfig) -> str | None:
+class Budget(Protocol):
+    """A session's limits: an agent's resolved config or a chain's budget carry them."""
+
+    @property
+    def max_tokens(self) -> int | None:
+        """Tokens the session may use (None: unlimited)."""
+        ...
+
+    @property
+    def max_cost_usd(self) -> float | None:
+        """USD the session may spend (None: unlimited)."""
+        ...
+
+
+def budget_crossed(tokens: int, cost: float, config: Budget) -> str | None:
     """What the session's spend has crossed of its budget (tokens or USD), or None."""
     if config.max_tokens is not None and tokens >= config.max_tokens:
         return f"the session used {tokens:,} tokens of its {config.max_tokens:,}-token budget"
