@@ -1,9 +1,11 @@
 """Sub-agents (issue 16, seed 004): message_agent through the real step engine and fake Gemini.
 
-The step function runs in process with a recording bus, so that each test
-decides which published message is delivered, how often (duplicates) and
-when (a sub-agent that never answers); Firestore is the emulator and the model
-the fake Gemini server, reached by the real google-genai SDK.
+Most tests run the step function in process with a recording bus, so that
+each decides which published message is delivered, how often (duplicates) and
+when (a sub-agent that never answers); the first goes through the whole stack
+(ingest, Pub/Sub push, the step function under functions-framework). Firestore
+and Pub/Sub are the emulators, the model the fake Gemini server, reached by the
+real google-genai SDK.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 
 from tarsy.api import cancel_agent
 from tarsy.app import Deps
+from tarsy.client import TarsyClient
 from tarsy.models import AgentExecution, ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.steps import handle
 from tarsy.store import Store
@@ -117,6 +120,31 @@ async def drive(deps: Deps, first: StepMessage, *, duplicate: bool = False) -> l
 
 async def executions(store: Store, session: Session) -> dict[str, AgentExecution]:
     return {e.agent: e for e in await store.list_executions(session.session_id)}
+
+
+def test_sub_agents_answer_through_pub_sub_and_the_view_shows_the_tree(
+    client: TarsyClient, fake_gemini: FakeGemini
+) -> None:
+    calls: list[FakeCall] = []
+    fake_gemini.responder = scripted(calls)
+    submitted = client.submit({"alert_type": "test-sub-agents", "data": {"latency": "4s"}})
+    *_, view = client.watch(submitted.session_id, poll_interval=0.25, timeout=120)
+
+    assert view.status is ExecutionStatus.COMPLETED, view.session.get("error")
+    assert view.session["final_analysis"] == "Root cause: pod orders-7 is out of memory."
+    by_agent = {e["agent"]: e for e in view.executions}
+    parent_id = by_agent["coordinator"]["execution_id"]
+    assert {
+        (e["agent"], e["role"], e["parent_execution_id"])
+        for e in view.executions
+        if e["role"] == "sub_agent"
+    } == {("log-reader", "sub_agent", parent_id), ("metric-reader", "sub_agent", parent_id)}
+    made = [agent_of(c) for c in calls]
+    assert (made.count("coordinator"), made.count("log-reader"), made.count("metric-reader")) == (
+        3,
+        2,
+        1,
+    )
 
 
 async def test_a_coordinator_messages_two_sub_agents_and_follows_up_under_duplicates(
