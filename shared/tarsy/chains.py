@@ -49,9 +49,11 @@ from tarsy.models import (
     utcnow,
 )
 from tarsy.prompts import delimit, initial_messages, system_prompt
+from tarsy.runbooks import RunbookFetch, resolve_runbook
 from tarsy.scoring import JudgeInput, SessionScore, TimelineItem, build_judge_prompt
 from tarsy.strategies.base import budget_crossed
 from tarsy.sub_agents import answer_of
+from tarsy.tool_selection import apply_selection
 from tarsy.transitions import SessionUpdate, StageUpdate
 
 logger = logging.getLogger(__name__)
@@ -133,18 +135,20 @@ def _new_execution(
 def resolve_execution(
     config: TarsyConfig, session: Session, execution: AgentExecution
 ) -> ResolvedAgentConfig:
-    """The configuration an execution runs with, by its role."""
+    """The configuration an execution runs with, by its role, with the alert's tool choice."""
     if execution.role == "agent":
-        return config.resolve(session.chain_id, execution.stage, execution.agent_index)
-    if execution.role == "synthesis":
-        return config.resolve_role(session.chain_id, execution.stage, "synthesis")
-    if execution.role == "chat":
-        return config.resolve_role(session.chain_id, None, "chat")
-    if execution.role == "scoring":
-        return config.resolve_role(session.chain_id, None, "scoring")
-    if execution.role == "sub_agent":
-        return config.resolve_sub_agent(session.chain_id, execution.agent)
-    return config.resolve_role(session.chain_id, None, "summary")
+        resolved = config.resolve(session.chain_id, execution.stage, execution.agent_index)
+    elif execution.role == "synthesis":
+        resolved = config.resolve_role(session.chain_id, execution.stage, "synthesis")
+    elif execution.role == "chat":
+        resolved = config.resolve_role(session.chain_id, None, "chat")
+    elif execution.role == "scoring":
+        resolved = config.resolve_role(session.chain_id, None, "scoring")
+    elif execution.role == "sub_agent":
+        resolved = config.resolve_sub_agent(session.chain_id, execution.agent)
+    else:
+        resolved = config.resolve_role(session.chain_id, None, "summary")
+    return apply_selection(resolved, session.mcp, execution.role)
 
 
 def stage_status(statuses: list[str], policy: str) -> ExecutionStatus:
@@ -377,13 +381,26 @@ async def start_stage(session_id: str, index: int, deps: Deps) -> None:
     if session.cancel_requested:
         await deps.store.update_session(session_id, transitions.cancel_session(session, utcnow()))
         return
-    await _start_stage(session, index, deps)
+    runbook = None
+    if index == 0:  # a runbook URL is fetched once, as the session starts (tarsy.runbooks)
+        chain = deps.config.chain(session.chain_id)
+        masking = deps.config.alert_masking
+        runbook = await resolve_runbook(session, chain.runbook_url, deps.settings, masking)
+    await _start_stage(session, index, deps, runbook)
 
 
-async def _start_stage(session: Session, index: int, deps: Deps) -> None:
-    """Create stage ``index`` with its executions (atomically) and publish their first steps."""
+async def _start_stage(
+    session: Session, index: int, deps: Deps, runbook: RunbookFetch | None = None
+) -> None:
+    """Create stage ``index`` with its executions (atomically) and publish their first steps.
+
+    A ``runbook`` fetched for the first stage is recorded on the session in the
+    same batch, so it is fetched again only if that batch never committed.
+    """
     chain = deps.config.chain(session.chain_id)
     stage_config = chain.stages[index]
+    if runbook is not None:
+        session = runbook.on(session)  # the opening prompts show the fetched text
     context = await previous_context(session, index, deps) if index else ""
     executions: list[AgentExecution] = []
     opening: dict[str, list[ConversationMessage]] = {}
@@ -409,13 +426,10 @@ async def _start_stage(session: Session, index: int, deps: Deps) -> None:
         success_policy=stage_config.success_policy,
         started_at=now,
     )
-    created = await deps.store.start_stage(
-        session.session_id,
-        stage,
-        executions,
-        opening,
-        transitions.start_stage_of_session(session, index, now),
-    )
+    update = transitions.start_stage_of_session(session, index, now)
+    if runbook is not None:
+        update = transitions.with_runbook(update, runbook.url, runbook.text, runbook.error)
+    created = await deps.store.start_stage(session.session_id, stage, executions, opening, update)
     published: list[str] = []
     for execution in executions:
         # A redelivered start publishes only what may never have gone out.

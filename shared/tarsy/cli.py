@@ -624,6 +624,17 @@ def print_outcome(console: Console, view: SessionView) -> int:
     return EXIT_OK if status is ExecutionStatus.COMPLETED else EXIT_SESSION_FAILED
 
 
+def runbook_line(session: dict[str, Any]) -> str | None:
+    """Whether the session's runbook URL was fetched, or why not (None: no runbook URL)."""
+    url = session.get("runbook_url")
+    if not url:
+        return None
+    if session.get("runbook_text") is not None:
+        return f"runbook: fetched from {url} ({len(session['runbook_text'])} characters)"
+    reason = session.get("runbook_error")
+    return f"runbook: not fetched from {url} ({reason}); the investigation goes on without it"
+
+
 def score_lines(session: dict[str, Any]) -> list[str]:
     """The judge's verdict on a session as printed lines (none when it was not scored)."""
     if session.get("score_error"):
@@ -651,8 +662,12 @@ def watch_session(
     """Print the timeline as it grows, with a spinner, until the session ends."""
     seen: dict[str, int] = {}
     view: SessionView | None = None
+    runbook_told = False
     with console.status(f"waiting for session {session_id}…") as spinner:
         for view in client.watch(session_id, poll_interval=interval, timeout=timeout):
+            if not runbook_told and (line := runbook_line(view.session)):
+                console.print(line, style="dim", markup=False, soft_wrap=True)
+                runbook_told = True
             for event in _new_events(view, seen):
                 print_event(console, event)
             stage = view.session.get("current_stage")
@@ -1001,6 +1016,8 @@ def show_session(view: SessionView, console: Console) -> int:
     )
     if session.get("resolved_at"):
         console.print(f"[bold]resolved by its source[/] {session['resolved_at']}")
+    if line := runbook_line(session):
+        console.print(line, style="dim", markup=False, soft_wrap=True)
     for event in _new_events(view, {}):
         print_event(console, event)
     if session.get("final_analysis") and not any(

@@ -4,12 +4,15 @@
 
     TarsyError
     ├── ConfigError                 configuration is wrong: at load (the process refuses to
-    │                               start) or met while stepping (the session fails at once)
+    │   │                           start) or met while stepping (the session fails at once)
+    │   └── ToolSelectionError      the alert's ``mcp`` names a tool its server does not list
     ├── InputError                  a caller sent something we reject (maps to 4xx)
     │   ├── AuthError               401: missing or wrong API key
     │   └── NotFoundError           404: no such session
     ├── ApiError                    the CLI's HTTP call to ingest/api failed
     └── RuntimeFailure              something failed while running a step
+        ├── RunbookError            a runbook URL could not be fetched; never raised out of
+        │                           a step: the investigation goes on without the runbook
         ├── TransientError          retry later: Pub/Sub redelivers the message
         │   └── LeaseHeldError      another invocation owns the execution right now
         └── PermanentError          retrying the message cannot help; record it, acknowledge
@@ -56,6 +59,26 @@ class ConfigError(TarsyError):
         return "\n".join([super().__str__(), *lines])
 
 
+class ToolSelectionError(ConfigError):
+    """The alert chose a tool that its MCP server does not list (found when listing tools).
+
+    Ingest can check tool names only against a tool list it knows (see
+    :mod:`tarsy.tool_selection`); otherwise the first step finds out, and the
+    session fails with this error rather than investigating with less than asked.
+    """
+
+    def __init__(self, server: str, missing: list[str], listed: list[str]) -> None:
+        offered = ", ".join(listed) or "none"
+        super().__init__(
+            f"the alert selected {', '.join(repr(t) for t in missing)} of MCP server "
+            f"{server!r}, which does not list {'it' if len(missing) == 1 else 'them'} "
+            f"(it lists: {offered})"
+        )
+        self.server = server
+        self.missing = missing
+        self.listed = listed
+
+
 class InputError(TarsyError):
     """A request was rejected. ``status`` is the HTTP status it maps to."""
 
@@ -82,6 +105,34 @@ class NotFoundError(InputError):
 
 class RuntimeFailure(TarsyError):
     """Something failed while running a step."""
+
+
+RunbookFailure = Literal[
+    "invalid_url", "domain", "token", "http", "too_large", "not_text", "timeout", "connection"
+]
+
+
+class RunbookError(RuntimeFailure):
+    """A runbook URL could not be fetched. ``kind`` says why; the session goes on without it.
+
+    ``status`` is the HTTP status of an ``http`` failure.
+    """
+
+    def __init__(self, kind: RunbookFailure, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind: RunbookFailure = kind
+        self.status = status
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same request may succeed shortly (a dropped connection, 429, 5xx)."""
+        if self.kind == "connection":
+            return True
+        return (
+            self.kind == "http"
+            and self.status is not None
+            and (self.status == 429 or self.status >= 500)
+        )
 
 
 class TransientError(RuntimeFailure):

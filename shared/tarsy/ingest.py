@@ -1,6 +1,8 @@
 """The ingest endpoint: validate an alert, create its session, publish the first step.
 
-Every rejection happens before anything is written or published. If the
+Every rejection happens before anything is written or published; an alert's
+``mcp`` selection is checked against the configuration here (a 422 names an
+unknown server or tool, see :mod:`tarsy.tool_selection`). If the
 publish fails after the session was written, the session is deleted again, so
 no caller ever sees a session that nothing will process.
 """
@@ -21,9 +23,10 @@ from tarsy.http import HttpRequest, HttpResponse, check_api_key, error_response,
 from tarsy.json_body import firestore_map_problems
 from tarsy.log import fields
 from tarsy.masking import Masker
-from tarsy.models import AlertSubmission, Session, StepMessage, utcnow
+from tarsy.models import AlertSubmission, MCPSelection, Session, StepMessage, utcnow
 from tarsy.settings import Settings
 from tarsy.store import Store
+from tarsy.tool_selection import fresh_tool_names, selection_problems, servers_to_check
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +91,26 @@ def parse_submission(request: HttpRequest, settings: Settings) -> AlertSubmissio
     return submission
 
 
+async def check_selection(selection: MCPSelection, config: TarsyConfig, store: Store) -> None:
+    """Reject (422, naming each culprit) an ``mcp`` selection the configuration cannot serve.
+
+    Server names are checked against the configuration; tool names against the
+    server's tool list cached in Firestore while it is fresh, read only when the
+    alert names tools. Other tool names are checked by the first step (see
+    :mod:`tarsy.tool_selection`).
+    """
+    named = servers_to_check(selection, config.mcp_servers)
+    cached = await store.get_tool_lists(named) if named else {}
+    known = fresh_tool_names(cached, config.mcp_servers, utcnow())
+    problems = selection_problems(selection, config.mcp_servers, known)
+    if problems:
+        raise InputError(
+            "the alert's mcp selection does not match the configuration",
+            status=422,
+            details=problems,
+        )
+
+
 def status_url(settings: Settings, session_id: str) -> str:
     """Return where the caller can follow the session."""
     return f"{settings.public_api_url.rstrip('/')}/sessions/{session_id}"
@@ -105,6 +128,8 @@ async def handle(
         return error_response(InputError(f"no route {request.path!r}", status=404))
     try:
         submission = parse_submission(request, settings)
+        if submission.mcp is not None:
+            await check_selection(submission.mcp, config, store)
     except InputError as e:
         logger.info("rejected alert: %s %s", e.status, e)
         return error_response(e)
@@ -115,6 +140,7 @@ async def handle(
         # Secrets in the alert are masked before anything stores or reads it (invariant 5).
         alert_data=Masker(config.alert_masking).mask(submission.data_as_text()).text,
         runbook=submission.runbook,
+        mcp=submission.mcp,
         metadata=submission.metadata,
         chain_id=chain_id,
         deadline=utcnow() + timedelta(seconds=config.session_timeout(chain_id)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -82,6 +82,45 @@ class TokenUsage(_Model):
 
 # ─── alert submission ─────────────────────────────────────────────────────────
 
+# An MCP server id as the configuration spells it; a tool name as an MCP server lists it.
+_SERVER_NAME = r"^[\w\-]+$"
+_TOOL_NAME = r"^[\w\-.:/]+$"
+
+
+class MCPServerSelection(_Model):
+    """One MCP server an alert chooses, and optionally which of its tools (TARSy's shape).
+
+    ``tools`` unset or empty: every tool the server lists.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=200, pattern=_SERVER_NAME)
+    tools: list[Annotated[str, Field(min_length=1, max_length=200, pattern=_TOOL_NAME)]] | None = (
+        Field(default=None, max_length=500)
+    )
+
+
+class MCPSelection(_Model):
+    """The alert's ``mcp``: the servers (and tools) every execution of its session uses.
+
+    It replaces the servers the chain configures for its agents and its chat;
+    an empty ``servers`` list runs the session without MCP tools.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    servers: list[MCPServerSelection] = Field(max_length=100)
+
+    @field_validator("servers")
+    @classmethod
+    def _distinct_servers(cls, value: list[MCPServerSelection]) -> list[MCPServerSelection]:
+        names = [server.name for server in value]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"servers named more than once: {', '.join(repeated)}")
+        return value
+
 
 class AlertSubmission(_Model):
     """Body of ``POST /alerts``.
@@ -93,8 +132,10 @@ class AlertSubmission(_Model):
 
     alert_type: str = Field(min_length=1, max_length=200, pattern=r"^[\w.\-/: ]+$")
     data: str | dict[str, Any] = Field(description="The alert payload, as text or a JSON object.")
+    # Runbook text, or an http(s) URL fetched when the session starts (tarsy.runbooks).
     runbook: str | None = Field(default=None, max_length=200_000)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    mcp: MCPSelection | None = None
 
     @field_validator("data")
     @classmethod
@@ -120,6 +161,13 @@ class Session(_Model):
     alert_type: str
     alert_data: str
     runbook: str | None = None
+    # When a runbook URL was fetched at start_session (the alert's, else its chain's
+    # runbook_url): the URL, and the text fetched or why there is none (tarsy.runbooks).
+    runbook_url: str | None = None
+    runbook_text: str | None = None
+    runbook_error: str | None = None
+    # The alert's choice of MCP servers and tools, for every execution (tarsy.tool_selection).
+    mcp: MCPSelection | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     # Where the alert came from (Alertmanager, ...); "api" for tarsy's own POST /alerts.
     source: str = "api"

@@ -44,7 +44,7 @@ from tarsy.chains import FIRST_ITERATION_STEP, resolve_execution, summary_openin
 from tarsy.chunking import cap_strings
 from tarsy.config.schema import LLMProviderConfig, ResolvedAgentConfig, TarsyConfig
 from tarsy.context_formatter import ExecutionRecord, format_stages
-from tarsy.errors import FailureKind, LLMError
+from tarsy.errors import FailureKind, LLMError, ToolSelectionError
 from tarsy.llm.base import (
     Budget,
     Capabilities,
@@ -92,6 +92,7 @@ from tarsy.store import Store
 from tarsy.strategies.base import IterationOutcome, IterationState, budget_crossed
 from tarsy.strategies.registry import get_strategy
 from tarsy.summarize import SUMMARY_SYSTEM, shrink_results
+from tarsy.tool_selection import restrict_listing
 from tarsy.tools import CachedToolList, ToolExecutor, ToolListing, ToolResult, error_result
 
 # More steps than any execution can take (max_iterations, a conclusion, retried
@@ -412,7 +413,10 @@ def recorded_listing(
     for server in config.mcp_servers:
         if server in tool_lists:
             tools.extend(tool_lists[server].tools)
-    return ToolListing(tools=tools)
+    try:  # the alert's tool allow-lists, as the step applied them
+        return restrict_listing(ToolListing(tools=tools), config.mcp_tools)
+    except ToolSelectionError:
+        return ToolListing(tools=tools)  # the cache moved on since; the recording tells
 
 
 def _unavailable_by_step(recorded: RecordedExecution) -> dict[int, dict[str, str]]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic.config import JsonDict
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ALL_FUNCTIONS = ("ingest", "step", "api")
 
@@ -206,6 +206,41 @@ class Settings(BaseSettings):
         description="Slack Web API base URL override (a proxy, a local fake), ending in /api/.",
         json_schema_extra=_used_by("step", "api"),
     )
+    allowed_runbook_domains: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=("github.com", "raw.githubusercontent.com"),
+        validation_alias="TARSY_ALLOWED_RUNBOOK_DOMAINS",
+        description=(
+            "Hosts a runbook URL may name (comma-separated, exact host names); a runbook "
+            "elsewhere is not fetched and the investigation goes on without it."
+        ),
+        json_schema_extra=_used_by("step"),
+    )
+    runbook_token_secret: str | None = Field(
+        default=None,
+        validation_alias="TARSY_RUNBOOK_TOKEN_SECRET",
+        description=(
+            "Secret Manager secret holding a token sent as 'Authorization: Bearer' with runbook "
+            "fetches (a GitHub token for private repositories), to the allowed hosts only."
+        ),
+        json_schema_extra=_used_by("step"),
+    )
+    runbook_token: SecretStr | None = Field(
+        default=None,
+        validation_alias="TARSY_RUNBOOK_TOKEN",
+        description="The runbook token given directly, for local runs.",
+        json_schema_extra=_used_by("step"),
+    )
+    runbook_max_bytes: int = Field(
+        default=256 * 1024,
+        validation_alias="TARSY_RUNBOOK_MAX_BYTES",
+        gt=0,
+        le=512 * 1024,
+        description=(
+            "Largest runbook fetched; a larger one is not used (it is stored on the session "
+            "document, which Firestore caps at 1 MiB with the alert)."
+        ),
+        json_schema_extra=_used_by("step"),
+    )
     telemetry_cloud: bool = Field(
         default=False,
         validation_alias="TARSY_TELEMETRY_CLOUD",
@@ -240,6 +275,13 @@ class Settings(BaseSettings):
         description="Root log level.",
         json_schema_extra=_used_by(*ALL_FUNCTIONS),
     )
+
+    @field_validator("allowed_runbook_domains", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(host.strip().lower() for host in value.split(",") if host.strip())
+        return value
 
     @property
     def step_budget_seconds(self) -> float:

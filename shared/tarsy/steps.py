@@ -64,6 +64,7 @@ from tarsy.strategies.base import IterationOutcome, IterationState, Strategy, bu
 from tarsy.strategies.registry import get_strategy
 from tarsy.sub_agents import MESSAGE_AGENT, Dispatch, DispatchPlan, PendingTurn
 from tarsy.summarize import shrink_results
+from tarsy.tool_selection import restrict_listing
 from tarsy.tools import ToolListing, ToolResult, error_result
 from tarsy.transitions import ExecutionUpdate
 
@@ -356,6 +357,8 @@ async def prepare_turn(
     listing = ToolListing()
     if strategy.uses_tools and config.mcp_servers and deps.tools is not None:
         listing = await deps.tools.list_tools(config.mcp_servers, state.tool_lists)
+        # The alert's tool allow-lists (ToolSelectionError: a named tool is not listed).
+        listing = restrict_listing(listing, config.mcp_tools)
     if strategy.uses_tools and sub_agents.offers_message_agent(execution, config):
         tool = sub_agents.message_agent_tool(config, deps.config.agents)
         listing = listing.model_copy(update={"tools": [*listing.tools, tool]})

@@ -103,6 +103,9 @@ class SessionUpdate(_Update):
     started_at: datetime | None = None
     completed_at: datetime | None = None
     completion_reason: Literal["budget"] | None = None
+    runbook_url: str | None = None
+    runbook_text: str | None = None
+    runbook_error: str | None = None
 
 
 # ─── executions ───────────────────────────────────────────────────────────────
@@ -301,6 +304,15 @@ def start_stage_of_session(session: Session, index: int, now: datetime) -> Sessi
     if index == 0:
         return update.model_copy(update={"started_at": now})
     return update
+
+
+def with_runbook(
+    update: SessionUpdate, url: str, text: str | None, error: str | None
+) -> SessionUpdate:
+    """``update`` that also records the session's fetched runbook (or why it has none)."""
+    return update.model_copy(
+        update={"runbook_url": url, "runbook_text": text, "runbook_error": error}
+    )
 
 
 def await_stage(session: Session, index: int, due: datetime) -> SessionUpdate:

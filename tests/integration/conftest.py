@@ -33,6 +33,7 @@ from tarsy.testing.fake_gemini import FakeGemini, StandInResponder
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = Path(__file__).with_name("chains.yaml")
 SCENARIO = "crashloop-bad-configmap"  # the demo cluster behind the "kubernetes" MCP server
+RUNBOOK_HOST = "127.0.0.1"  # an allowed runbook host, served in the tests that need it
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -62,7 +63,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory, fake_gemini: FakeGemini) -> 
         config_path=CONFIG,
         scenario=SCENARIO,
         # A short lease keeps the redelivery tests quick; steps here take milliseconds.
-        function_env={"TARSY_STEP_LEASE_SECONDS": "30", "TARSY_LOG_LEVEL": "INFO"},
+        function_env={
+            "TARSY_STEP_LEASE_SECONDS": "30",
+            "TARSY_LOG_LEVEL": "INFO",
+            # Runbooks from a loopback server (test_runbooks.py); "localhost" stays refused.
+            "TARSY_ALLOWED_RUNBOOK_DOMAINS": f"github.com,raw.githubusercontent.com,{RUNBOOK_HOST}",
+        },
     )
     # A CI timeout or Ctrl-C sends SIGTERM/SIGINT: turn it into an exception so that the
     # teardown below stops every process of the stack instead of leaking them.

@@ -311,6 +311,10 @@ class ChainConfig(_Strict):
     scoring_agent: str = Field(default="session-judge", pattern=NAME_PATTERN)
     # Answers follow-up questions on a finished session (POST /sessions/{id}/chat).
     chat_agent: str = Field(default="chat-assistant", pattern=NAME_PATTERN)
+    # The runbook of alerts that bring none, fetched when a session starts (tarsy.runbooks).
+    runbook_url: str | None = Field(
+        default=None, pattern=r"^https?://\S+$", description="default runbook URL (http/https)"
+    )
     # Where this chain's sessions are announced in Slack, instead of TARSY_SLACK_CHANNEL.
     slack_channel: str | None = Field(
         default=None, min_length=1, description="Slack channel id for this chain's notifications"
@@ -329,6 +333,9 @@ class ResolvedAgentConfig(_Strict):
     max_iterations: int
     on_max_iterations: OnMaxIterations = "conclude"
     mcp_servers: list[str]
+    # Per server, the only tools offered (the alert's selection); a server not named
+    # here offers every tool it lists.
+    mcp_tools: dict[str, list[str]] = Field(default_factory=dict)
     tool_choice: ToolChoice = "auto"
     loop_detection_threshold: int = DEFAULT_LOOP_THRESHOLD
     # The session's budget (its chain's, else the defaults'); None: unlimited.
