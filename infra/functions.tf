@@ -131,6 +131,7 @@ resource "google_cloudfunctions2_function" "step" {
     google_secret_manager_secret_iam_member.gemini_api_key,
     google_secret_manager_secret_iam_member.config_secret,
     google_secret_manager_secret_iam_member.slack_bot_token,
+    google_secret_manager_secret_iam_member.runbook_token,
     google_project_iam_member.build,
   ]
 }

@@ -57,6 +57,11 @@ locals {
       TARSY_SLACK_TOKEN_SECRET    = one(google_secret_manager_secret.slack_bot_token[*].secret_id)
       TARSY_LOG_FORMAT            = "json"
       TARSY_LOG_LEVEL             = var.log_level
+
+      # Runbook URLs, fetched by the step that starts a session.
+      TARSY_ALLOWED_RUNBOOK_DOMAINS = join(",", var.runbook_domains)
+      TARSY_RUNBOOK_MAX_BYTES       = tostring(var.runbook_max_bytes)
+      TARSY_RUNBOOK_TOKEN_SECRET    = one(google_secret_manager_secret.runbook_token[*].secret_id)
     }
     api = {
       GOOGLE_CLOUD_PROJECT        = var.project_id

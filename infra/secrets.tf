@@ -41,6 +41,17 @@ resource "google_secret_manager_secret" "slack_bot_token" {
   depends_on = [google_project_service.enabled]
 }
 
+# A token sent with runbook fetches (a GitHub token that reads private runbook repositories):
+# read at run time through TARSY_RUNBOOK_TOKEN_SECRET by the step function, which fetches them.
+resource "google_secret_manager_secret" "runbook_token" {
+  count     = var.runbook_token ? 1 : 0
+  secret_id = "${var.name_prefix}-runbook-token"
+  replication {
+    auto {}
+  }
+  depends_on = [google_project_service.enabled]
+}
+
 resource "google_secret_manager_secret" "config_secret" {
   for_each  = var.config_secrets
   secret_id = each.value
@@ -91,6 +102,14 @@ resource "google_secret_manager_secret_iam_member" "slack_bot_token" {
   secret_id = google_secret_manager_secret.slack_bot_token[0].id
   role      = "roles/secretmanager.secretAccessor"
   member    = each.value
+}
+
+resource "google_secret_manager_secret_iam_member" "runbook_token" {
+  count = var.runbook_token ? 1 : 0
+
+  secret_id = google_secret_manager_secret.runbook_token[0].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.step.member
 }
 
 resource "google_secret_manager_secret_iam_member" "config_secret" {

@@ -212,6 +212,28 @@ variable "log_level" {
 
 # ─── notifications and telemetry ──────────────────────────────────────────────
 
+variable "runbook_domains" {
+  description = "Hosts a runbook URL may name, exact host names (TARSY_ALLOWED_RUNBOOK_DOMAINS); a runbook elsewhere is not fetched."
+  type        = list(string)
+  default     = ["github.com", "raw.githubusercontent.com"]
+}
+
+variable "runbook_max_bytes" {
+  description = "Largest runbook fetched, in bytes, at most 524288 (TARSY_RUNBOOK_MAX_BYTES); a larger one is not used."
+  type        = number
+  default     = 262144
+  validation {
+    condition     = var.runbook_max_bytes > 0 && var.runbook_max_bytes <= 524288
+    error_message = "runbook_max_bytes must be between 1 and 524288 (the session document holds the runbook)."
+  }
+}
+
+variable "runbook_token" {
+  description = "true: the step function sends the token kept in the secret <name_prefix>-runbook-token (TARSY_RUNBOOK_TOKEN_SECRET) with runbook fetches, to the allowed hosts only (a GitHub token for private repositories)."
+  type        = bool
+  default     = false
+}
+
 variable "slack_notifications" {
   description = "true: the step, dead-letter and api functions post to Slack when a session ends, with the bot token kept in the secret <name_prefix>-slack-bot-token (TARSY_SLACK_TOKEN_SECRET)."
   type        = bool

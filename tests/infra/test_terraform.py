@@ -285,6 +285,14 @@ def test_publishers_and_secret_accessors_are_per_resource() -> None:
         "api",
     }
     assert "config_secret[each.key]" in accessors["config_secret"]["secret_id"]
+    # Only the step function fetches runbooks (at start_session), so only it reads the token.
+    runbook = accessors["runbook_token"]
+    assert runbook["secret_id"] == "${google_secret_manager_secret.runbook_token[0].id}"
+    assert sa_of(runbook["member"]) == "step"
+    step_env = locals_()["function_env"]["step"]
+    assert step_env[env_names("runbook_token_secret")[0]] == (
+        "${one(google_secret_manager_secret.runbook_token[*].secret_id)}"
+    )
 
 
 def test_only_ingest_and_api_are_public() -> None:
