@@ -5,14 +5,22 @@ a host outside allowed_runbook_domains is never asked and the session completes 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
+from tarsy.app import Deps
+from tarsy.chains import execution_id_for
 from tarsy.client import SessionView, TarsyClient
-from tarsy.models import ExecutionStatus
+from tarsy.config import load_config
+from tarsy.models import ExecutionStatus, Session, StepMessage
+from tarsy.steps import handle
+from tarsy.store import Store
+from tarsy.testing.bus import RecordingBus
 from tarsy.testing.fake_gemini import FakeGemini
 
 from .conftest import RUNBOOK_HOST
@@ -115,3 +123,37 @@ def test_a_runbook_on_a_host_not_allowed_is_not_fetched_and_the_session_goes_on(
     first = fake_gemini.calls[0]
     assert "RUNBOOK" not in first.texts("user")[0] and url not in first.texts("user")[0]
     assert session["final_analysis"]
+
+
+async def test_the_chains_runbook_url_serves_alerts_without_one_and_is_fetched_once(
+    deps: Deps, store: Store, runbooks: RunbookServer
+) -> None:
+    # In process, with a bus that records: the stack's step function sees none of it.
+    settings = deps.settings.model_copy(update={"allowed_runbook_domains": (RUNBOOK_HOST,)})
+    config = load_config(
+        settings,
+        user_text=(
+            "agent_chains:\n  documented:\n    alert_types: [documented]\n"
+            f"    runbook_url: {runbooks.url()}\n"
+            "    stages: [{name: investigation, agent: investigator}]\n"
+        ),
+    )
+    bus = RecordingBus()
+    local = replace(deps, settings=settings, config=config, bus=bus)
+    session = Session(
+        session_id=f"test-{uuid.uuid4()}", alert_type="documented", alert_data="disk full",
+        chain_id="documented",
+    )  # fmt: skip
+    await store.create_session(session)
+    start = StepMessage(session_id=session.session_id, kind="start_session")
+
+    await handle(start, local)
+    stored = await store.get_session(session.session_id)
+    assert stored is not None
+    assert (stored.runbook_url, stored.runbook_text) == (runbooks.url(), RUNBOOK)
+    messages = await store.load_messages(execution_id_for(session.session_id, 0, 0))
+    assert "RUNBOOK-7f3a" in messages[1].content
+
+    await handle(start, local)  # a redelivered start: nothing is fetched or started again
+    assert len(runbooks.requests) == 1
+    assert [m.kind for m in bus.published] == ["iterate"]

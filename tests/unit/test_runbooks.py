@@ -8,7 +8,9 @@ from collections.abc import Mapping, Sequence
 import httpx
 import pytest
 
-from tarsy.errors import RunbookError
+from tarsy.cli import runbook_line
+from tarsy.config import load_config
+from tarsy.errors import ConfigError, RunbookError
 from tarsy.masking import MaskingConfig
 from tarsy.models import Session
 from tarsy.prompts import user_prompt
@@ -323,3 +325,23 @@ def test_allowed_domains_read_comma_separated(monkeypatch: pytest.MonkeyPatch) -
     assert Settings().allowed_runbook_domains == ("github.com", "runbooks.internal")
     monkeypatch.delenv("TARSY_ALLOWED_RUNBOOK_DOMAINS")
     assert Settings().allowed_runbook_domains == GITHUB
+
+
+def test_the_cli_says_whether_the_runbook_was_fetched() -> None:
+    assert runbook_line({"runbook": "inline text"}) is None
+    fetched = {"runbook_url": BLOB, "runbook_text": "abc"}
+    assert runbook_line(fetched) == f"runbook: fetched from {BLOB} (3 characters)"
+    failed = {"runbook_url": BLOB, "runbook_text": None, "runbook_error": "HTTP 404 from x"}
+    line = runbook_line(failed)
+    assert line is not None and "not fetched" in line and "HTTP 404 from x" in line
+
+
+def test_a_chains_runbook_url_must_be_http() -> None:
+    chain = (
+        "agent_chains:\n  c:\n    alert_types: [c]\n    stages: [{name: s, agent: investigator}]\n"
+    )
+    good = load_config(Settings(), user_text=chain + f"    runbook_url: {BLOB}\n")
+    assert good.chain("c").runbook_url == BLOB
+    with pytest.raises(ConfigError) as failure:
+        load_config(Settings(), user_text=chain + "    runbook_url: file:///etc/passwd\n")
+    assert "runbook_url" in str(failure.value)
