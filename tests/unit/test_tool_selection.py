@@ -167,6 +167,14 @@ def test_the_selection_replaces_the_servers_of_agents_and_chat(role: ExecutionRo
     assert resolved.mcp_tools == {"logs": ["tail"]}  # an empty list means every tool
 
 
+def test_a_sub_agent_gets_the_selection_too() -> None:
+    sub_agent = execution("sub_agent", stage=0).model_copy(update={"agent": "reader"})
+    assert resolve_execution(CONFIG, session(None), sub_agent).mcp_servers == ["kubernetes"]
+    chosen = selection({"name": "metrics", "tools": ["query"]})
+    resolved = resolve_execution(CONFIG, session(chosen), sub_agent)
+    assert (resolved.mcp_servers, resolved.mcp_tools) == (["metrics"], {"metrics": ["query"]})
+
+
 def test_an_agent_configured_without_tools_gets_the_selection() -> None:
     chosen = selection({"name": "logs"})
     resolved = resolve_execution(CONFIG, session(chosen), execution("agent", stage=1))
