@@ -607,7 +607,15 @@ def decide(turn: Turn, call: ModelCall, tools: ToolRun) -> IterationOutcome:
     outcome.timeline.extend(tools.summaries)
     if turn.state.tools.unavailable and outcome.timeline:
         outcome.timeline[0].metadata["unavailable_servers"] = dict(turn.state.tools.unavailable)
+    if outcome.timeline and opens_the_investigation(turn.execution) and turn.session.runbook_error:
+        # The watcher of the first agent learns why it works without its runbook.
+        outcome.timeline[0].metadata["runbook_error"] = turn.session.runbook_error
     return outcome
+
+
+def opens_the_investigation(execution: AgentExecution) -> bool:
+    """Whether this is the first iteration of an agent of the first stage."""
+    return execution.role == "agent" and execution.stage == 0 and execution.iteration == 0
 
 
 def execution_update(

@@ -123,6 +123,9 @@ def test_a_runbook_on_a_host_not_allowed_is_not_fetched_and_the_session_goes_on(
     first = fake_gemini.calls[0]
     assert "RUNBOOK" not in first.texts("user")[0] and url not in first.texts("user")[0]
     assert session["final_analysis"]
+    # The first agent's timeline says why it worked without the runbook.
+    [agent] = [e for e in view.executions if e["role"] == "agent"]
+    assert agent["timeline"][0]["metadata"]["runbook_error"] == session["runbook_error"]
 
 
 async def test_the_chains_runbook_url_serves_alerts_without_one_and_is_fetched_once(
