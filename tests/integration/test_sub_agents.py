@@ -337,3 +337,80 @@ async def test_cancelling_a_sub_agent_gives_its_parent_an_error_observation(
         "is_complete": True,
     }
     assert "log-reader" not in [agent_of(c) for c in calls]  # it never called the model
+
+
+def ask_both_then_conclude(calls: list[FakeCall]) -> Callable[[FakeCall], FakeReply]:
+    base = scripted(calls)
+
+    def reply(call: FakeCall) -> FakeReply:
+        if agent_of(call) == "coordinator":
+            calls.append(call)
+            if function_responses(call):
+                return FakeReply(text="Both helpers answered.")
+            return FakeReply(
+                tool_calls=[
+                    message({"agent_name": "log-reader", "message": "logs?"}, "k1"),
+                    message({"agent_name": "metric-reader", "message": "cpu?"}, "k2"),
+                ]
+            )
+        return base(call)
+
+    return reply
+
+
+async def swept(deps: Deps, session: Session, seconds: float) -> list[StepMessage]:
+    """What the sweeper re-publishes for this session, ``seconds`` from now."""
+    bus = RecordingBus()
+    await sweep(replace(deps, bus=bus), now=utcnow() + timedelta(seconds=seconds))
+    # (The emulator is shared: the sweep may find other tests' executions too.)
+    return [m for m in bus.published if m.session_id == session.session_id]
+
+
+async def test_crashes_around_the_sub_agents_publishes_are_healed_by_the_sweeper(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    calls: list[FakeCall] = []
+    fake_gemini.responder = ask_both_then_conclude(calls)
+    session = await new_session(store)
+    bus = RecordingBus()
+    run, dying = replace(deps, bus=bus), replace(deps, bus=RecordingBus(fail=True))
+    await handle(StepMessage(session_id=session.session_id, kind="start_session"), run)
+    dispatch = bus.published.pop()
+
+    # The coordinator's step commits its messages to both helpers, then the process
+    # dies before publishing their first steps; Pub/Sub's redelivery changes nothing.
+    with pytest.raises(ConnectionError):
+        await handle(dispatch, dying)
+    await handle(dispatch, run)
+    assert bus.published == []
+    # Past their due time the sweeper starts both conversations (not the waiting parent).
+    starts = await swept(deps, session, deps.settings.step_due_seconds + 5)
+    by_id = {e.execution_id: e for e in await store.list_executions(session.session_id)}
+    assert sorted(by_id[m.execution_id].agent for m in starts) == ["log-reader", "metric-reader"]
+    first, last = starts
+    await handle(first, run)
+    assert bus.published == []  # one answer of two: the parent keeps waiting
+    # The second answer claims the fan-in, then dies publishing the parent's step...
+    with pytest.raises(ConnectionError):
+        await handle(last, dying)
+    await handle(last, run)  # ...and its redelivery finds the fan-in already claimed.
+    assert bus.published == []
+    # The parent was made due at the normal step due time, not the answer timeout.
+    [woken] = await swept(deps, session, deps.settings.step_due_seconds + 5)
+    assert by_id[woken.execution_id].agent == "coordinator"
+    await drive(deps, woken)
+
+    done = await store.get_session(session.session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED
+    assert done.final_analysis == "Both helpers answered."
+    coordinator = (await executions(store, session))["coordinator"]
+    tool_messages = [
+        m for m in await store.load_messages(coordinator.execution_id) if m.role == "tool"
+    ]
+    assert sorted(str(m.tool_call_id) for m in tool_messages) == ["k1", "k2"]
+    made = [agent_of(c) for c in calls]
+    assert (made.count("coordinator"), made.count("log-reader"), made.count("metric-reader")) == (
+        2,
+        1,
+        1,
+    )
