@@ -20,6 +20,7 @@ from tarsy.models import (
     ToolCall,
 )
 from tarsy.settings import Settings
+from tarsy.strategies.react_parser import parse_react
 from tarsy.sub_agents import (
     MESSAGE_AGENT,
     Dispatch,
@@ -289,3 +290,11 @@ def test_the_timeline_shows_the_messages_first_and_the_answers_when_they_are_in(
     assert first[1].metadata["sub_agent"] == "logs"
     [answer] = later
     assert answer.metadata == {"call_id": "c1", "sub_agent": "logs", "conversation_id": "conv-c1"}
+
+
+def test_a_react_agent_can_message_a_sub_agent() -> None:
+    text = (
+        'Thought: ask\nAction: message_agent\nAction Input: {"agent_name": "logs", "message": "hi"}'
+    )
+    parsed = parse_react(text, [MESSAGE_AGENT, "k8s.pods"])
+    assert (parsed.kind, parsed.action, parsed.error) == ("action", MESSAGE_AGENT, None)
