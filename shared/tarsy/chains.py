@@ -262,9 +262,7 @@ def plan_advance(
         return Advance(
             stage=stage, session=transitions.fail_session(session, error, now, status=status)
         )
-    spent = budget_crossed(
-        session.tokens.total_tokens, session.cost, config.session_budget(session.chain_id)
-    )
+    spent = session_spent(config, session)
     if execution.stage + 1 < len(chain.stages) and spent is None:
         return Advance(
             stage=stage,
@@ -277,13 +275,19 @@ def plan_advance(
         update = transitions.record_final_analysis(session, final)
         return Advance(
             stage=stage,
-            session=transitions.cut_short_by_budget(update) if spent else update,
+            session=transitions.cut_short_by_budget(update, spent),
             create=summary,
             opening=opening,
             publish=iterate_message(summary, FIRST_ITERATION_STEP),
         )
     ended = transitions.complete_session(session, now, final_analysis=final)
-    return Advance(stage=stage, session=transitions.cut_short_by_budget(ended) if spent else ended)
+    return Advance(stage=stage, session=transitions.cut_short_by_budget(ended, spent))
+
+
+def session_spent(config: TarsyConfig, session: Session) -> str | None:
+    """What the session's spend, as committed, has crossed of its chain's budget, or None."""
+    budget = config.session_budget(session.chain_id)
+    return budget_crossed(session.tokens.total_tokens, session.cost, budget)
 
 
 def skipped_stages(chain: ChainConfig, index: int) -> list[str]:
@@ -595,9 +599,7 @@ async def _after_stage(
             session.session_id, transitions.fail_session(session, error, now, status=status)
         )
         return
-    spent = budget_crossed(
-        session.tokens.total_tokens, session.cost, deps.config.session_budget(session.chain_id)
-    )
+    spent = session_spent(deps.config, session)
     if index + 1 < len(chain.stages) and spent is None:
         if await deps.store.get_stage(session.session_id, index + 1) is None:
             await deps.store.update_session(
@@ -610,14 +612,14 @@ async def _after_stage(
         if session.final_analysis is None:
             update = transitions.record_final_analysis(session, final)
             await deps.store.update_session(
-                session.session_id, transitions.cut_short_by_budget(update) if spent else update
+                session.session_id, transitions.cut_short_by_budget(update, spent)
             )
         summary, opening = summary_opening(deps.config, session, final, _due(deps))
         await start_execution(summary, opening, deps)
     else:
         ended = transitions.complete_session(session, now, final_analysis=final)
         await deps.store.update_session(
-            session.session_id, transitions.cut_short_by_budget(ended) if spent else ended
+            session.session_id, transitions.cut_short_by_budget(ended, spent)
         )
 
 
@@ -738,11 +740,7 @@ async def cancel_one(execution: AgentExecution, deps: Deps) -> None:
     """
     update = transitions.cancel_one_execution(execution, utcnow())
     await deps.store.end_execution(execution, update)
-    for conversation, _ in (await deps.store.list_sub_agents(execution.execution_id)).values():
-        if not conversation.status.is_terminal:
-            await deps.store.update_execution(
-                conversation.execution_id, transitions.request_cancel_of_execution(conversation)
-            )
+    await cancel_sub_agents(execution.execution_id, deps)
     logger.info(
         "agent cancelled",
         extra=fields(session_id=execution.session_id, execution_id=execution.execution_id),
@@ -751,6 +749,18 @@ async def cancel_one(execution: AgentExecution, deps: Deps) -> None:
         update={"status": ExecutionStatus.CANCELLED, "error": update.error}
     )
     await after_execution(ended, deps)
+
+
+async def cancel_sub_agents(
+    parent_execution_id: str, deps: Deps, only: set[str] | None = None
+) -> None:
+    """Ask the parent's running sub-agent conversations (or ``only`` those) to stop."""
+    for conversation, _ in (await deps.store.list_sub_agents(parent_execution_id)).values():
+        chosen = only is None or conversation.execution_id in only
+        if chosen and not conversation.status.is_terminal:
+            await deps.store.update_execution(
+                conversation.execution_id, transitions.request_cancel_of_execution(conversation)
+            )
 
 
 DEADLINE_ERROR = ErrorInfo(message="the session passed its deadline", code="deadline")

@@ -772,17 +772,11 @@ async def wait_for_sub_agents(
     if not await deps.store.commit_step(commit):
         await after_lost_commit(message, deps)
         return
-    for conversation in new:
-        await deps.bus.publish(iterate_message(conversation.execution, FIRST_ITERATION_STEP))
+    for started in new:
+        await deps.bus.publish(iterate_message(started.execution, FIRST_ITERATION_STEP))
     for follow_up in follow_ups:
-        await deps.bus.publish(
-            StepMessage(
-                session_id=turn.session.session_id,
-                execution_id=follow_up.execution_id,
-                step=follow_up.step,
-                kind="iterate",
-            )
-        )
+        reopened, _ = tools.conversations[follow_up.execution_id]
+        await deps.bus.publish(iterate_message(reopened, follow_up.step))
     logger.info(
         "messaged %d sub-agents; waiting until %s",
         len(tools.dispatches),
@@ -868,23 +862,10 @@ async def collect_answers(
     if not await deps.store.commit_step(commit):
         await after_lost_commit(message, deps)
         return
-    if silent:
-        await cancel_silent(execution.execution_id, pending.dispatches, silent, deps)
+    if silent:  # their answers would come too late: stop those conversations
+        late = {d.conversation_id for d in pending.dispatches if d.call_id in silent}
+        await chains.cancel_sub_agents(execution.execution_id, deps, only=late)
     await publish_next(message, turn, outcome, commit, advance, deps)
-
-
-async def cancel_silent(
-    execution_id: str, dispatches: list[Dispatch], silent: list[str], deps: Deps
-) -> None:
-    """Cancel the conversations that did not answer in time (their answers would be void)."""
-    conversations = await deps.store.list_sub_agents(execution_id)
-    ids = {d.conversation_id for d in dispatches if d.call_id in silent}
-    for conversation_id in sorted(ids):
-        conversation = conversations.get(conversation_id)
-        if conversation is not None and not conversation[0].status.is_terminal:
-            await deps.store.update_execution(
-                conversation_id, transitions.request_cancel_of_execution(conversation[0])
-            )
 
 
 async def publish_next(

@@ -327,8 +327,10 @@ def record_final_analysis(session: Session, analysis: str) -> SessionUpdate:
     return SessionUpdate(final_analysis=analysis)
 
 
-def cut_short_by_budget(update: SessionUpdate) -> SessionUpdate:
-    """The session ends early because its budget is spent (the stages left are skipped)."""
+def cut_short_by_budget(update: SessionUpdate, spent: str | None) -> SessionUpdate:
+    """``update``, saying the session ended early when its budget is ``spent`` (else as is)."""
+    if spent is None:
+        return update
     return update.model_copy(update={"completion_reason": "budget"})
 
 

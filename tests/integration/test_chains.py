@@ -25,6 +25,7 @@ from tarsy.store import Store
 from tarsy.testing.bus import RecordingBus
 from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
 
+from . import in_process
 from .conftest import Tap
 
 AGENT = re.compile(r"You are ([\w\-]+),")
@@ -257,15 +258,7 @@ def test_sweeper_times_out_a_session_past_its_deadline(
 
 
 async def new_session(store: Store, alert_type: str = "kubernetes") -> Session:
-    session = Session(
-        session_id=f"test-{time.monotonic_ns()}",
-        alert_type=alert_type,
-        alert_data="pod api-0 crash looping",
-        chain_id="default",
-        deadline=utcnow() + timedelta(minutes=10),
-    )
-    await store.create_session(session)
-    return session
+    return await in_process.new_session(store, alert_type=alert_type)
 
 
 async def leased_first_step(

@@ -21,6 +21,9 @@ from tarsy.store import Store
 from tarsy.testing.bus import RecordingBus
 from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply
 
+from . import in_process
+from .in_process import drive
+
 FAST = "{max_retries: 1, initial_delay: 0.01, max_delay: 0.05}"
 
 
@@ -45,27 +48,9 @@ def with_fallback(deps: Deps, primary_url: str, backup_url: str) -> Deps:
 
 
 async def new_session(store: Store) -> Session:
-    session = Session(
-        session_id=f"orchestration-{time.monotonic_ns()}",
-        alert_type="generic",
-        alert_data="error rate 31% on orders",
-        chain_id="default",
-        deadline=utcnow() + timedelta(minutes=10),
+    return await in_process.new_session(
+        store, alert_type="generic", alert_data="error rate 31% on orders"
     )
-    await store.create_session(session)
-    return session
-
-
-async def drive(deps: Deps, message: StepMessage) -> None:
-    bus = RecordingBus()
-    pending = [message]
-    for _ in range(20):
-        if not pending:
-            return
-        await handle(pending.pop(0), replace(deps, bus=bus))
-        pending.extend(bus.published)
-        bus.published.clear()
-    raise AssertionError("the session did not settle")
 
 
 async def test_a_failing_primary_falls_back_and_the_record_names_both(

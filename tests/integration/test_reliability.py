@@ -26,21 +26,15 @@ from tarsy.testing.bus import RecordingBus
 from tarsy.testing.fake_gemini import FakeGemini, FakeReply
 from tarsy.transitions import SessionUpdate
 
+from . import in_process
+
 
 class DroppingBus(RecordingBus):
     """Publishes nowhere: every message is recorded and then lost."""
 
 
 async def new_session(store: Store, chain_id: str = "default") -> Session:
-    session = Session(
-        session_id=f"reliability-{time.monotonic_ns()}",
-        alert_type="kubernetes",
-        alert_data="pod api-0 crash looping",
-        chain_id=chain_id,
-        deadline=utcnow() + timedelta(minutes=10),
-    )
-    await store.create_session(session)
-    return session
+    return await in_process.new_session(store, chain_id=chain_id)
 
 
 async def started(deps: Deps, store: Store) -> tuple[Session, StepMessage, RecordingBus]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
@@ -31,19 +30,19 @@ from tarsy.sweeper import sweep
 from tarsy.testing.bus import RecordingBus
 from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
 
+from . import in_process
+from .in_process import drive
+
 pytestmark = pytest.mark.integration
 
 
 async def new_session(store: Store) -> Session:
-    session = Session(
-        session_id=f"sub-agents-{time.monotonic_ns()}",
+    return await in_process.new_session(
+        store,
         alert_type="test-sub-agents",
         alert_data="checkout latency p99 4s",
         chain_id="sub-agents",
-        deadline=utcnow() + timedelta(minutes=10),
     )
-    await store.create_session(session)
-    return session
 
 
 def agent_of(call: FakeCall) -> str:
@@ -101,21 +100,13 @@ def scripted(calls: list[FakeCall]) -> Callable[[FakeCall], FakeReply]:
     return reply
 
 
-async def drive(deps: Deps, first: StepMessage, *, duplicate: bool = False) -> list[StepMessage]:
-    """Deliver every published message (twice with ``duplicate``) until none is left."""
-    bus = RecordingBus()
-    queue: list[StepMessage] = [first]
-    delivered: list[StepMessage] = []
-    for _ in range(200):
-        if not queue:
-            return delivered
-        step = queue.pop(0)
-        for _ in range(2 if duplicate else 1):
-            await handle(step, replace(deps, bus=bus))
-        delivered.append(step)
-        queue.extend(bus.published)
-        bus.published.clear()
-    raise AssertionError("the session did not settle")
+async def start_and_message(run: Deps, bus: RecordingBus, session: Session) -> list[StepMessage]:
+    """Start the session and run the coordinator's first step: the sub-agents' first steps."""
+    await handle(StepMessage(session_id=session.session_id, kind="start_session"), run)
+    await handle(bus.published.pop(), run)
+    started = list(bus.published)
+    bus.published.clear()
+    return started
 
 
 async def executions(store: Store, session: Session) -> dict[str, AgentExecution]:
@@ -250,10 +241,7 @@ async def test_a_sub_agent_that_does_not_answer_in_time_gives_an_error_observati
     run = replace(local, bus=bus)
 
     # The session starts and the coordinator messages the metric reader...
-    await handle(StepMessage(session_id=session.session_id, kind="start_session"), run)
-    await handle(bus.published.pop(), run)
-    [sub_agent_step] = bus.published
-    bus.published.clear()
+    [sub_agent_step] = await start_and_message(run, bus, session)
     coordinator = (await executions(store, session))["coordinator"]
     assert coordinator.awaiting is not None and coordinator.awaiting.call_ids == ["m1"]
     # ...whose step is never delivered (a sub-agent that hangs). A message for the
@@ -314,10 +302,7 @@ async def test_cancelling_a_sub_agent_gives_its_parent_an_error_observation(
     session = await new_session(store)
     bus = RecordingBus()
     run = replace(deps, bus=bus)
-    await handle(StepMessage(session_id=session.session_id, kind="start_session"), run)
-    await handle(bus.published.pop(), run)
-    [sub_agent_step] = bus.published
-    bus.published.clear()
+    [sub_agent_step] = await start_and_message(run, bus, session)
     logs = (await executions(store, session))["log-reader"]
 
     await cancel_agent(deps, session.session_id, logs.execution_id)

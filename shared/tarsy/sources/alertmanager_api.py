@@ -53,10 +53,9 @@ from pydantic import (
     field_validator,
 )
 
-from tarsy.sources.alert_type import derive_alert_type
 from tarsy.sources.config import AlertmanagerSourceConfig
 from tarsy.sources.errors import PayloadShapeError, problems_from
-from tarsy.sources.grouped import GroupStatus, runbook_from
+from tarsy.sources.grouped import GroupStatus, labelled_alert
 from tarsy.sources.limits import cap_alerts
 from tarsy.sources.normalized import NormalizedAlert
 from tarsy.sources.parsing import Tolerant, parse_json
@@ -254,15 +253,5 @@ def normalize_alertmanager_api(
         fingerprint = label_fingerprint(alert.labels)
         status: GroupStatus = "resolved" if alert.is_resolved(now) else "firing"
         data = alert_data(alert, status, fingerprint, common)
-        normalized.append(
-            NormalizedAlert(
-                source=config.source,
-                fingerprint=fingerprint,
-                alert_key=fingerprint,
-                event=status,
-                alert_type=derive_alert_type(data, config),
-                data=data,
-                runbook=runbook_from(alert.annotations),
-            )
-        )
+        normalized.append(labelled_alert(fingerprint, status, data, alert.annotations, config))
     return cap_alerts(normalized, config.max_alerts_per_notification)

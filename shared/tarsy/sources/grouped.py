@@ -86,18 +86,6 @@ def runbook_from(annotations: Mapping[str, str]) -> str | None:
     return url or None
 
 
-def runbook_of(alert: GroupedAlert) -> str | None:
-    """Return the alert's ``runbook_url`` annotation, if it has a non-blank one.
-
-    Args:
-        alert: The alert.
-
-    Returns:
-        The URL, stripped, or ``None``.
-    """
-    return runbook_from(alert.annotations)
-
-
 def alert_data(notification: GroupedNotification, alert: GroupedAlert) -> dict[str, Any]:
     """Return what the investigation reads about one alert of a group.
 
@@ -138,18 +126,44 @@ def normalize_group(
         One entry per alert, in the sender's order; alerts beyond
         ``config.max_alerts_per_notification`` are ``ignored``.
     """
-    alerts = []
-    for alert in notification.alerts:
-        data = alert_data(notification, alert)
-        alerts.append(
-            NormalizedAlert(
-                source=config.source,
-                fingerprint=alert.fingerprint,
-                alert_key=alert.fingerprint,
-                event=alert.status,
-                alert_type=derive_alert_type(data, config),
-                data=data,
-                runbook=runbook_of(alert),
-            )
+    alerts = [
+        labelled_alert(
+            alert.fingerprint,
+            alert.status,
+            alert_data(notification, alert),
+            alert.annotations,
+            config,
         )
+        for alert in notification.alerts
+    ]
     return cap_alerts(alerts, config.max_alerts_per_notification)
+
+
+def labelled_alert(
+    fingerprint: str,
+    status: GroupStatus,
+    data: dict[str, Any],
+    annotations: Mapping[str, str],
+    config: SourceConfig,
+) -> NormalizedAlert:
+    """One alert of a label-identified sender (Alertmanager, Grafana), normalized.
+
+    Args:
+        fingerprint: Its label fingerprint: the dedup key.
+        status: ``firing`` or ``resolved``.
+        data: What the investigation reads about it.
+        annotations: Its annotations (the runbook comes from ``runbook_url``).
+        config: The source's settings (alert type).
+
+    Returns:
+        The normalized alert.
+    """
+    return NormalizedAlert(
+        source=config.source,
+        fingerprint=fingerprint,
+        alert_key=fingerprint,
+        event=status,
+        alert_type=derive_alert_type(data, config),
+        data=data,
+        runbook=runbook_from(annotations),
+    )
