@@ -4,9 +4,6 @@ nothing written, and a tool its server does not list fails the session naming it
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import pytest
 
 from tarsy.client import SessionView, TarsyClient
@@ -15,6 +12,7 @@ from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus
 from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
 
+from .chat_polling import answer_chat
 from .conftest import Tap
 from .test_ingest_rejections import documents
 from .test_investigations import ALERT, STEPS
@@ -29,18 +27,6 @@ SELECTION = {"servers": [{"name": "kubernetes", "tools": [STEP.tool]}]}
 def finish(client: TarsyClient, session_id: str) -> SessionView:
     *_, view = client.watch(session_id, poll_interval=0.25, timeout=120)
     return view
-
-
-def answer_chat(client: TarsyClient, session_id: str, question: str) -> dict[str, Any]:
-    execution_id = client.chat(session_id, question)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        view = client.session(session_id)
-        chat = next(e for e in view.executions if e["execution_id"] == execution_id)
-        if ExecutionStatus(chat["status"]).is_terminal:
-            return chat
-        time.sleep(0.25)  # polling the api, as `tarsy chat` does
-    raise AssertionError("the chat did not finish")
 
 
 def responder(call: FakeCall) -> FakeReply:

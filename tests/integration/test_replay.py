@@ -9,7 +9,6 @@ call; then a changed ReAct parser rule shows up as differences.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Collection
 
 import pytest
@@ -28,6 +27,7 @@ from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolC
 from tarsy.testing.standin import ScenarioStandIn
 from tests.no_network import no_network
 
+from .chat_polling import answer_chat
 from .conftest import SCENARIO, stack_config_path
 from .test_investigations import ALERT, STEPS, react_model
 from .test_tools import SECRET_ALERT, troubleshooter
@@ -56,17 +56,8 @@ async def replay_offline(
 
 
 def ask(client: TarsyClient, session_id: str, question: str) -> None:
-    """Ask a follow-up question and wait for the chat's execution to finish."""
-    execution_id = client.chat(session_id, question)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        view = client.session(session_id)
-        chat = next(e for e in view.executions if e["execution_id"] == execution_id)
-        if ExecutionStatus(chat["status"]).is_terminal:
-            assert chat["status"] == "completed"
-            return
-        time.sleep(0.25)  # polling the api, as `tarsy chat` does
-    raise AssertionError("the chat did not finish")
+    """Ask a follow-up question and wait for the chat to answer."""
+    assert answer_chat(client, session_id, question)["status"] == "completed"
 
 
 async def test_native_thinking_session_with_tools_and_a_chat_replays_identically(
