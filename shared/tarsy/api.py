@@ -64,6 +64,10 @@ async def session_view(store: Store, session_id: str) -> dict[str, Any]:
         raise NotFoundError(f"no session {session_id!r}")
     stages = await store.list_stages(session_id)
     executions = await store.list_executions(session_id)
+    # Calls streaming now: their text so far (each commit replaces it with the records).
+    live = await store.live_progress(
+        [e.execution_id for e in executions if not e.status.is_terminal]
+    )
     execution_views: list[dict[str, Any]] = []
     timeline: list[dict[str, Any]] = []
     for execution in executions:
@@ -77,10 +81,7 @@ async def session_view(store: Store, session_id: str) -> dict[str, Any]:
             }
             for event in events
         ]
-        # A call streaming now: its text so far (the commit replaces it with the records).
-        progress = None
-        if not execution.status.is_terminal:
-            progress = await store.get_progress(execution.execution_id)
+        progress = live.get(execution.execution_id)
         execution_views.append(
             {
                 **execution.model_dump(mode="json"),

@@ -441,11 +441,21 @@ class Store:
         ref = self._execution(execution_id).collection(PROGRESS).document("current")
         await ref.set({**_doc(progress), "updated_at": utcnow()})
 
-    async def get_progress(self, execution_id: str) -> ProgressSnapshot | None:
-        """Return the live progress of the call streaming now, or None between calls."""
-        self.round_trips.add("get")
-        snap = await self._execution(execution_id).collection(PROGRESS).document("current").get()
-        return ProgressSnapshot.model_validate(snap.to_dict()) if snap.exists else None
+    async def live_progress(self, execution_ids: Sequence[str]) -> dict[str, ProgressSnapshot]:
+        """The live progress of each execution whose call is streaming now (one round trip)."""
+        if not execution_ids:
+            return {}
+        self.round_trips.add("get_all")
+        refs = {
+            self._execution(eid).collection(PROGRESS).document("current").path: eid
+            for eid in execution_ids
+        }
+        found: dict[str, ProgressSnapshot] = {}
+        current = [self._db.document(path) for path in refs]
+        async for snap in self._db.get_all(current):
+            if snap.exists:
+                found[refs[snap.reference.path]] = ProgressSnapshot.model_validate(snap.to_dict())
+        return found
 
     async def was_published(self, execution_id: str, step: int) -> bool:
         """Whether the message for ``step`` is known to have gone out."""
