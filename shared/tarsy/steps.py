@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
+from pydantic import ValidationError
+
 from tarsy import chains, sub_agents, telemetry, transitions
 from tarsy.app import Deps
 from tarsy.chains import FIRST_ITERATION_STEP, Advance, iterate_message
@@ -104,7 +106,20 @@ async def handle(message: StepMessage, deps: Deps) -> None:
 
 
 async def handle_dead_letter(message: StepMessage, deps: Deps, *, delivery_attempts: str) -> None:
-    """Fail the execution and session of a message that Pub/Sub gave up delivering."""
+    """Fail the execution and session of a message that Pub/Sub gave up delivering.
+
+    A dead letter can arrive after its step was done: a slow step outlived its
+    deliveries (each refused while it held the lease) and then committed. Such a
+    late dead letter is dropped: the session went on without it.
+    """
+    if await _dead_letter_is_late(message, deps):
+        logger.warning(
+            "dead letter for %s #%s arrived after its step was done; dropped",
+            message.kind,
+            message.step or message.stage,
+            extra=fields(session_id=message.session_id, execution_id=message.execution_id),
+        )
+        return
     reason = ErrorInfo(
         message=(
             f"step {message.kind!r} #{message.step or message.stage} could not be processed "
@@ -114,6 +129,22 @@ async def handle_dead_letter(message: StepMessage, deps: Deps, *, delivery_attem
     )
     await chains.fail(message, reason, deps, unless_leased=True)
     await on_session_end(message.session_id, deps)
+
+
+async def _dead_letter_is_late(message: StepMessage, deps: Deps) -> bool:
+    """Whether the step of a dead-lettered message already happened (reads, then :func:`late`)."""
+    if message.kind == "iterate":
+        try:
+            execution = await deps.store.get_execution(message.execution_id)
+        except ValidationError:
+            return False  # a document no step can read: the poison the dead letter is for
+        return execution is not None and step_is_done(message, execution)
+    return await deps.store.get_stage(message.session_id, message.stage) is not None
+
+
+def step_is_done(message: StepMessage, execution: AgentExecution) -> bool:
+    """Whether ``message``'s step is behind a committed one, or its execution ended (pure)."""
+    return message.step < execution.step or execution.status.is_terminal
 
 
 # ─── one iteration, top to bottom ─────────────────────────────────────────────

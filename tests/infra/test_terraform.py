@@ -26,6 +26,7 @@ import pytest
 from hcl2 import SerializationOptions
 from pydantic import SecretStr
 
+from tarsy.localstack.stack import push_ack_deadline, step_function_timeout
 from tarsy.models import AgentExecution, AlertFingerprint, Session
 from tarsy.settings import ALL_FUNCTIONS, Settings, env_names, functions_reading
 from tarsy.store import ALERT_FINGERPRINTS, EXECUTIONS, SESSIONS, THOUGHT_SIGNATURES
@@ -361,6 +362,22 @@ def test_step_trigger_retries_with_backoff_then_dead_letters() -> None:
     assert "retry_policy" in handler and "dead_letter_policy" not in handler
     endpoint = one(handler["push_config"])["push_endpoint"]
     assert endpoint == "${google_cloudfunctions2_function.dead_letter.service_config[0].uri}"
+
+
+def test_the_local_stack_acks_steps_as_late_as_production_does() -> None:
+    """A step as long as its timeout is never redelivered while it runs, locally or deployed."""
+    step = resources("google_pubsub_subscription")["step"]
+    formula = re.fullmatch(
+        r"\$\{min\((\d+), var\.step_function\.timeout_seconds \+ (\d+)\)\}",
+        step["ack_deadline_seconds"],
+    )
+    assert formula is not None, step["ack_deadline_seconds"]
+    cap, margin = int(formula[1]), int(formula[2])
+    for timeout in (60, 300, 540, 590):
+        assert push_ack_deadline(timeout) == min(cap, timeout + margin)
+    deployed_timeout = variables()["step_function"]["default"]["timeout_seconds"]
+    assert step_function_timeout({}) == deployed_timeout
+    assert step_function_timeout({"TARSY_STEP_TIMEOUT_SECONDS": "120"}) == 120
 
 
 def test_messages_are_retained() -> None:

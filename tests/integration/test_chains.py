@@ -342,3 +342,32 @@ async def test_a_dead_letter_for_a_leased_step_is_left_to_the_sweeper(
     assert still is not None and not still.status.is_terminal
     execution = await store.get_execution(iterate.execution_id)
     assert execution is not None and execution.due_at is not None  # the sweeper's to re-run
+
+
+async def test_a_late_dead_letter_for_a_committed_step_leaves_the_session_running(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    """A slow step outlived its deliveries, then committed: its dead letter changes nothing."""
+    fake_gemini.responder = lambda call: FakeReply(text="the analysis")
+    session = await new_session(store)
+    bus = RecordingBus()
+    local = replace(deps, bus=bus)
+    start = StepMessage(session_id=session.session_id, kind="start_session")
+    await handle(start, local)
+    [agent_step] = bus.published
+    bus.published.clear()
+    await handle(agent_step, local)  # commits the analysis and publishes the summary's step
+    [summary_step] = bus.published
+    assert summary_step.execution_id != agent_step.execution_id
+
+    # The dead letters of both messages already processed arrive while the summary runs.
+    await handle_dead_letter(agent_step, deps, delivery_attempts="5")
+    await handle_dead_letter(start, deps, delivery_attempts="5")
+    running = await store.get_session(session.session_id)
+    assert running is not None and running.status is ExecutionStatus.ACTIVE
+    assert running.error is None
+
+    await handle(summary_step, local)
+    done = await store.get_session(session.session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED
+    assert done.error is None and done.final_analysis == "the analysis"

@@ -30,7 +30,15 @@ from tarsy.models import (
     TokenUsage,
 )
 from tarsy.settings import Settings
-from tarsy.steps import ModelCall, ToolRun, Turn, after_llm_failure, build_commit, cost_of
+from tarsy.steps import (
+    ModelCall,
+    ToolRun,
+    Turn,
+    after_llm_failure,
+    build_commit,
+    cost_of,
+    step_is_done,
+)
 from tarsy.store import StepCommit, firestore_fields
 from tarsy.strategies.base import IterationOutcome, IterationState
 from tarsy.strategies.registry import get_strategy
@@ -309,3 +317,18 @@ def test_second_consecutive_failure_fails_with_the_reason() -> None:
 def test_permanent_failure_fails_at_once() -> None:
     outcome = after_llm_failure(execution(), PERMANENT)
     assert (outcome.next, outcome.error) == ("fail", PERMANENT)
+
+
+def test_a_dead_letter_is_late_once_its_step_is_committed_or_its_execution_ended() -> None:
+    running = AgentExecution(
+        execution_id="e", session_id="s", stage=0, agent="a", strategy="react", provider="p", step=9,
+        status=ExecutionStatus.ACTIVE,
+    )  # fmt: skip
+
+    def message(step: int) -> StepMessage:
+        return StepMessage(session_id="s", execution_id="e", step=step, kind="iterate")
+
+    assert step_is_done(message(8), running)
+    assert not step_is_done(message(9), running)
+    ended = running.model_copy(update={"status": ExecutionStatus.COMPLETED})
+    assert step_is_done(message(9), ended)

@@ -43,7 +43,20 @@ DEAD_LETTER_SUFFIX = "-dead-letter"
 PUSH_SUBSCRIPTION_SUFFIX = "-push"
 # Deliveries before a step message goes to the dead-letter topic (as in infra/).
 MAX_DELIVERY_ATTEMPTS = 5
-FUNCTION_TIMEOUT_S = 60.0
+FUNCTION_TIMEOUT_S = 60.0  # how long a function process may take to answer /healthz
+# Pub/Sub's push ack deadline is at most 600 s (as in infra/variables.tf's validation).
+MAX_ACK_DEADLINE_S = 600
+ACK_DEADLINE_MARGIN_S = 30
+
+
+def push_ack_deadline(step_timeout_seconds: int) -> int:
+    """The push subscription's ack deadline for a step function of this timeout (pure).
+
+    Production's formula (``infra/pubsub.tf``: ``min(600, timeout + 30)``): a step
+    that runs as long as its function may is never redelivered while it runs.
+    """
+    return min(MAX_ACK_DEADLINE_S, step_timeout_seconds + ACK_DEADLINE_MARGIN_S)
+
 
 Progress = Callable[[str], None]
 
@@ -150,7 +163,7 @@ def _function_argv(spec: FunctionSpec, root: Path, port: int) -> list[str]:
 
 
 def _create_topics(stack_env: Mapping[str, str], project_id: str, topic: str, step_url: str,
-                   dead_letter_url: str) -> None:  # fmt: skip
+                   dead_letter_url: str, ack_deadline: int) -> None:  # fmt: skip
     """Create the steps and dead-letter topics and their push subscriptions."""
     from google.cloud import pubsub_v1  # type: ignore[attr-defined]
 
@@ -173,7 +186,7 @@ def _create_topics(stack_env: Mapping[str, str], project_id: str, topic: str, st
                     "name": subscriber.subscription_path(project_id, name),
                     "topic": source,
                     "push_config": {"push_endpoint": endpoint},
-                    "ack_deadline_seconds": int(FUNCTION_TIMEOUT_S),
+                    "ack_deadline_seconds": ack_deadline,
                     "retry_policy": {
                         "minimum_backoff": {"seconds": 1},
                         "maximum_backoff": {"seconds": 10},
@@ -204,6 +217,12 @@ def _environ(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = old
+
+
+def step_function_timeout(function_env: Mapping[str, str]) -> int:
+    """The step timeout the function processes run with (their environment, else the default)."""
+    default: int = Settings.model_fields["step_timeout_seconds"].default
+    return int(function_env.get("TARSY_STEP_TIMEOUT_SECONDS") or default)
 
 
 def start_stack(
@@ -281,7 +300,7 @@ def start_stack(
         progress(f"creating topic {settings.steps_topic} with a push subscription to step")
         _create_topics(
             emulator_env, options.project_id, settings.steps_topic, urls["step"],
-            urls["dead-letter"],
+            urls["dead-letter"], push_ack_deadline(step_function_timeout(function_env)),
         )  # fmt: skip
         if options.sweep_interval is not None:
             started.append(
