@@ -47,13 +47,13 @@ test-integration: venv
 # CONFIG=file.yaml (else TARSY_CONFIG_PATH) adds agents, chains and MCP servers; ALERT and
 # CONFIG are checked before anything starts.
 demo: venv
-	$(BIN)/python -m tarsy.localstack demo $(if $(ALERT),--alert $(ALERT)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
+	$(BIN)/python -m tarsy_dev.localstack demo $(if $(ALERT),--alert $(ALERT)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
 
 up: venv
-	$(BIN)/python -m tarsy.localstack up $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
+	$(BIN)/python -m tarsy_dev.localstack up $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
 
 down: venv
-	$(BIN)/python -m tarsy.localstack down
+	$(BIN)/python -m tarsy_dev.localstack down
 
 lint: venv
 	$(BIN)/ruff check $(CODE)

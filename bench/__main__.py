@@ -44,14 +44,14 @@ from rich.table import Table
 
 from tarsy.app import Deps
 from tarsy.config import load_config
-from tarsy.localstack.stack import Stack, StackOptions, start_stack, stop_stack
-from tarsy.mcp.executor import MCPToolExecutor
+from tarsy.engine.steps import handle
 from tarsy.models import Session, StepMessage
+from tarsy.persistence.store import Store, get_store
 from tarsy.settings import Settings
-from tarsy.steps import handle
-from tarsy.store import Store, get_store
-from tarsy.testing.bus import RecordingBus
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
+from tarsy.tools.mcp_client import MCPToolExecutor
+from tarsy_dev.fakes.bus import RecordingBus
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.localstack.stack import Stack, StackOptions, start_stack, stop_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"

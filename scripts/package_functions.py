@@ -1,10 +1,9 @@
 """Build one reproducible source zip per Cloud Function.
 
 Each ``build/functions/<name>.zip`` holds the function's ``main.py``, the
-``shared/tarsy`` package as ``tarsy/`` without its development-only parts
-(:data:`DEV_ONLY`: the local stack, the demo cluster, the stand-in model and
-fakes, the evaluations, the CLI, its client and its replay, the sample
-alerts), a ``requirements.txt`` made from ``[project].dependencies`` in
+deployed library ``shared/tarsy`` as ``tarsy/`` (whole: the development tools live
+in ``shared/tarsy_dev``, which the library never imports, so nothing needs leaving
+out), a ``requirements.txt`` made from ``[project].dependencies`` in
 ``pyproject.toml`` and, with ``--config``, the user's configuration as
 ``tarsy.yaml`` (validated first, as the functions will load it; the model of
 the built-in provider is the local TARSY_DEFAULT_MODEL or its default).
@@ -31,29 +30,6 @@ FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 CONFIG_NAME = "tarsy.yaml"
 _SKIP_DIRS = {"__pycache__"}
 _SKIP_SUFFIXES = {".pyc", ".pyo"}
-# Paths inside shared/tarsy that no deployed function imports: they run from the
-# venv (`tarsy`, `tarsy-demo-cluster`, `make demo`) and stay out of the archives.
-# tests/integration/test_function_archives.py proves nothing deployed needs them.
-DEV_ONLY = (
-    "localstack/",
-    "testing/",
-    "evals/",
-    "mcp/demo_cluster/",
-    "samples/",
-    "cli.py",
-    "client.py",
-    "replay.py",
-)
-
-
-def is_dev_only(relative: str) -> bool:
-    """Whether ``relative`` (a posix path inside the package) stays out of the archives."""
-    return any(
-        relative.startswith(entry) if entry.endswith("/") else relative == entry
-        for entry in DEV_ONLY
-    )
-
-
 def requirements(pyproject: Path) -> str:
     """The runtime dependencies of the project, one requirement a line."""
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
@@ -68,7 +44,7 @@ def _package_files(package_dir: Path) -> list[tuple[str, Path]]:
         relative = path.relative_to(package_dir)
         if not path.is_file() or _SKIP_DIRS.intersection(relative.parts):
             continue
-        if path.suffix in _SKIP_SUFFIXES or is_dev_only(relative.as_posix()):
+        if path.suffix in _SKIP_SUFFIXES:
             continue
         files.append((f"tarsy/{relative.as_posix()}", path))
     return files

@@ -57,11 +57,11 @@ from bench.chaos.stack_runs import (
 )
 from tarsy.app import Deps
 from tarsy.config import load_config
-from tarsy.localstack.emulators import clear_firestore
-from tarsy.localstack.stack import Stack, StackOptions, start_stack, stop_stack
-from tarsy.mcp.executor import MCPToolExecutor
 from tarsy.settings import Settings
-from tarsy.testing.fake_gemini import FakeGemini
+from tarsy.tools.mcp_client import MCPToolExecutor
+from tarsy_dev.fakes.fake_gemini import FakeGemini
+from tarsy_dev.localstack.emulators import clear_firestore
+from tarsy_dev.localstack.stack import Stack, StackOptions, start_stack, stop_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "reliability.json"

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tarsy.models import ExecutionStatus
-from tarsy.store import Store
-from tarsy.testing.fake_gemini import FakeCall, FakeReply, FakeToolCall
+from tarsy.persistence.store import Store
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeReply, FakeToolCall
 
 # Tool-using agents (the kubernetes chain) ask for this many tool turns, then conclude.
 TOOL_TURNS = 2

@@ -1,7 +1,7 @@
 """A crash at every commit point, in process, on a virtual clock, with production timings.
 
-The engine runs in this process (``tarsy.steps.handle``, ``tarsy.ingest.handle``,
-``tarsy.api.chat``, ``tarsy.sweeper.sweep``) against the stack's emulators, the
+The engine runs in this process (``tarsy.engine.steps.handle``, ``tarsy.intake.ingest.handle``,
+``tarsy.api.handlers.chat``, ``tarsy.engine.sweeper.sweep``) against the stack's emulators, the
 demo cluster and the fake model, with the suite's :class:`~bench.chaos.faults.FaultyStore`,
 bus and tools. This module plays Pub/Sub and Cloud Scheduler:
 
@@ -50,15 +50,15 @@ from bench.chaos.faults import (
     Scene,
     VirtualClock,
 )
-from tarsy import api
-from tarsy import ingest as ingest_endpoint
+from tarsy.api import handlers as api
 from tarsy.app import Deps
+from tarsy.engine.steps import handle, handle_dead_letter
+from tarsy.engine.sweeper import sweep
 from tarsy.errors import TransientError
-from tarsy.http import HttpRequest
+from tarsy.http.request import HttpRequest
+from tarsy.intake import ingest as ingest_endpoint
 from tarsy.models import StepMessage
-from tarsy.steps import handle, handle_dead_letter
-from tarsy.sweeper import sweep
-from tarsy.testing.fake_gemini import FakeGemini
+from tarsy_dev.fakes.fake_gemini import FakeGemini
 
 REDELIVERY_MIN = timedelta(seconds=10)  # infra/variables.tf: retry_minimum_backoff
 REDELIVERY_MAX = timedelta(seconds=600)  # retry_maximum_backoff

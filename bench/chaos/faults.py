@@ -4,7 +4,7 @@ A :class:`Crash` is the process dying at a named point. It is a
 ``BaseException``, so no ``except Exception`` in the engine can catch it: the
 handler stops exactly where the process would have, with whatever it had
 written and published until then. The suite builds its own :class:`FaultyStore`
-(a :class:`tarsy.store.Store` on its own client), :class:`FaultyBus` and
+(a :class:`tarsy.persistence.store.Store` on its own client), :class:`FaultyBus` and
 :class:`FaultyTools` and hands them to the engine in ``Deps``; production code
 has no test-only branch.
 
@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from tarsy import models
+from tarsy.engine.transitions import SessionUpdate
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
@@ -29,9 +30,8 @@ from tarsy.models import (
     TimelineEvent,
     utcnow,
 )
-from tarsy.store import Claim, StepCommit, Store
-from tarsy.tools import CachedToolList, ToolExecutor, ToolListing, ToolResult
-from tarsy.transitions import SessionUpdate
+from tarsy.persistence.store import Claim, StepCommit, Store
+from tarsy.tools.base import CachedToolList, ToolExecutor, ToolListing, ToolResult
 
 Phase = Literal["before", "after"]
 # Which pipeline a point's session runs: the default chain (one call + executive

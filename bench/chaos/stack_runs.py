@@ -50,12 +50,12 @@ from bench.chaos.common import (
     percentile,
     session_facts,
 )
-from tarsy.client import KEEPALIVE_EXPIRY_S
-from tarsy.localstack.processes import http_ok, is_running, spawn, wait_until
-from tarsy.localstack.stack import PUSH_SUBSCRIPTION_SUFFIX, Stack
 from tarsy.models import StepMessage
-from tarsy.store import Store
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply
+from tarsy.persistence.store import Store
+from tarsy_dev.client import KEEPALIVE_EXPIRY_S
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply
+from tarsy_dev.localstack.processes import http_ok, is_running, spawn, wait_until
+from tarsy_dev.localstack.stack import PUSH_SUBSCRIPTION_SUFFIX, Stack
 
 T = TypeVar("T")
 
@@ -194,7 +194,7 @@ def deliveries(lines: Sequence[str], session_ids: set[str]) -> int:
     """Step messages the step function received for these sessions (its 'step <kind>' lines)."""
     count = 0
     for line in lines:
-        if "tarsy.steps: step " not in line or "session_id=" not in line:
+        if "tarsy.engine.steps: step " not in line or "session_id=" not in line:
             continue
         session_id = line.split("session_id=", 1)[1].split()[0]
         count += session_id in session_ids

@@ -7,10 +7,10 @@ import re
 import functions_framework
 from flask import Request
 
-from tarsy import api as api_endpoint
 from tarsy import telemetry
+from tarsy.api import handlers as api_endpoint
 from tarsy.app import get_deps
-from tarsy.http import read_request, to_framework_response
+from tarsy.http.request import read_request, to_framework_response
 from tarsy.runtime import run_sync
 
 # The api takes JSON bodies: chat questions (up to 100,000 characters), resume options.

@@ -5,10 +5,10 @@ from __future__ import annotations
 import functions_framework
 from flask import Request
 
-from tarsy import ingest as ingest_endpoint
 from tarsy import telemetry
 from tarsy.app import get_deps
-from tarsy.http import read_request, to_framework_response
+from tarsy.http.request import read_request, to_framework_response
+from tarsy.intake import ingest as ingest_endpoint
 from tarsy.runtime import run_sync
 
 

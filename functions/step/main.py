@@ -1,7 +1,7 @@
 """Cloud Function ``step`` (Pub/Sub CloudEvent): run one step of an investigation.
 
 Pub/Sub redelivers only when this function does not answer 2xx, so transient
-failures are re-raised (``tarsy.steps.handle`` records everything else and
+failures are re-raised (``tarsy.engine.steps.handle`` records everything else and
 returns). A duplicate that finds its execution leased by a live step is the
 common, expected case: it is answered 503 through an HTTP exception, which
 redelivers the message without an error traceback in the logs.
@@ -16,9 +16,10 @@ from cloudevents.http import CloudEvent
 from pydantic import ValidationError
 from werkzeug.exceptions import ServiceUnavailable
 
-from tarsy import steps, telemetry
+from tarsy import telemetry
 from tarsy.app import get_deps
 from tarsy.bus import PushedMessage, decode, pushed_message
+from tarsy.engine import steps
 from tarsy.errors import LeaseHeldError
 from tarsy.runtime import run_sync
 

@@ -16,9 +16,9 @@ from tarsy.bus import Publisher, get_bus
 from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
 from tarsy.log import configure_logging
+from tarsy.persistence.store import Store, get_store
 from tarsy.settings import Settings, get_settings, unknown_tarsy_variables
-from tarsy.store import Store, get_store
-from tarsy.tools import ToolExecutor
+from tarsy.tools.base import ToolExecutor
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def _tool_executor(config: TarsyConfig, settings: Settings, store: Store) -> Too
     """The MCP executor when any MCP server is configured (imported only then)."""
     if not config.mcp_servers:
         return None
-    from tarsy.mcp.executor import MCPToolExecutor
+    from tarsy.tools.mcp_client import MCPToolExecutor
 
     return MCPToolExecutor(config, settings, store)
 

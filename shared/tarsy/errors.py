@@ -21,7 +21,7 @@
             │                       layer whether another iteration may succeed)
             └── IllegalTransitionError  a status change the lifecycle forbids
 
-The step function maps them once (``tarsy.steps.handle``): ``TransientError``
+The step function maps them once (``tarsy.engine.steps.handle``): ``TransientError``
 is re-raised (Pub/Sub redelivers only on a raised exception); ``ConfigError``
 and ``PermanentError`` are recorded on the execution and session, and the
 message is acknowledged. SDK exceptions are translated at the adapter that
@@ -63,7 +63,7 @@ class ToolSelectionError(ConfigError):
     """The alert chose a tool that its MCP server does not list (found when listing tools).
 
     Ingest can check tool names only against a tool list it knows (see
-    :mod:`tarsy.tool_selection`); otherwise the first step finds out, and the
+    :mod:`tarsy.tools.selection`); otherwise the first step finds out, and the
     session fails with this error rather than investigating with less than asked.
     """
 

@@ -132,7 +132,7 @@ class AlertSubmission(_Model):
 
     alert_type: str = Field(min_length=1, max_length=200, pattern=r"^[\w.\-/: ]+$")
     data: str | dict[str, Any] = Field(description="The alert payload, as text or a JSON object.")
-    # Runbook text, or an http(s) URL fetched when the session starts (tarsy.runbooks).
+    # Runbook text, or an http(s) URL fetched when the session starts (tarsy.tools.runbooks).
     runbook: str | None = Field(default=None, max_length=200_000)
     metadata: dict[str, Any] = Field(default_factory=dict)
     mcp: MCPSelection | None = None
@@ -162,11 +162,11 @@ class Session(_Model):
     alert_data: str
     runbook: str | None = None
     # When a runbook URL was fetched at start_session (the alert's, else its chain's
-    # runbook_url): the URL, and the text fetched or why there is none (tarsy.runbooks).
+    # runbook_url): the URL, and the text fetched or why there is none (tarsy.tools.runbooks).
     runbook_url: str | None = None
     runbook_text: str | None = None
     runbook_error: str | None = None
-    # The alert's choice of MCP servers and tools, for every execution (tarsy.tool_selection).
+    # The alert's choice of MCP servers and tools, for every execution (tarsy.tools.selection).
     mcp: MCPSelection | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     # Where the alert came from (Alertmanager, ...); "api" for tarsy's own POST /alerts.
@@ -181,7 +181,7 @@ class Session(_Model):
     cost: float = 0.0
     cancel_requested: bool = False
     deadline: datetime | None = None
-    # The LLM judge's score (0-100) and its report (tarsy.scoring.SessionScore as a
+    # The LLM judge's score (0-100) and its report (tarsy.agent.scoring.SessionScore as a
     # mapping: the four categories with reasons, missing tools); or why scoring failed.
     score: int | None = None
     score_report: dict[str, Any] | None = None
@@ -439,7 +439,7 @@ class AlertFingerprint(_Model):
     start one session between them. A later firing of the same fingerprint
     replaces the document once the session it names has ended and the source's
     dedup window has passed. ``resolve_key`` is what a resolution looks the
-    session up by (see ``tarsy.sources.normalized``).
+    session up by (see ``tarsy.intake.sources.normalized``).
     """
 
     source: str

@@ -10,9 +10,9 @@ import ast
 import inspect
 import textwrap
 
+from tarsy.api.session_list import EQUALITY_FILTERS, ORDER_FIELD, SUMMARY_FIELDS
 from tarsy.models import Session
-from tarsy.session_list import EQUALITY_FILTERS, ORDER_FIELD, SUMMARY_FIELDS
-from tarsy.store import SESSIONS, Store
+from tarsy.persistence.store import SESSIONS, Store
 from tests.infra.test_terraform import resources
 
 

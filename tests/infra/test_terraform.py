@@ -26,10 +26,10 @@ import pytest
 from hcl2 import SerializationOptions
 from pydantic import SecretStr
 
-from tarsy.localstack.stack import push_ack_deadline, step_function_timeout
 from tarsy.models import AgentExecution, AlertFingerprint, Session
+from tarsy.persistence.store import ALERT_FINGERPRINTS, EXECUTIONS, SESSIONS, THOUGHT_SIGNATURES
 from tarsy.settings import ALL_FUNCTIONS, Settings, env_names, functions_reading
-from tarsy.store import ALERT_FINGERPRINTS, EXECUTIONS, SESSIONS, THOUGHT_SIGNATURES
+from tarsy_dev.localstack.stack import push_ack_deadline, step_function_timeout
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -410,14 +410,14 @@ def test_thought_signatures_expire_by_ttl() -> None:
         (ALERT_FINGERPRINTS, "expire_at"),
         (THOUGHT_SIGNATURES, "expire_at"),
     ]
-    assert "expire_at" in (ROOT / "shared" / "tarsy" / "store.py").read_text()
+    assert "expire_at" in (ROOT / "shared" / "tarsy" / "persistence" / "store.py").read_text()
     assert "expire_at" in AlertFingerprint.model_fields
 
 
 def _store_queries() -> list[tuple[str, tuple[str, ...]]]:
-    """(collection, filtered fields) of every top-level-collection query in tarsy/store.py."""
+    """(collection, filtered fields) of every top-level query in tarsy/persistence/store.py."""
     constants = {"EXECUTIONS": EXECUTIONS, "SESSIONS": SESSIONS}
-    tree = ast.parse((ROOT / "shared" / "tarsy" / "store.py").read_text())
+    tree = ast.parse((ROOT / "shared" / "tarsy" / "persistence" / "store.py").read_text())
     queries = []
     inner: set[int] = set()
     for node in ast.walk(tree):

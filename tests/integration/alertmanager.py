@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from tarsy.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
+from tarsy_dev.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
 
 BINARY = "prometheus-alertmanager"
 AMTOOL = "amtool"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tarsy.client import TarsyClient
 from tarsy.models import ExecutionStatus
+from tarsy_dev.client import TarsyClient
 
 CHAT_WAIT_S = 60.0  # far above a scripted chat's few steps
 

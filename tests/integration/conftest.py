@@ -21,14 +21,14 @@ from google.cloud import pubsub_v1  # type: ignore[attr-defined]
 
 from tarsy.app import Deps
 from tarsy.bus import get_bus
-from tarsy.client import TarsyClient
 from tarsy.config import load_config
-from tarsy.localstack.emulators import clear_firestore
-from tarsy.localstack.stack import Stack, StackOptions, start_stack, stop_stack
 from tarsy.models import StepMessage
+from tarsy.persistence.store import Store, get_store
 from tarsy.settings import Settings
-from tarsy.store import Store, get_store
-from tarsy.testing.fake_gemini import FakeGemini, StandInResponder
+from tarsy_dev.client import TarsyClient
+from tarsy_dev.fakes.fake_gemini import FakeGemini, StandInResponder
+from tarsy_dev.localstack.emulators import clear_firestore
+from tarsy_dev.localstack.stack import Stack, StackOptions, start_stack, stop_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = Path(__file__).with_name("chains.yaml")

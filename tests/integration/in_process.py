@@ -1,7 +1,7 @@
 """Driving the step engine in process: a session to start, and its messages delivered.
 
 Tests that decide which published message is delivered, how often and when
-run ``tarsy.steps.handle`` themselves with a recording bus; these are the
+run ``tarsy.engine.steps.handle`` themselves with a recording bus; these are the
 pieces they share.
 """
 
@@ -12,10 +12,10 @@ from dataclasses import replace
 from datetime import timedelta
 
 from tarsy.app import Deps
+from tarsy.engine.steps import handle
 from tarsy.models import Session, StepMessage, utcnow
-from tarsy.steps import handle
-from tarsy.store import Store
-from tarsy.testing.bus import RecordingBus
+from tarsy.persistence.store import Store
+from tarsy_dev.fakes.bus import RecordingBus
 
 
 async def new_session(

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from tarsy.client import SessionView, TarsyClient
+from tarsy.agent.strategies.react import FORCED_ANSWER_NOTE
 from tarsy.models import ExecutionStatus
-from tarsy.store import Store
-from tarsy.strategies.react import FORCED_ANSWER_NOTE
-from tarsy.summarize import SUMMARY_SYSTEM
-from tarsy.testing.fake_gemini import (
+from tarsy.persistence.store import Store
+from tarsy.tools.summarize import SUMMARY_SYSTEM
+from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.fakes.fake_gemini import (
     FakeCall,
     FakeCodeExecution,
     FakeGemini,

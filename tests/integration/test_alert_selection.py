@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from tarsy.client import SessionView, TarsyClient
 from tarsy.errors import ApiError
-from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.localstack.stack import Stack
 
 from .chat_polling import answer_chat
 from .conftest import Tap

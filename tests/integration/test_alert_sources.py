@@ -39,12 +39,12 @@ from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.server import ThreadedMotoServer
 from moto.sns.models import sns_backends
 
-from tarsy.client import TarsyClient
-from tarsy.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
-from tarsy.localstack.stack import Stack
+from tarsy.intake.sources.pagerduty_signature import signature_for
 from tarsy.models import AlertFingerprint, Session
-from tarsy.sources.pagerduty_signature import signature_for
-from tarsy.store import Store
+from tarsy.persistence.store import Store
+from tarsy_dev.client import TarsyClient
+from tarsy_dev.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
+from tarsy_dev.localstack.stack import Stack
 
 from .alertmanager import Alertmanager, start_alertmanager, stop_alertmanager
 from .conftest import ROOT, Tap, stack_config_path

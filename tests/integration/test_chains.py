@@ -17,13 +17,13 @@ from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import firestore, pubsub_v1  # type: ignore[attr-defined]
 
 from tarsy.app import Deps
-from tarsy.client import SessionView, TarsyClient
-from tarsy.localstack.stack import Stack
+from tarsy.engine.steps import handle, handle_dead_letter
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.steps import handle, handle_dead_letter
-from tarsy.store import Store
-from tarsy.testing.bus import RecordingBus
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
+from tarsy.persistence.store import Store
+from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.fakes.bus import RecordingBus
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.localstack.stack import Stack
 
 from . import in_process
 from .conftest import Tap

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from tarsy import cli
-from tarsy.client import SessionView, TarsyClient
-from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, StandInResponder
+from tarsy_dev import cli
+from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, StandInResponder
+from tarsy_dev.localstack.stack import Stack
 
 WAIT_S = 60.0
 ANSWER = "First finding. Second finding. Third finding. The conclusion."

@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 
 from tarsy.app import Deps
-from tarsy.chains import execution_id_for, summary_id_for
-from tarsy.client import TarsyClient
+from tarsy.engine.messages import execution_id_for, summary_id_for
+from tarsy.engine.steps import handle
 from tarsy.errors import LeaseHeldError, TransientError
-from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.steps import handle
-from tarsy.store import Store
-from tarsy.testing.bus import RecordingBus
-from tarsy.testing.fake_gemini import FakeGemini, FakeReply
+from tarsy.persistence.store import Store
+from tarsy_dev.client import TarsyClient
+from tarsy_dev.fakes.bus import RecordingBus
+from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
+from tarsy_dev.localstack.stack import Stack
 
 ALERT = {"alert_type": "generic", "data": {"pod": "payments-api-0", "reason": "CrashLoop"}}
 ANALYSIS = "The payments-api config map lost DB_URL."

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tarsy.evals.harness import EvalOptions, RunResult, run_evaluation
-from tarsy.evals.report import build_report
-from tarsy.evals.subjects import resolve_models
-from tarsy.mcp.demo_cluster import load_scenario
 from tarsy.settings import Settings
-from tarsy.testing.fake_gemini import STAND_IN_LABEL
-from tarsy.testing.sloppy import SLOPPY_LABEL
+from tarsy_dev.demo_cluster import load_scenario
+from tarsy_dev.evals.harness import EvalOptions, RunResult, run_evaluation
+from tarsy_dev.evals.report import build_report
+from tarsy_dev.evals.subjects import resolve_models
+from tarsy_dev.fakes.fake_gemini import STAND_IN_LABEL
+from tarsy_dev.fakes.sloppy import SLOPPY_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ["crashloop-bad-configmap", "invoice-red-herring", "media-evictions-flaky-api"]

@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tarsy.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
-from tarsy.localstack.stack import Stack
+from tarsy_dev.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
+from tarsy_dev.localstack.stack import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "archive-test-key"
@@ -95,16 +95,23 @@ print(json.dumps({n: getattr(m, '__file__', None) for n, m in sys.modules.items(
 
 
 @pytest.mark.parametrize("function", ["ingest", "api", "step"])
-def test_archive_excludes_dev_only_code_and_needs_none_of_it(
+def test_archive_holds_the_library_whole_and_needs_nothing_else(
     archives: dict[str, Path], function: str
 ) -> None:
     directory = archives[function]
+    library = ROOT / "shared" / "tarsy"
     names = {
-        p.relative_to(directory / "tarsy").as_posix() for p in (directory / "tarsy").rglob("*")
+        p.relative_to(directory / "tarsy").as_posix()
+        for p in (directory / "tarsy").rglob("*")
+        if p.is_file()
     }
-    assert not any(name.startswith(("localstack", "testing", "mcp/demo_cluster")) for name in names)
-    assert "cli.py" not in names and "client.py" not in names
-    assert {"steps.py", "llm/google_native.py", "mcp/executor.py"} <= names
+    expected = {
+        p.relative_to(library).as_posix()
+        for p in library.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in {".pyc", ".pyo"}
+    }
+    assert names == expected
+    assert not (directory / "tarsy_dev").exists()
     out = subprocess.run(
         [sys.executable, "-c", _IMPORT_ALL],
         cwd=directory,
@@ -114,7 +121,7 @@ def test_archive_excludes_dev_only_code_and_needs_none_of_it(
         text=True,
     ).stdout
     loaded: dict[str, str | None] = json.loads(out.splitlines()[-1])
-    assert "tarsy.steps" in loaded and "tarsy.llm.langchain_provider" in loaded
+    assert "tarsy.engine.steps" in loaded and "tarsy.llm.langchain_provider" in loaded
     outside = {
         name: file
         for name, file in loaded.items()

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from google.cloud import firestore
 
-from tarsy.client import TarsyClient
-from tarsy.localstack.stack import Stack
+from tarsy_dev.client import TarsyClient
+from tarsy_dev.localstack.stack import Stack
 
 from .conftest import Tap
 

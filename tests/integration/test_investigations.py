@@ -13,13 +13,13 @@ import httpx
 import pytest
 from google.cloud import firestore
 
-from tarsy.client import SessionView, TarsyClient
-from tarsy.localstack.stack import Stack
-from tarsy.mcp.demo_cluster import load_scenario
 from tarsy.models import ExecutionStatus, utcnow
-from tarsy.store import Store
-from tarsy.testing.fake_gemini import STAND_IN_LABEL, FakeCall, FakeGemini, FakeReply
-from tarsy.testing.standin import ScenarioStandIn
+from tarsy.persistence.store import Store
+from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.demo_cluster import load_scenario
+from tarsy_dev.fakes.fake_gemini import STAND_IN_LABEL, FakeCall, FakeGemini, FakeReply
+from tarsy_dev.fakes.standin import ScenarioStandIn
+from tarsy_dev.localstack.stack import Stack
 
 from .conftest import SCENARIO
 

@@ -18,14 +18,14 @@ from google.cloud import firestore
 from pydantic import SecretStr
 
 from tarsy.app import Deps
+from tarsy.engine.steps import handle
 from tarsy.models import ErrorInfo, ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.notify.ledger import FirestoreLedger
 from tarsy.notify.session_end import on_session_end
+from tarsy.persistence.store import Store
 from tarsy.settings import Settings
-from tarsy.steps import handle
-from tarsy.store import Store
-from tarsy.testing.bus import RecordingBus
-from tarsy.testing.fake_gemini import FakeGemini, FakeReply
+from tarsy_dev.fakes.bus import RecordingBus
+from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 from tests.fake_slack import POST_MESSAGE, Failure, FakeSlack, fake_slack
 
 

@@ -10,16 +10,16 @@ from datetime import timedelta
 
 import pytest
 
-from tarsy.api import ChatRequest, cancel, cancel_agent, chat, rescore
+from tarsy.api.handlers import ChatRequest, cancel, cancel_agent, chat, rescore
 from tarsy.app import Deps
 from tarsy.config import load_config
+from tarsy.engine.steps import handle
 from tarsy.errors import InputError
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
+from tarsy.persistence.store import Store
 from tarsy.settings import Settings
-from tarsy.steps import handle
-from tarsy.store import Store
-from tarsy.testing.bus import RecordingBus
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply
+from tarsy_dev.fakes.bus import RecordingBus
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply
 
 from . import in_process
 from .in_process import drive

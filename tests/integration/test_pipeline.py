@@ -9,12 +9,12 @@ from collections.abc import Mapping
 import pytest
 from google.cloud import firestore
 
-from tarsy.chains import execution_id_for
-from tarsy.client import TarsyClient
-from tarsy.localstack.stack import Stack
+from tarsy.engine.messages import execution_id_for
 from tarsy.models import ExecutionStatus, TimelineEventType
-from tarsy.store import Store
-from tarsy.testing.fake_gemini import FakeGemini, FakeReply
+from tarsy.persistence.store import Store
+from tarsy_dev.client import TarsyClient
+from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
+from tarsy_dev.localstack.stack import Stack
 
 ALERT = {
     "alert_type": "generic",

@@ -16,15 +16,15 @@ from datetime import timedelta
 import pytest
 
 from tarsy.app import Deps
+from tarsy.engine.steps import handle
+from tarsy.engine.sweeper import sweep
+from tarsy.engine.transitions import SessionUpdate
 from tarsy.errors import LeaseHeldError
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
+from tarsy.persistence.store import Store
 from tarsy.settings import Settings
-from tarsy.steps import handle
-from tarsy.store import Store
-from tarsy.sweeper import sweep
-from tarsy.testing.bus import RecordingBus
-from tarsy.testing.fake_gemini import FakeGemini, FakeReply
-from tarsy.transitions import SessionUpdate
+from tarsy_dev.fakes.bus import RecordingBus
+from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 
 from . import in_process
 

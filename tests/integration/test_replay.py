@@ -13,18 +13,18 @@ from collections.abc import Collection
 
 import pytest
 
-from tarsy import cli
+from tarsy.agent.strategies import react
+from tarsy.agent.strategies.react_parser import ReActResult, parse_react
 from tarsy.app import Deps
-from tarsy.client import SessionView, TarsyClient
-from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, TimelineEventType
-from tarsy.recording import SessionRecording
-from tarsy.replay import ReplayReport, load_recording, replay
-from tarsy.store import Store
-from tarsy.strategies import react
-from tarsy.strategies.react_parser import ReActResult, parse_react
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
-from tarsy.testing.standin import ScenarioStandIn
+from tarsy.persistence.recording import SessionRecording
+from tarsy.persistence.store import Store
+from tarsy_dev import cli
+from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.fakes.standin import ScenarioStandIn
+from tarsy_dev.localstack.stack import Stack
+from tarsy_dev.replay import ReplayReport, load_recording, replay
 from tests.no_network import no_network
 
 from .chat_polling import answer_chat

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from tarsy.app import Deps
-from tarsy.chains import execution_id_for
-from tarsy.client import SessionView, TarsyClient
 from tarsy.config import load_config
+from tarsy.engine.messages import execution_id_for
+from tarsy.engine.steps import handle
 from tarsy.models import ExecutionStatus, Session, StepMessage
-from tarsy.steps import handle
-from tarsy.store import Store
-from tarsy.testing.bus import RecordingBus
-from tarsy.testing.fake_gemini import FakeGemini
+from tarsy.persistence.store import Store
+from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.fakes.bus import RecordingBus
+from tarsy_dev.fakes.fake_gemini import FakeGemini
 
 from .conftest import RUNBOOK_HOST
 

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from tarsy.client import TarsyClient
+from tarsy.api.session_list import SessionQuery, SessionSummary
 from tarsy.errors import ApiError
-from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus, Session
-from tarsy.session_list import SessionQuery, SessionSummary
-from tarsy.store import Store
+from tarsy.persistence.store import Store
+from tarsy_dev.client import TarsyClient
+from tarsy_dev.localstack.stack import Stack
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 STATUSES = [ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.ACTIVE]

@@ -25,14 +25,16 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tarsy import ingest, steps, telemetry
+from tarsy import telemetry
 from tarsy.app import Deps
 from tarsy.bus import Bus, decode, pushed_message
-from tarsy.http import HttpRequest
-from tarsy.mcp.executor import MCPToolExecutor
+from tarsy.engine import steps
+from tarsy.http.request import HttpRequest
+from tarsy.intake import ingest
 from tarsy.models import ExecutionStatus
-from tarsy.store import Store
-from tarsy.testing.fake_gemini import FakeGemini, FakeReply, FakeToolCall
+from tarsy.persistence.store import Store
+from tarsy.tools.mcp_client import MCPToolExecutor
+from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply, FakeToolCall
 
 pytestmark = pytest.mark.skipif(
     "telemetry" not in vars(steps),

@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 
-from tarsy.api import cancel_agent
+from tarsy.api.handlers import cancel_agent
 from tarsy.app import Deps
-from tarsy.client import TarsyClient
+from tarsy.engine.steps import handle
+from tarsy.engine.sweeper import sweep
 from tarsy.models import AgentExecution, ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.steps import handle
-from tarsy.store import Store
-from tarsy.sweeper import sweep
-from tarsy.testing.bus import RecordingBus
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
+from tarsy.persistence.store import Store
+from tarsy_dev.client import TarsyClient
+from tarsy_dev.fakes.bus import RecordingBus
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
 
 from . import in_process
 from .in_process import drive

@@ -8,13 +8,13 @@ from typing import Any
 
 from google.cloud import firestore
 
-from tarsy.client import SessionView, TarsyClient
-from tarsy.localstack.stack import Stack
 from tarsy.models import ExecutionStatus
-from tarsy.store import Store
-from tarsy.summarize import SUMMARY_SYSTEM
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
-from tarsy.testing.standin import ScenarioStandIn
+from tarsy.persistence.store import Store
+from tarsy.tools.summarize import SUMMARY_SYSTEM
+from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.fakes.standin import ScenarioStandIn
+from tarsy_dev.localstack.stack import Stack
 from tests.unit.masking.test_masking import CASES, CORPUS
 
 from .conftest import SCENARIO

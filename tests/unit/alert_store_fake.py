@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate
 from tarsy.models import AgentExecution, AlertFingerprint, Session
-from tarsy.transitions import ExecutionUpdate, SessionUpdate
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -85,7 +85,7 @@ class MemoryAlertStore:
         await asyncio.sleep(0)
         return self.sessions.get(session_id)
 
-    # What tarsy.api.cancel uses (cancel_on_resolve).
+    # What tarsy.api.handlers.cancel uses (cancel_on_resolve).
 
     async def update_session(self, session_id: str, update: SessionUpdate) -> None:
         session = self.sessions[session_id]

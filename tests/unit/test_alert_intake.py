@@ -1,4 +1,4 @@
-"""The dedup window and resolution matching of tarsy.alert_intake, on a clock the test moves."""
+"""The dedup window and resolution matching of tarsy.intake.alerts, on a clock the test moves."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from typing import cast
 
 import pytest
 
-from tarsy.alert_intake import AlertOutcome, Intake
 from tarsy.config import load_config
+from tarsy.intake.alerts import AlertOutcome, Intake
+from tarsy.intake.sources.config import AlertSourcesConfig, SourceConfig
+from tarsy.intake.sources.normalized import NormalizedAlert
 from tarsy.models import ExecutionStatus
+from tarsy.persistence.store import Store
 from tarsy.settings import Settings
-from tarsy.sources.config import AlertSourcesConfig, SourceConfig
-from tarsy.sources.normalized import NormalizedAlert
-from tarsy.store import Store
-from tarsy.testing.bus import RecordingBus
+from tarsy_dev.fakes.bus import RecordingBus
 from tests.unit.alert_store_fake import MemoryAlertStore
 
 ARN = "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:checkout-db-cpu-high"

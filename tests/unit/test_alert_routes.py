@@ -17,15 +17,15 @@ import pytest
 
 from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
-from tarsy.http import HttpRequest, HttpResponse
-from tarsy.ingest import handle
+from tarsy.http.request import HttpRequest, HttpResponse
+from tarsy.intake.ingest import handle
+from tarsy.intake.sources.errors import BASIC_CHALLENGE
+from tarsy.intake.sources.pagerduty_signature import signature_for
+from tarsy.intake.sources.sns_certificates import DEFAULT_CACHE
 from tarsy.models import AgentExecution, ExecutionStatus, Session, StepMessage
+from tarsy.persistence.store import Store
 from tarsy.settings import Settings
-from tarsy.sources.errors import BASIC_CHALLENGE
-from tarsy.sources.pagerduty_signature import signature_for
-from tarsy.sources.sns_certificates import DEFAULT_CACHE
-from tarsy.store import Store
-from tarsy.testing.bus import RecordingBus
+from tarsy_dev.fakes.bus import RecordingBus
 from tests.unit.alert_store_fake import MemoryAlertStore
 from tests.unit.sources.loopback import Loopback, loopback_server
 from tests.unit.sources.samples import fixture_bytes, fixture_json

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tarsy.chains import Advance, plan_advance, skipped_stages, with_budget_note
 from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
+from tarsy.engine.progression import (
+    Decision,
+    Next,
+    after_execution,
+    skipped_stages,
+    with_budget_note,
+)
 from tarsy.models import AgentExecution, ExecutionStatus, Session, TokenUsage
 from tarsy.settings import Settings
 
@@ -44,8 +50,8 @@ def first_agent() -> AgentExecution:
     )  # fmt: skip
 
 
-def advance_after_first_stage(tokens: int, *, summary: bool = True) -> Advance | None:
-    return plan_advance(
+def advance_after_first_stage(tokens: int, *, summary: bool = True) -> Decision:
+    return after_execution(
         config(summary), session(tokens), first_agent(), ExecutionStatus.COMPLETED,
         "pods OOMKilled", NOW, NOW + timedelta(minutes=1),
     )  # fmt: skip
@@ -53,14 +59,14 @@ def advance_after_first_stage(tokens: int, *, summary: bool = True) -> Advance |
 
 def test_within_the_budget_the_next_stage_starts() -> None:
     advance = advance_after_first_stage(999)
-    assert advance is not None and advance.publish is not None
+    assert isinstance(advance, Next) and advance.publish is not None
     assert advance.publish.kind == "start_stage" and advance.publish.stage == 1
     assert advance.session is not None and advance.session.completion_reason is None
 
 
 def test_a_spent_budget_skips_the_stages_left_and_says_so() -> None:
     advance = advance_after_first_stage(1000)
-    assert advance is not None and advance.session is not None and advance.create is not None
+    assert isinstance(advance, Next) and advance.session is not None and advance.create is not None
     assert advance.create.role == "summary"  # the executive summary still runs
     assert advance.session.completion_reason == "budget"
     assert advance.session.final_analysis == (
@@ -71,7 +77,7 @@ def test_a_spent_budget_skips_the_stages_left_and_says_so() -> None:
 
 def test_without_a_summary_the_session_completes_at_once() -> None:
     advance = advance_after_first_stage(5000, summary=False)
-    assert advance is not None and advance.session is not None and advance.publish is None
+    assert isinstance(advance, Next) and advance.session is not None and advance.publish is None
     assert advance.session.status is ExecutionStatus.COMPLETED
     assert advance.session.completion_reason == "budget"
 

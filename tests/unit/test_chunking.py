@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tarsy.chunking import (
+from tarsy.persistence.chunking import (
     CHUNK_BYTES,
     CHUNKED_FIELD,
     INLINE_TEXT_BYTES,

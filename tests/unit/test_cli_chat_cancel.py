@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from tarsy import cli
-from tarsy.client import SessionView
+from tarsy_dev import cli
+from tarsy_dev.client import SessionView
 from tests.unit.test_client_cli import API, SID, Recorder, clean_env, client, ok, serve
 
 __all__ = ["clean_env", "serve"]  # fixtures, used by name

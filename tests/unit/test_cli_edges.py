@@ -16,8 +16,8 @@ import httpx
 import pytest
 from rich.console import Console
 
-from tarsy import cli
-from tarsy.client import TarsyClient
+from tarsy_dev import cli
+from tarsy_dev.client import TarsyClient
 from tests.unit.test_client_cli import API, INGEST, SID, SUBMITTED, Recorder, event, ok, view
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -243,8 +243,8 @@ def test_closed_stdout_after_submit_exits_0(
 SHOW_WITH_A_MOCK_API = """
 import functools, json, sys
 import httpx
-from tarsy import cli
-from tarsy.client import TarsyClient
+from tarsy_dev import cli
+from tarsy_dev.client import TarsyClient
 body = json.loads(sys.argv[1])
 answer = httpx.MockTransport(lambda request: httpx.Response(200, json=body))
 cli.TarsyClient = functools.partial(TarsyClient, transport=answer)
@@ -314,7 +314,7 @@ def test_stage_labels(stage: int, label: str) -> None:
 
 
 def test_stage_labels_match_the_chain_sentinels() -> None:
-    from tarsy.chains import CHAT_STAGE, SCORING_STAGE, SUMMARY_STAGE
+    from tarsy.engine.messages import CHAT_STAGE, SCORING_STAGE, SUMMARY_STAGE
 
     assert cli.STAGE_LABELS == {
         SUMMARY_STAGE: "executive summary",
@@ -349,7 +349,7 @@ def test_readme_exit_code_table_matches_the_cli() -> None:
 
 
 def test_score_lines_show_the_verdict_or_why_there_is_none() -> None:
-    from tarsy.cli import score_lines
+    from tarsy_dev.cli import score_lines
 
     report = {
         "categories": {"logical_flow": {"score": 80, "reason": "started from the alert"}},

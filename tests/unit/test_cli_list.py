@@ -11,9 +11,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from tarsy import cli
+from tarsy.api.session_list import SessionCursor
 from tarsy.errors import ApiError
-from tarsy.session_list import SessionCursor
+from tarsy_dev import cli
 from tests.unit.test_client_cli import API, Recorder, clean_env, client, ok, serve
 
 __all__ = ["clean_env", "serve"]  # fixtures, used by name

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tarsy import cli
-from tarsy.client import TarsyClient
+from tarsy_dev import cli
+from tarsy_dev.client import TarsyClient
 from tests.unit.sources.samples import FIXTURES
 
 INGEST = "http://ingest.test"

@@ -13,10 +13,10 @@ import httpx
 import pytest
 from rich.console import Console
 
-from tarsy import cli
-from tarsy.client import SessionView, Submitted, TarsyClient
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
+from tarsy_dev import cli
+from tarsy_dev.client import SessionView, Submitted, TarsyClient
 
 INGEST = "http://ingest.test"
 API = "http://api.test"

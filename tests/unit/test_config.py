@@ -8,6 +8,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from tarsy.agent.strategies import registry
 from tarsy.config import load_config
 from tarsy.config.loader import builtin_config_text, merge_config, validate_config
 from tarsy.config.schema import (
@@ -20,7 +21,6 @@ from tarsy.config.schema import (
 )
 from tarsy.errors import ConfigError
 from tarsy.settings import Settings
-from tarsy.strategies import registry
 
 SETTINGS = Settings()
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from tarsy.context_formatter import (
+from tarsy.agent.context import (
     END_MARKER,
     START_MARKER,
     ExecutionRecord,

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tarsy.testing.fake_gemini import (
+from tarsy_dev.fakes.fake_gemini import (
     STAND_IN_LABEL,
     FakeCall,
     FakeCodeExecution,
@@ -21,7 +21,7 @@ from tarsy.testing.fake_gemini import (
     _split,
     response_bodies,
 )
-from tarsy.testing.stand_in_server import _load_responder
+from tarsy_dev.fakes.stand_in_server import _load_responder
 
 MODEL = "gemini-2.5-flash"
 GENERATE = f"/v1beta/models/{MODEL}:generateContent"
@@ -225,10 +225,10 @@ def test_stand_in_excerpt_is_bounded() -> None:
 
 def test_load_responder() -> None:
     assert isinstance(
-        _load_responder("tarsy.testing.fake_gemini:StandInResponder"), StandInResponder
+        _load_responder("tarsy_dev.fakes.fake_gemini:StandInResponder"), StandInResponder
     )
     with pytest.raises(SystemExit):
-        _load_responder("tarsy.testing.fake_gemini")
+        _load_responder("tarsy_dev.fakes.fake_gemini")
 
 
 # ─── the server over loopback ────────────────────────────────────────────────

@@ -37,7 +37,7 @@ from tarsy.llm.google_native import (
 )
 from tarsy.models import ConversationMessage, ErrorInfo, TokenUsage, ToolCall
 from tarsy.settings import Settings
-from tarsy.testing.fake_gemini import FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply, FakeToolCall
 
 # ─── to_contents ─────────────────────────────────────────────────────────────
 

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 from tarsy.config import load_config
 from tarsy.errors import InputError
-from tarsy.http import HttpRequest
-from tarsy.ingest import handle, parse_submission
-from tarsy.json_body import FIRESTORE_MAX_DEPTH, INT64_MAX, INT64_MIN, MAX_DEPTH
+from tarsy.http.json_body import FIRESTORE_MAX_DEPTH, INT64_MAX, INT64_MIN, MAX_DEPTH
+from tarsy.http.request import HttpRequest
+from tarsy.intake.ingest import handle, parse_submission
 from tarsy.models import AlertSubmission, Session, StepMessage
+from tarsy.persistence.store import Store
 from tarsy.settings import Settings
-from tarsy.store import Store
 
 SETTINGS = Settings(TARSY_AUTH_DISABLED=True)
 LIMIT = SETTINGS.max_alert_bytes

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tarsy.errors import AuthError, InputError, NotFoundError
-from tarsy.http import (
+from tarsy.http.request import (
     DEFAULT_MAX_BODY_BYTES,
     HttpRequest,
     HttpResponse,

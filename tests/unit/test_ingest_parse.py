@@ -10,11 +10,11 @@ from pydantic import ValidationError
 
 from tarsy.config import load_config
 from tarsy.errors import InputError
-from tarsy.http import HttpRequest
-from tarsy.ingest import handle, parse_submission, status_url, validation_details
+from tarsy.http.request import HttpRequest
+from tarsy.intake.ingest import handle, parse_submission, status_url, validation_details
 from tarsy.models import AlertSubmission, Session, StepMessage
+from tarsy.persistence.store import Store
 from tarsy.settings import Settings
-from tarsy.store import Store
 
 KEY = "ingest-key"
 SETTINGS = Settings(TARSY_API_KEY=KEY, TARSY_MAX_ALERT_BYTES=200)

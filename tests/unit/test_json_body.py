@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tarsy.errors import InputError
-from tarsy.json_body import (
+from tarsy.http.json_body import (
     FIRESTORE_MAX_DEPTH,
     FIRESTORE_MAX_PATH_BYTES,
     INT64_MAX,

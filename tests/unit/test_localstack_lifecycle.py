@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from tarsy.localstack import __main__ as localstack
-from tarsy.localstack import stack as stack_module
-from tarsy.localstack.processes import (
+from tarsy.settings import get_settings
+from tarsy_dev.localstack import __main__ as localstack
+from tarsy_dev.localstack import stack as stack_module
+from tarsy_dev.localstack.processes import (
     ProcessInfo,
     interrupts_held,
     is_running,
@@ -21,8 +22,7 @@ from tarsy.localstack.processes import (
     stop,
     stop_all,
 )
-from tarsy.localstack.stack import STATE_FILE, Stack, StackOptions, load_stack, save_stack
-from tarsy.settings import get_settings
+from tarsy_dev.localstack.stack import STATE_FILE, Stack, StackOptions, load_stack, save_stack
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tarsy.localstack import __main__ as localstack
-from tarsy.localstack.stack import defines_kubernetes, read_user_config, with_demo_cluster
+from tarsy_dev.localstack import __main__ as localstack
+from tarsy_dev.localstack.stack import defines_kubernetes, read_user_config, with_demo_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ def test_first_install_says_it_takes_about_two_minutes(tmp_path: Path, fake_pyth
 
 
 def recipe_line(output: str, command: str) -> str:
-    return next(line for line in output.splitlines() if f"tarsy.localstack {command}" in line)
+    return next(line for line in output.splitlines() if f"tarsy_dev.localstack {command}" in line)
 
 
 @needs_make

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from tarsy.llm.base import Chunk, TextChunk, ThinkingChunk, UsageChunk
 from tarsy.models import TokenUsage
-from tarsy.progress import TAIL_CHARS, ProgressSnapshot, ProgressWriter, snapshot
+from tarsy.persistence.progress import TAIL_CHARS, ProgressSnapshot, ProgressWriter, snapshot
 
 
 class FakeStore:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from tarsy.agent.prompts import (
+    UNTRUSTED_NOTICE,
+    delimit,
+    initial_messages,
+    system_prompt,
+    user_prompt,
+)
 from tarsy.config import load_config
 from tarsy.config.schema import ResolvedAgentConfig
 from tarsy.models import Session
-from tarsy.prompts import UNTRUSTED_NOTICE, delimit, initial_messages, system_prompt, user_prompt
 from tarsy.settings import Settings
 
 

@@ -13,10 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tarsy import cli, prompts, replay
-from tarsy.chains import execution_id_for, summary_id_for, summary_opening
+from tarsy.agent import prompts
+from tarsy.agent.prompts import initial_messages
+from tarsy.agent.strategies.base import IterationState
+from tarsy.agent.strategies.registry import get_strategy
 from tarsy.config import load_config
 from tarsy.config.schema import LLMProviderConfig, TarsyConfig
+from tarsy.engine.messages import execution_id_for, summary_id_for
+from tarsy.engine.progression import summary_opening
 from tarsy.errors import ConfigError, LLMError
 from tarsy.llm.base import (
     Budget,
@@ -40,9 +44,12 @@ from tarsy.models import (
     TokenUsage,
     ToolCall,
 )
-from tarsy.prompts import initial_messages
-from tarsy.recording import RecordedExecution, SessionRecording
-from tarsy.replay import (
+from tarsy.persistence.recording import RecordedExecution, SessionRecording
+from tarsy.settings import Settings
+from tarsy.tools.base import ToolListing
+from tarsy.tools.summarize import SUMMARY_SYSTEM
+from tarsy_dev import cli, replay
+from tarsy_dev.replay import (
     Difference,
     ExecutionReplay,
     LiveModel,
@@ -52,11 +59,6 @@ from tarsy.replay import (
     diff_values,
     request_record,
 )
-from tarsy.settings import Settings
-from tarsy.strategies.base import IterationState
-from tarsy.strategies.registry import get_strategy
-from tarsy.summarize import SUMMARY_SYSTEM
-from tarsy.tools import ToolListing
 from tests.no_network import NetworkUsed, no_network
 
 SID = "sess-1"

@@ -8,13 +8,13 @@ from collections.abc import Mapping, Sequence
 import httpx
 import pytest
 
-from tarsy.cli import runbook_line
+from tarsy.agent.prompts import user_prompt
 from tarsy.config import load_config
 from tarsy.errors import ConfigError, RunbookError
-from tarsy.masking import MaskingConfig
 from tarsy.models import Session
-from tarsy.prompts import user_prompt
-from tarsy.runbooks import (
+from tarsy.settings import Settings
+from tarsy.tools.masking import MaskingConfig
+from tarsy.tools.runbooks import (
     FETCH_ATTEMPTS,
     check_url,
     decode_text,
@@ -26,7 +26,7 @@ from tarsy.runbooks import (
     resolve_runbook,
     runbook_source,
 )
-from tarsy.settings import Settings
+from tarsy_dev.cli import runbook_line
 
 GITHUB = ("github.com", "raw.githubusercontent.com")
 BLOB = "https://github.com/org/runbooks/blob/main/k8s/crashloop.md"
@@ -302,7 +302,7 @@ async def test_resolve_never_raises_and_masks_the_text(monkeypatch: pytest.Monke
         assert url == BLOB and seconds == fetch_timeout(settings.step_budget_seconds)
         return "token: ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 
-    monkeypatch.setattr("tarsy.runbooks.fetch_runbook", fake_fetch)
+    monkeypatch.setattr("tarsy.tools.runbooks.fetch_runbook", fake_fetch)
     masking = MaskingConfig()
     fetched = await resolve_runbook(session(runbook=BLOB), None, settings(), masking)
     assert fetched is not None and fetched.url == BLOB and fetched.error is None
@@ -311,7 +311,7 @@ async def test_resolve_never_raises_and_masks_the_text(monkeypatch: pytest.Monke
     async def broken(url: str, settings: Settings, *, seconds: float) -> str:
         raise RunbookError("http", "HTTP 404 from raw.githubusercontent.com", status=404)
 
-    monkeypatch.setattr("tarsy.runbooks.fetch_runbook", broken)
+    monkeypatch.setattr("tarsy.tools.runbooks.fetch_runbook", broken)
     failed = await resolve_runbook(session(runbook=BLOB), None, settings(), masking)
     assert failed is not None
     assert (failed.text, failed.error) == (None, "HTTP 404 from raw.githubusercontent.com")

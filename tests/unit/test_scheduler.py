@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import httpx
 
-from tarsy.localstack.scheduler import sweep_once
+from tarsy_dev.localstack.scheduler import sweep_once
 
 
 def test_sweep_once_posts_with_the_key_and_returns_the_report() -> None:

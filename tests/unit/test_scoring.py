@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tarsy.scoring import (
+from tarsy.agent.scoring import (
     CATEGORIES,
     PROMPT_HASH,
     SYSTEM_PROMPT,

@@ -7,9 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tarsy.errors import InputError
-from tarsy.models import ExecutionStatus
-from tarsy.session_list import (
+from tarsy.api.session_list import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     SessionCursor,
@@ -18,6 +16,8 @@ from tarsy.session_list import (
     page_of,
     parse_query,
 )
+from tarsy.errors import InputError
+from tarsy.models import ExecutionStatus
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tarsy.mcp.demo_cluster import load_scenario
-from tarsy.mcp.demo_cluster.loader import scenario_names
-from tarsy.testing.fake_gemini import STAND_IN_LABEL, FakeCall
-from tarsy.testing.standin import ScenarioStandIn, first_paragraph
+from tarsy_dev.demo_cluster import load_scenario
+from tarsy_dev.demo_cluster.loader import scenario_names
+from tarsy_dev.fakes.fake_gemini import STAND_IN_LABEL, FakeCall
+from tarsy_dev.fakes.standin import ScenarioStandIn, first_paragraph
 
 
 def test_first_paragraph_skips_headings_and_unwraps() -> None:

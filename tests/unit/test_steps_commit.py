@@ -7,15 +7,27 @@ from typing import Any
 
 import pytest
 
-from tarsy.chains import (
+from tarsy.agent.strategies.base import IterationOutcome, IterationState
+from tarsy.agent.strategies.registry import get_strategy
+from tarsy.config import load_config
+from tarsy.config.schema import ModelPrice
+from tarsy.engine.lifecycle import step_is_done
+from tarsy.engine.messages import (
     execution_id_for,
     iterate_message,
-    stage_status,
     summary_id_for,
     synthesis_id_for,
 )
-from tarsy.config import load_config
-from tarsy.config.schema import ModelPrice
+from tarsy.engine.progression import stage_status
+from tarsy.engine.steps import (
+    ModelCall,
+    ToolRun,
+    Turn,
+    after_llm_failure,
+    build_commit,
+    cost_of,
+)
+from tarsy.engine.transitions import SessionUpdate, StageUpdate
 from tarsy.llm import get_provider
 from tarsy.models import (
     AgentExecution,
@@ -29,20 +41,8 @@ from tarsy.models import (
     TimelineEventType,
     TokenUsage,
 )
+from tarsy.persistence.store import StepCommit, firestore_fields
 from tarsy.settings import Settings
-from tarsy.steps import (
-    ModelCall,
-    ToolRun,
-    Turn,
-    after_llm_failure,
-    build_commit,
-    cost_of,
-    step_is_done,
-)
-from tarsy.store import StepCommit, firestore_fields
-from tarsy.strategies.base import IterationOutcome, IterationState
-from tarsy.strategies.registry import get_strategy
-from tarsy.transitions import SessionUpdate, StageUpdate
 
 SID = "0b7e5c1a-1111-4222-8333-444455556666"
 
@@ -321,8 +321,8 @@ def test_permanent_failure_fails_at_once() -> None:
 
 def test_a_dead_letter_is_late_once_its_step_is_committed_or_its_execution_ended() -> None:
     running = AgentExecution(
-        execution_id="e", session_id="s", stage=0, agent="a", strategy="react", provider="p", step=9,
-        status=ExecutionStatus.ACTIVE,
+        execution_id="e", session_id="s", stage=0, agent="a", strategy="react", provider="p",
+        step=9, status=ExecutionStatus.ACTIVE,
     )  # fmt: skip
 
     def message(step: int) -> StepMessage:

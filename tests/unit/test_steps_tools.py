@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tarsy.agent.strategies.base import IterationOutcome
 from tarsy.app import Deps
+from tarsy.engine.steps import ModelCall, ToolRun, build_commit, run_tools
 from tarsy.llm.base import LLMResult
 from tarsy.models import LLMInteraction, StepMessage, TokenUsage, ToolCall
-from tarsy.steps import ModelCall, ToolRun, build_commit, run_tools
-from tarsy.strategies.base import IterationOutcome
-from tarsy.tools import CachedToolList, ToolListing, ToolResult
+from tarsy.tools.base import CachedToolList, ToolListing, ToolResult
 
 from .test_steps_commit import CONFIG, DUE, SID, interaction, turn
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tarsy.store import record_id, stage_id
+from tarsy.persistence.store import record_id, stage_id
 
 
 @pytest.mark.parametrize(

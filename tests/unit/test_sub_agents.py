@@ -7,21 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tarsy.agent.strategies.react_parser import parse_react
 from tarsy.config import load_config
 from tarsy.config.schema import ResolvedAgentConfig, sub_agent_cycles
-from tarsy.errors import ConfigError
-from tarsy.llm.base import LLMResult
-from tarsy.llm.tool_names import from_function_name, is_canonical, to_function_name
-from tarsy.models import (
-    AgentExecution,
-    ExecutionStatus,
-    TimelineEvent,
-    TimelineEventType,
-    ToolCall,
-)
-from tarsy.settings import Settings
-from tarsy.strategies.react_parser import parse_react
-from tarsy.sub_agents import (
+from tarsy.engine.sub_agents import (
     MESSAGE_AGENT,
     Dispatch,
     PendingTurn,
@@ -34,7 +23,18 @@ from tarsy.sub_agents import (
     sub_agent_id_for,
     turn_results,
 )
-from tarsy.tools import ToolResult
+from tarsy.errors import ConfigError
+from tarsy.llm.base import LLMResult
+from tarsy.llm.tool_names import from_function_name, is_canonical, to_function_name
+from tarsy.models import (
+    AgentExecution,
+    ExecutionStatus,
+    TimelineEvent,
+    TimelineEventType,
+    ToolCall,
+)
+from tarsy.settings import Settings
+from tarsy.tools.base import ToolResult
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(GEMINI_API_KEY="k")

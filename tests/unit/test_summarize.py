@@ -12,8 +12,8 @@ from tarsy.config.schema import LLMProviderConfig, MCPServerConfig
 from tarsy.errors import LLMError
 from tarsy.llm.base import Budget, Capabilities, GenerateRequest, LLMResult, Progress
 from tarsy.models import TokenUsage
-from tarsy.summarize import SUMMARY_SYSTEM, Shrunk, shrink_results
-from tarsy.tools import ToolResult, estimate_tokens
+from tarsy.tools.base import ToolResult, estimate_tokens
+from tarsy.tools.summarize import SUMMARY_SYSTEM, Shrunk, shrink_results
 
 CONFIG = LLMProviderConfig(backend="google-native", model="gemini-2.5-flash")
 DEADLINE = 12345.0  # a time.monotonic() deadline, passed through untouched

@@ -9,12 +9,12 @@ from typing import Any, cast
 import pytest
 from pydantic import ValidationError
 
-from tarsy.chains import resolve_execution
 from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
+from tarsy.engine.roles import resolve_execution
 from tarsy.errors import ToolSelectionError
-from tarsy.http import HttpRequest
-from tarsy.ingest import handle
+from tarsy.http.request import HttpRequest
+from tarsy.intake.ingest import handle
 from tarsy.llm.base import ToolDefinition
 from tarsy.models import (
     AgentExecution,
@@ -25,15 +25,15 @@ from tarsy.models import (
     StepMessage,
     utcnow,
 )
+from tarsy.persistence.store import Store
 from tarsy.settings import Settings
-from tarsy.store import Store
-from tarsy.tool_selection import (
+from tarsy.tools.base import CachedToolList, ToolListing
+from tarsy.tools.selection import (
     apply_selection,
     fresh_tool_names,
     restrict_listing,
     selection_problems,
 )
-from tarsy.tools import CachedToolList, ToolListing
 
 CONFIG_TEXT = """
 mcp_servers:

@@ -6,7 +6,7 @@ import pytest
 
 from tarsy.llm.base import ToolDefinition
 from tarsy.models import ToolCall
-from tarsy.tools import (
+from tarsy.tools.base import (
     ToolListing,
     check_call,
     error_result,

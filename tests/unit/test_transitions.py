@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tarsy import transitions as t
+from tarsy.engine import transitions as t
 from tarsy.errors import IllegalTransitionError
 from tarsy.models import AgentExecution, ErrorInfo, ExecutionStatus, Session
-from tarsy.store import firestore_fields
+from tarsy.persistence.store import firestore_fields
 
 S = ExecutionStatus
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -176,7 +176,7 @@ def test_no_module_outside_the_store_passes_raw_field_dicts() -> None:
 def test_the_store_methods_take_typed_updates_only() -> None:
     import inspect
 
-    from tarsy.store import Store
+    from tarsy.persistence.store import Store
 
     for name in ("update_session", "update_execution", "update_stage"):
         annotation = list(inspect.signature(getattr(Store, name)).parameters.values())[-1]

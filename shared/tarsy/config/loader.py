@@ -122,9 +122,9 @@ def model_errors(config: TarsyConfig) -> list[tuple[str, str]]:
 def strategy_errors(config: TarsyConfig) -> list[tuple[str, str]]:
     """Every stage agent whose strategy is unknown or needs what its provider's backend lacks."""
     # Imported here: the strategies import the config schema.
+    from tarsy.agent.strategies.base import missing_capabilities
+    from tarsy.agent.strategies.registry import get_strategy, strategy_names
     from tarsy.llm.capabilities import BACKEND_CAPABILITIES
-    from tarsy.strategies.base import missing_capabilities
-    from tarsy.strategies.registry import get_strategy, strategy_names
 
     problems: list[tuple[str, str]] = []
     known = strategy_names()

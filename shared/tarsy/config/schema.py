@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from tarsy.errors import ConfigError, FailureKind
-from tarsy.masking import MaskingConfig
-from tarsy.sources.config import AlertSourcesConfig
+from tarsy.intake.sources.config import AlertSourcesConfig
+from tarsy.tools.masking import MaskingConfig
 
 NAME_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_\-]*$"
 
@@ -311,7 +311,7 @@ class ChainConfig(_Strict):
     scoring_agent: str = Field(default="session-judge", pattern=NAME_PATTERN)
     # Answers follow-up questions on a finished session (POST /sessions/{id}/chat).
     chat_agent: str = Field(default="chat-assistant", pattern=NAME_PATTERN)
-    # The runbook of alerts that bring none, fetched when a session starts (tarsy.runbooks).
+    # The runbook of alerts that bring none, fetched when a session starts (tarsy.tools.runbooks).
     runbook_url: str | None = Field(
         default=None, pattern=r"^https?://\S+$", description="default runbook URL (http/https)"
     )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tarsy.evals.observation import RunObservation, ToolCallRecord
-from tarsy.mcp.demo_cluster.models import PlaybookStep, Scenario
-from tarsy.testing.sloppy import irrelevant_steps, wrong_analysis
+from tarsy_dev.demo_cluster.models import PlaybookStep, Scenario
+from tarsy_dev.evals.observation import RunObservation, ToolCallRecord
+from tarsy_dev.fakes.sloppy import irrelevant_steps, wrong_analysis
 
 
 def calls(steps: list[PlaybookStep]) -> list[ToolCallRecord]:

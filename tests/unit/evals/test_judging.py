@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tarsy.client import SessionView
-from tarsy.evals.judging import judge_session
-from tarsy.scoring import PROMPT_HASH, JudgeReplyError
+from tarsy.agent.scoring import PROMPT_HASH, JudgeReplyError
 from tarsy.settings import Settings
-from tarsy.testing.fake_gemini import FakeGemini, FakeReply
+from tarsy_dev.client import SessionView
+from tarsy_dev.evals.judging import judge_session
+from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 
 VERDICT = {
     "score": 81,

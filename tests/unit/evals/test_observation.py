@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tarsy.client import SessionView
-from tarsy.evals.observation import observe
+from tarsy_dev.client import SessionView
+from tarsy_dev.evals.observation import observe
 
 
 def view(**session: Any) -> SessionView:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tarsy.mcp.demo_cluster import load_scenario, scenario_names
+from tarsy_dev.demo_cluster import load_scenario, scenario_names
 
 CORRECT = {
     "crashloop-bad-configmap": """

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tarsy.evals.harness import RunResult
-from tarsy.evals.report import build_report, percentile, to_markdown, write_report
-from tarsy.evals.scorer import score_run
-from tarsy.evals.subjects import HARNESS_NOTE, ModelUnderTest, resolve_models
-from tarsy.mcp.demo_cluster import load_scenario
-from tarsy.mcp.demo_cluster.models import Scenario
-from tarsy.scoring import parse_judge_reply
+from tarsy.agent.scoring import parse_judge_reply
 from tarsy.settings import Settings
+from tarsy_dev.demo_cluster import load_scenario
+from tarsy_dev.demo_cluster.models import Scenario
+from tarsy_dev.evals.harness import RunResult
+from tarsy_dev.evals.report import build_report, percentile, to_markdown, write_report
+from tarsy_dev.evals.scorer import score_run
+from tarsy_dev.evals.subjects import HARNESS_NOTE, ModelUnderTest, resolve_models
 from tests.unit.evals.runs import sloppy_run, standin_run
 
 NAMES = ["crashloop-bad-configmap", "invoice-red-herring"]

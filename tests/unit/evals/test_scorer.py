@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tarsy.evals.observation import RunObservation, ToolCallRecord
-from tarsy.evals.scorer import score_run
-from tarsy.mcp.demo_cluster import load_scenario, scenario_names
+from tarsy_dev.demo_cluster import load_scenario, scenario_names
+from tarsy_dev.evals.observation import RunObservation, ToolCallRecord
+from tarsy_dev.evals.scorer import score_run
 from tests.unit.evals.runs import sloppy_run, standin_run
 
 

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from tarsy.evals.subjects import EstimatedTokens, resolve_models
-from tarsy.mcp.demo_cluster import load_scenario
 from tarsy.settings import Settings
-from tarsy.testing.fake_gemini import FakeCall, FakeReply
-from tarsy.testing.sloppy import SLOPPY_LABEL
+from tarsy_dev.demo_cluster import load_scenario
+from tarsy_dev.evals.subjects import EstimatedTokens, resolve_models
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeReply
+from tarsy_dev.fakes.sloppy import SLOPPY_LABEL
 
 
 def test_without_credentials_the_default_is_the_two_scripted_models() -> None:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tarsy.testing.fake_gemini import FakeGemini
+from tarsy_dev.fakes.fake_gemini import FakeGemini
 
 
 @pytest.fixture(scope="module")

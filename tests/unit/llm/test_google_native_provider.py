@@ -13,7 +13,7 @@ from tarsy.llm.base import GenerateRequest, LLMResult, ToolDefinition
 from tarsy.llm.google_native import GoogleNativeProvider, thinking_config, turn_key
 from tarsy.models import ConversationMessage, ToolCall
 from tarsy.settings import Settings
-from tarsy.testing.fake_gemini import FakeCodeExecution, FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.fakes.fake_gemini import FakeCodeExecution, FakeGemini, FakeReply, FakeToolCall
 
 FAST = RetryPolicy(initial_delay=0.01, max_delay=2.0, empty_response_delay=0.01)
 TOOL = ToolDefinition(

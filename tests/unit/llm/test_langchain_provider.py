@@ -37,7 +37,7 @@ from tarsy.llm.provider import StreamingProvider
 from tarsy.llm.registry import get_provider
 from tarsy.models import ConversationMessage, TokenUsage, ToolCall
 from tarsy.settings import Settings
-from tarsy.testing.fake_gemini import FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply, FakeToolCall
 
 FAST = RetryPolicy(initial_delay=0.01, max_delay=2.0, empty_response_delay=0.01)
 TOOL = ToolDefinition(

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from tarsy.masking import BUILTIN_GROUPS, CustomPattern, Masker, MaskingConfig, mask_token
+from tarsy.tools.masking import BUILTIN_GROUPS, CustomPattern, Masker, MaskingConfig, mask_token
 
 CORPUS = Path(__file__).parent / "corpus"
 

@@ -13,15 +13,16 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
-from tarsy.masking import Masker
-from tarsy.mcp.demo_cluster import (
+from tarsy.models import AlertSubmission
+from tarsy.tools.masking import Masker
+from tarsy_dev.demo_cluster import (
     DEFAULT_SCENARIO,
     TOOL_NAMES,
     build_server,
     load_scenario,
     scenario_names,
 )
-from tarsy.mcp.demo_cluster.cluster import (
+from tarsy_dev.demo_cluster.cluster import (
     Cluster,
     cpu_millicores,
     human_duration,
@@ -29,9 +30,8 @@ from tarsy.mcp.demo_cluster.cluster import (
     plural,
     table,
 )
-from tarsy.mcp.demo_cluster.models import Scenario
-from tarsy.mcp.demo_cluster.server import main
-from tarsy.models import AlertSubmission
+from tarsy_dev.demo_cluster.models import Scenario
+from tarsy_dev.demo_cluster.server import main
 
 SCENARIOS = [
     "crashloop-bad-configmap",
@@ -415,7 +415,7 @@ async def test_streamable_http_subprocess() -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tarsy.mcp.demo_cluster",
+        "tarsy_dev.demo_cluster",
         "--scenario",
         "oom-killed",
         "--transport",
@@ -466,7 +466,7 @@ async def test_streamable_http_subprocess() -> None:
 async def test_stdio_subprocess() -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "tarsy.mcp.demo_cluster", "--scenario", "image-pull-error"],
+        args=["-m", "tarsy_dev.demo_cluster", "--scenario", "image-pull-error"],
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

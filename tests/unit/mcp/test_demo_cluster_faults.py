@@ -13,9 +13,9 @@ from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
-from tarsy.mcp.demo_cluster import build_server, load_scenario
-from tarsy.mcp.demo_cluster.faults import Fault, FaultPlan
-from tarsy.mcp.demo_cluster.server import ServedScenario, main
+from tarsy_dev.demo_cluster import build_server, load_scenario
+from tarsy_dev.demo_cluster.faults import Fault, FaultPlan
+from tarsy_dev.demo_cluster.server import ServedScenario, main
 
 TIMEOUT_MESSAGE = "Error from server (Timeout)"
 
@@ -83,7 +83,7 @@ async def test_switching_scenarios_serves_the_new_cluster_and_restarts_fault_cou
 
 async def test_switchable_http_server() -> None:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tarsy.mcp.demo_cluster", "--scenario", "oom-killed",
+        sys.executable, "-m", "tarsy_dev.demo_cluster", "--scenario", "oom-killed",
         "--transport", "http", "--port", "0", "--switchable",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tarsy.mcp.demo_cluster.facts import Finding, Forbidden, clauses, find, normalize, sentences
+from tarsy_dev.demo_cluster.facts import Finding, Forbidden, clauses, find, normalize, sentences
 
 
 def test_normalize_ignores_case_punctuation_and_separators() -> None:

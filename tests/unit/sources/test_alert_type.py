@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tarsy.sources.alert_type import clean_alert_type, derive_alert_type, lookup
-from tarsy.sources.config import ALERT_TYPE_PATTERN, AlertmanagerSourceConfig
+from tarsy.intake.sources.alert_type import clean_alert_type, derive_alert_type, lookup
+from tarsy.intake.sources.config import ALERT_TYPE_PATTERN, AlertmanagerSourceConfig
 
 DATA: dict[str, Any] = {
     "labels": {"alertname": "KubePodCrashLooping", "team": "payments"},

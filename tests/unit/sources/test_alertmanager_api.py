@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from tarsy.sources.alertmanager_api import (
+from tarsy.intake.sources.alertmanager_api import (
     label_fingerprint,
     normalize_alertmanager_api,
     parse_alertmanager_api,
 )
-from tarsy.sources.config import AlertmanagerSourceConfig, AlertSourcesConfig
-from tarsy.sources.dispatch import alerts_from_api_body
-from tarsy.sources.errors import MalformedBodyError, PayloadShapeError
-from tarsy.sources.normalized import NormalizedAlert
+from tarsy.intake.sources.config import AlertmanagerSourceConfig, AlertSourcesConfig
+from tarsy.intake.sources.dispatch import alerts_from_api_body
+from tarsy.intake.sources.errors import MalformedBodyError, PayloadShapeError
+from tarsy.intake.sources.normalized import NormalizedAlert
 from tests.unit.sources.samples import as_body, fixture_bytes
 
 AM = AlertmanagerSourceConfig()

@@ -8,8 +8,8 @@ import pytest
 from pydantic import SecretStr
 
 from tarsy.errors import AuthError
-from tarsy.sources.basic_auth import check_key, parse_basic_auth, presented_key
-from tarsy.sources.errors import BASIC_CHALLENGE, BasicAuthRequired, CredentialsError
+from tarsy.intake.sources.basic_auth import check_key, parse_basic_auth, presented_key
+from tarsy.intake.sources.errors import BASIC_CHALLENGE, BasicAuthRequired, CredentialsError
 
 KEY = "s3cret-key"
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from tarsy.sources.config import DEFAULT_CERT_HOST_PATTERN, AlertSourcesConfig
-from tarsy.sources.normalized import SOURCE_NAMES
+from tarsy.intake.sources.config import DEFAULT_CERT_HOST_PATTERN, AlertSourcesConfig
+from tarsy.intake.sources.normalized import SOURCE_NAMES
 
 
 def test_defaults() -> None:

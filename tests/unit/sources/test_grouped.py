@@ -6,12 +6,16 @@ from typing import Any
 
 import pytest
 
-from tarsy.sources.alertmanager import normalize_alertmanager, parse_alertmanager
-from tarsy.sources.config import AlertmanagerSourceConfig, AlertSourcesConfig, GrafanaSourceConfig
-from tarsy.sources.dispatch import alerts_from_body
-from tarsy.sources.errors import MalformedBodyError, PayloadShapeError
-from tarsy.sources.grafana import normalize_grafana, parse_grafana
-from tarsy.sources.normalized import NormalizedAlert, source_digest
+from tarsy.intake.sources.alertmanager import normalize_alertmanager, parse_alertmanager
+from tarsy.intake.sources.config import (
+    AlertmanagerSourceConfig,
+    AlertSourcesConfig,
+    GrafanaSourceConfig,
+)
+from tarsy.intake.sources.dispatch import alerts_from_body
+from tarsy.intake.sources.errors import MalformedBodyError, PayloadShapeError
+from tarsy.intake.sources.grafana import normalize_grafana, parse_grafana
+from tarsy.intake.sources.normalized import NormalizedAlert, source_digest
 from tests.unit.sources.samples import as_body, fixture_bytes, fixture_json
 
 AM = AlertmanagerSourceConfig()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tarsy.sources.limits import cap_alerts, over_cap_reason
-from tarsy.sources.normalized import AlertEvent, NormalizedAlert
+from tarsy.intake.sources.limits import cap_alerts, over_cap_reason
+from tarsy.intake.sources.normalized import AlertEvent, NormalizedAlert
 
 
 def alert(i: int, event: AlertEvent = "firing", reason: str | None = None) -> NormalizedAlert:

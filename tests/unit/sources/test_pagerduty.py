@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from tarsy.sources.config import PagerDutySourceConfig
-from tarsy.sources.errors import PayloadShapeError
-from tarsy.sources.normalized import AlertEvent
-from tarsy.sources.pagerduty import normalize_pagerduty, parse_pagerduty
+from tarsy.intake.sources.config import PagerDutySourceConfig
+from tarsy.intake.sources.errors import PayloadShapeError
+from tarsy.intake.sources.normalized import AlertEvent
+from tarsy.intake.sources.pagerduty import normalize_pagerduty, parse_pagerduty
 from tests.unit.sources.samples import as_body, fixture_bytes, fixture_json
 
 CONFIG = PagerDutySourceConfig()

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import pytest
 
 from tarsy.errors import InputError
-from tarsy.sources.errors import SignatureError
-from tarsy.sources.pagerduty_signature import (
+from tarsy.intake.sources.errors import SignatureError
+from tarsy.intake.sources.pagerduty_signature import (
     parse_signature_header,
     signature_for,
     verify_pagerduty_signature,

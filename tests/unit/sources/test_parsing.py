@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from tarsy.sources.errors import MalformedBodyError, PayloadShapeError, problem
-from tarsy.sources.parsing import parse_json, require_object, validate_payload
+from tarsy.intake.sources.errors import MalformedBodyError, PayloadShapeError, problem
+from tarsy.intake.sources.parsing import parse_json, require_object, validate_payload
 
 
 class Inner(BaseModel):

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from tarsy.sources.config import SnsSourceConfig
-from tarsy.sources.errors import MalformedBodyError, PayloadShapeError
-from tarsy.sources.normalized import NormalizedAlert
-from tarsy.sources.sns import (
+from tarsy.intake.sources.config import SnsSourceConfig
+from tarsy.intake.sources.errors import MalformedBodyError, PayloadShapeError
+from tarsy.intake.sources.normalized import NormalizedAlert
+from tarsy.intake.sources.sns import (
     SnsNotification,
     SnsSubscriptionConfirmation,
     SnsUnsubscribeConfirmation,

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tarsy.sources.config import DEFAULT_CERT_HOST_PATTERN, SnsSourceConfig
-from tarsy.sources.sns import SubscriptionConfirmation, normalize_sns, parse_sns
-from tarsy.sources.sns_confirm import SubscriptionConfirmationFailed, confirm_subscription
-from tarsy.sources.sns_urls import UntrustedUrlError
+from tarsy.intake.sources.config import DEFAULT_CERT_HOST_PATTERN, SnsSourceConfig
+from tarsy.intake.sources.sns import SubscriptionConfirmation, normalize_sns, parse_sns
+from tarsy.intake.sources.sns_confirm import SubscriptionConfirmationFailed, confirm_subscription
+from tarsy.intake.sources.sns_urls import UntrustedUrlError
 from tests.unit.sources.loopback import Loopback, LoopbackTransport, loopback_server
 from tests.unit.sources.samples import fixture_bytes
 

@@ -16,10 +16,10 @@ from moto import mock_aws
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.sns.models import sns_backends
 
-from tarsy.sources.config import SnsSourceConfig
-from tarsy.sources.sns import normalize_sns, parse_sns
-from tarsy.sources.sns_certificates import CertificateCache
-from tarsy.sources.sns_signature import SnsVerifier
+from tarsy.intake.sources.config import SnsSourceConfig
+from tarsy.intake.sources.sns import normalize_sns, parse_sns
+from tarsy.intake.sources.sns_certificates import CertificateCache
+from tarsy.intake.sources.sns_signature import SnsVerifier
 
 REGION = "eu-west-1"
 

@@ -15,16 +15,20 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import NameOID
 
-from tarsy.sources.config import SnsSourceConfig
-from tarsy.sources.errors import CertificateUnavailableError, ForbiddenSourceError, SignatureError
-from tarsy.sources.sns import parse_sns
-from tarsy.sources.sns_certificates import (
+from tarsy.intake.sources.config import SnsSourceConfig
+from tarsy.intake.sources.errors import (
+    CertificateUnavailableError,
+    ForbiddenSourceError,
+    SignatureError,
+)
+from tarsy.intake.sources.sns import parse_sns
+from tarsy.intake.sources.sns_certificates import (
     CertificateCache,
     HttpxCertificateFetcher,
     load_signing_key,
 )
-from tarsy.sources.sns_signature import SnsVerifier, string_to_sign
-from tarsy.sources.sns_urls import UntrustedUrlError
+from tarsy.intake.sources.sns_signature import SnsVerifier, string_to_sign
+from tarsy.intake.sources.sns_urls import UntrustedUrlError
 from tests.unit.sources.loopback import Loopback, LoopbackTransport, loopback_server
 from tests.unit.sources.samples import as_body, fixture_json
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tarsy.llm.base import CodeExecutionChunk, LLMResult
-from tarsy.models import ConversationMessage, ToolCall
-from tarsy.strategies.base import (
+from tarsy.agent.strategies.base import (
     IterationState,
     LoopHit,
     budget_crossed,
@@ -17,9 +15,11 @@ from tarsy.strategies.base import (
     looped_in,
     tool_choice_for,
 )
-from tarsy.strategies.native_thinking import NativeThinkingStrategy, past_calls
-from tarsy.strategies.react import FORCED_ANSWER_NOTE, ReActStrategy
-from tarsy.strategies.registry import get_strategy
+from tarsy.agent.strategies.native_thinking import NativeThinkingStrategy, past_calls
+from tarsy.agent.strategies.react import FORCED_ANSWER_NOTE, ReActStrategy
+from tarsy.agent.strategies.registry import get_strategy
+from tarsy.llm.base import CodeExecutionChunk, LLMResult
+from tarsy.models import ConversationMessage, ToolCall
 
 from .test_controllers import result_for, state
 

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
+from tarsy.agent.strategies.base import IterationState
+from tarsy.agent.strategies.native_thinking import NativeThinkingStrategy
+from tarsy.agent.strategies.react import ReActStrategy, call_id_for
+from tarsy.agent.strategies.single_call import SingleCallStrategy
 from tarsy.config.schema import LLMProviderConfig, ResolvedAgentConfig
 from tarsy.llm.base import LLMResult, ToolDefinition
 from tarsy.models import AgentExecution, ConversationMessage, ToolCall
-from tarsy.strategies.base import IterationState
-from tarsy.strategies.native_thinking import NativeThinkingStrategy
-from tarsy.strategies.react import ReActStrategy, call_id_for
-from tarsy.strategies.single_call import SingleCallStrategy
-from tarsy.tools import ToolListing, ToolResult
+from tarsy.tools.base import ToolListing, ToolResult
 
 POD_GET = ToolDefinition(
     name="cluster.pods_get",

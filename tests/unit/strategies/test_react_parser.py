@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tarsy.strategies.react_parser import (
+from tarsy.agent.strategies.react_parser import (
     FORMAT_REMINDER,
     ActionInputError,
     ReActResult,

@@ -1,0 +1,301 @@
+"""The api endpoint: list sessions, read one, cancel it, resume it, chat, health."""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tarsy.api.session_list import parse_query
+from tarsy.app import Deps
+from tarsy.engine import transitions
+from tarsy.engine.chains import start_chat, start_scoring
+from tarsy.engine.lifecycle import cancel_one
+from tarsy.engine.messages import iterate_message
+from tarsy.engine.roles import rules
+from tarsy.engine.sweeper import sweep
+from tarsy.errors import InputError, NotFoundError
+from tarsy.http.request import (
+    HttpRequest,
+    HttpResponse,
+    check_api_key,
+    check_sweeper,
+    error_response,
+    read_json,
+)
+from tarsy.models import ExecutionStatus, utcnow
+from tarsy.notify.session_end import on_session_end
+from tarsy.persistence.store import Store
+
+logger = logging.getLogger(__name__)
+
+_Body = TypeVar("_Body", bound=BaseModel)
+
+_SESSION_PATH = re.compile(
+    r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume|chat|score))?$"
+)
+_EXECUTION_CANCEL_PATH = re.compile(
+    r"^/sessions/(?P<session_id>[\w\-]+)/executions/(?P<execution_id>[\w\-]+)/cancel$"
+)
+
+
+class ChatRequest(BaseModel):
+    """``POST /sessions/{id}/chat`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1)
+
+
+class ResumeRequest(BaseModel):
+    """``POST /sessions/{id}/resume`` body (optional)."""
+
+    extra_iterations: int | None = Field(default=None, ge=1, le=200)
+
+
+async def session_view(store: Store, session_id: str) -> dict[str, Any]:
+    """Return a session with its stages, executions and their timelines, in order.
+
+    Each execution that has not ended carries ``progress``: the thinking and text
+    of the LLM call streaming now (``tarsy chat`` shows it as it grows), or None.
+    """
+    session = await store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    stages = await store.list_stages(session_id)
+    executions = await store.list_executions(session_id)
+    # Calls streaming now: their text so far (each commit replaces it with the records).
+    live = await store.live_progress(
+        [e.execution_id for e in executions if not e.status.is_terminal]
+    )
+    execution_views: list[dict[str, Any]] = []
+    timeline: list[dict[str, Any]] = []
+    for execution in executions:
+        events = await store.list_timeline(execution.execution_id)
+        event_views = [
+            {
+                **event.model_dump(mode="json"),
+                "execution_id": execution.execution_id,
+                "stage": execution.stage,
+                "agent": execution.agent,
+            }
+            for event in events
+        ]
+        progress = live.get(execution.execution_id)
+        execution_views.append(
+            {
+                **execution.model_dump(mode="json"),
+                "timeline": event_views,
+                "progress": None if progress is None else progress.model_dump(mode="json"),
+            }
+        )
+        timeline.extend(event_views)
+    timeline.sort(key=lambda e: (e["created_at"], e["stage"]))
+    return {
+        "session": session.model_dump(mode="json"),
+        "stages": [stage.model_dump(mode="json") for stage in stages],
+        "executions": execution_views,
+        "timeline": timeline,
+    }
+
+
+async def cancel(deps: Deps, session_id: str) -> dict[str, Any]:
+    """Ask for a session to stop; steps check the flag before each LLM call and publish."""
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    if session.status.is_terminal:
+        raise InputError(f"session {session_id} is already {session.status.value}", status=409)
+    await deps.store.update_session(session_id, transitions.request_cancel(session))
+    # Nothing runs for a paused execution: end it here. A running one is marked, so
+    # that its step's commit fails its precondition and the step cancels instead.
+    now = utcnow()
+    for execution in await deps.store.list_executions(session_id):
+        if execution.status is ExecutionStatus.PAUSED:
+            await deps.store.update_execution(
+                execution.execution_id, transitions.cancel_execution(execution, now)
+            )
+        elif not execution.status.is_terminal and rules(execution.role).stopped_with_its_session:
+            await deps.store.update_execution(
+                execution.execution_id, transitions.request_cancel_of_execution(execution)
+            )
+    if session.status is ExecutionStatus.PAUSED:
+        await deps.store.update_session(session_id, transitions.cancel_session(session, now))
+        await on_session_end(session_id, deps)
+    logger.info("cancel requested for %s", session_id)
+    return {"session_id": session_id, "cancel_requested": True}
+
+
+async def rescore(deps: Deps, session_id: str) -> dict[str, Any]:
+    """Score a finished session again with the chain's judge (the new score replaces the old)."""
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    if not session.status.is_terminal:
+        raise InputError(
+            f"session {session_id} is still {session.status.value}; score it when it has finished",
+            status=409,
+        )
+    scorings = [e for e in await deps.store.list_executions(session_id) if e.role == "scoring"]
+    if any(not e.status.is_terminal for e in scorings):
+        raise InputError(f"session {session_id} is being scored; try again shortly", status=409)
+    execution = await start_scoring(session, len(scorings), deps)
+    return {"session_id": session_id, "execution_id": execution.execution_id}
+
+
+async def cancel_agent(deps: Deps, session_id: str, execution_id: str) -> dict[str, Any]:
+    """Cancel one running agent; its stage completes per its success_policy without it.
+
+    A cancelled sub-agent gives its parent an error observation instead of an answer.
+    """
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    execution = await deps.store.get_execution(execution_id)
+    if execution is None or execution.session_id != session_id:
+        raise NotFoundError(f"no execution {execution_id!r} in session {session_id!r}")
+    if session.status.is_terminal or execution.status.is_terminal:
+        what = "session" if session.status.is_terminal else "execution"
+        status = session.status if session.status.is_terminal else execution.status
+        raise InputError(f"the {what} is already {status.value}", status=409)
+    if not rules(execution.role).cancellable_alone:
+        raise InputError(
+            f"only a stage's agents and sub-agents can be cancelled on their own, "
+            f"not a {execution.role}",
+            status=409,
+        )
+    # The mark voids a running step's commit (it then cancels the agent) and is seen
+    # by the next step of an idle one; a paused agent is ended here.
+    if execution.status is ExecutionStatus.PAUSED:
+        await cancel_one(execution, deps)
+    else:
+        await deps.store.update_execution(
+            execution_id, transitions.request_cancel_of_execution(execution)
+        )
+    logger.info("cancel requested for %s of %s", execution_id, session_id)
+    return {"session_id": session_id, "execution_id": execution_id, "cancel_requested": True}
+
+
+async def resume(deps: Deps, session_id: str, request: ResumeRequest) -> dict[str, Any]:
+    """Continue a session paused at max_iterations, with more iterations."""
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    if session.status is not ExecutionStatus.PAUSED:
+        raise InputError(f"session {session_id} is {session.status.value}, not paused", status=409)
+    resumed: list[str] = []
+    for execution in await deps.store.list_executions(session_id):
+        if execution.status is not ExecutionStatus.PAUSED:
+            continue
+        extra = request.extra_iterations or execution.max_iterations
+        due = utcnow() + timedelta(seconds=deps.settings.step_due_seconds)
+        await deps.store.update_execution(
+            execution.execution_id, transitions.resume_execution(execution, extra, due)
+        )
+        if rules(execution.role).pauses == "stage_and_session":
+            await deps.store.update_stage(session_id, execution.stage, transitions.resume_stage())
+        await deps.bus.publish(iterate_message(execution, execution.step))
+        resumed.append(execution.execution_id)
+    # The pause did not use the session's time: it gets a whole timeout again.
+    deadline = utcnow() + timedelta(seconds=deps.config.session_timeout(session.chain_id))
+    await deps.store.update_session(session_id, transitions.resume_session(session, deadline))
+    return {"session_id": session_id, "resumed": resumed}
+
+
+MAX_QUESTION_CHARS = 100_000  # as TARSy accepts (its #194)
+
+
+async def chat(deps: Deps, session_id: str, request: ChatRequest) -> dict[str, Any]:
+    """Ask a question about a finished investigation; the answer lands in the timeline.
+
+    Any finished session takes questions (completed, failed, timed out,
+    cancelled); the chat sees the investigation and every earlier question and
+    answer. One question at a time: another is refused with 409 until the
+    previous one is answered.
+    """
+    if len(request.question) > MAX_QUESTION_CHARS:
+        raise InputError(
+            f"the question has {len(request.question):,} characters; "
+            f"at most {MAX_QUESTION_CHARS:,} are accepted",
+            status=413,
+        )
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    if not session.status.is_terminal:
+        raise InputError(
+            f"session {session_id} is still {session.status.value}: the investigation has "
+            "not finished; ask when it has",
+            status=409,
+        )
+    execution = await start_chat(session, request.question, deps)
+    return {"session_id": session_id, "execution_id": execution.execution_id}
+
+
+def _body(request: HttpRequest, model: type[_Body]) -> _Body:
+    """The request's JSON body as ``model``: hostile bodies are 4xx (see tarsy.http.json_body)."""
+    payload = read_json(request, empty={})
+    try:
+        return model.model_validate(payload)
+    except ValidationError as e:
+        details = [
+            {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            for err in e.errors()
+        ]
+        raise InputError("invalid request body", status=422, details=details) from e
+
+
+async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
+    """Serve one api request."""
+    path = request.path.rstrip("/") or "/"
+    if path == "/healthz":
+        return HttpResponse(status=200, body={"status": "ok"})
+    try:
+        if path == "/sweep":
+            check_sweeper(request.headers, deps.settings)
+            if request.method != "POST":
+                raise InputError("method not allowed", status=405, details={"allow": "POST"})
+            report = await sweep(deps)
+            return HttpResponse(status=200, body=report.model_dump())
+        check_api_key(request.headers, deps.settings)
+        if path == "/sessions":
+            if request.method != "GET":
+                raise InputError("method not allowed", status=405, details={"allow": "GET"})
+            page = await deps.store.list_sessions(parse_query(request.query_string))
+            return HttpResponse(status=200, body=page.model_dump(mode="json"))
+        one = _EXECUTION_CANCEL_PATH.match(path)
+        if one is not None:
+            if request.method != "POST":
+                raise InputError("method not allowed", status=405, details={"allow": "POST"})
+            read_json(request, empty={})
+            body = await cancel_agent(deps, one["session_id"], one["execution_id"])
+            return HttpResponse(status=202, body=body)
+        match = _SESSION_PATH.match(path)
+        if match is None:
+            raise InputError(f"no route {request.path!r}", status=404)
+        session_id, action = match["session_id"], match["action"]
+        allowed = "POST" if action else "GET"
+        if request.method != allowed:
+            raise InputError(
+                f"method {request.method} not allowed", status=405, details={"allow": allowed}
+            )
+        if action == "cancel":
+            read_json(request, empty={})  # no body is expected; a hostile one is still a 4xx
+            return HttpResponse(status=202, body=await cancel(deps, session_id))
+        if action == "resume":
+            return HttpResponse(
+                status=202, body=await resume(deps, session_id, _body(request, ResumeRequest))
+            )
+        if action == "score":
+            read_json(request, empty={})
+            return HttpResponse(status=202, body=await rescore(deps, session_id))
+        if action == "chat":
+            return HttpResponse(
+                status=202, body=await chat(deps, session_id, _body(request, ChatRequest))
+            )
+        return HttpResponse(status=200, body=await session_view(deps.store, session_id))
+    except InputError as e:
+        return error_response(e)

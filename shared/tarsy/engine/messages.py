@@ -1,0 +1,86 @@
+"""Deterministic ids, new executions and the step messages that run them (pure).
+
+Design constraint: Pub/Sub delivers at least once, so everything a handler
+creates must have an id it can compute again: a redelivered message then
+overwrites or finds what its first delivery wrote instead of duplicating it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from tarsy.config.schema import ResolvedAgentConfig
+from tarsy.engine.roles import rules
+from tarsy.models import AgentExecution, ExecutionRole, Session, StepMessage
+
+FIRST_ITERATION_STEP = 1  # step 0 is the set-up that writes the opening messages
+SUMMARY_STAGE = -1  # the executive summary belongs to no stage
+CHAT_STAGE = -2  # nor do follow-up chats
+SCORING_STAGE = -3  # nor does the judge
+
+
+def execution_id_for(session_id: str, stage_index: int, agent_index: int) -> str:
+    """The deterministic id of an agent execution (redelivery creates nothing new)."""
+    return f"{session_id}-s{stage_index:02d}-a{agent_index:02d}"
+
+
+def synthesis_id_for(session_id: str, stage_index: int) -> str:
+    """The id of a parallel stage's synthesis execution."""
+    return f"{session_id}-s{stage_index:02d}-synthesis"
+
+
+def summary_id_for(session_id: str) -> str:
+    """The id of a session's executive-summary execution."""
+    return f"{session_id}-summary"
+
+
+def scoring_id_for(session_id: str, number: int) -> str:
+    """The id of a session's ``number``-th scoring (0: at its end; more: re-scores)."""
+    return f"{session_id}-score-{number:02d}"
+
+
+def chat_id_for(session_id: str, number: int) -> str:
+    """The id of a session's ``number``-th follow-up chat."""
+    return f"{session_id}-chat-{number:03d}"
+
+
+def iterate_message(execution: AgentExecution, step: int) -> StepMessage:
+    """The message that runs ``step`` of ``execution``."""
+    return StepMessage(
+        session_id=execution.session_id,
+        execution_id=execution.execution_id,
+        step=step,
+        kind="iterate",
+    )
+
+
+def start_stage_message(session_id: str, stage: int) -> StepMessage:
+    """The message that starts stage ``stage`` (stage 0 is ``start_session``)."""
+    if stage == 0:
+        return StepMessage(session_id=session_id, kind="start_session")
+    return StepMessage(session_id=session_id, stage=stage, kind="start_stage")
+
+
+def new_execution(
+    session: Session,
+    stage: int,
+    index: int,
+    role: ExecutionRole,
+    config: ResolvedAgentConfig,
+    execution_id: str,
+    due: datetime,
+) -> AgentExecution:
+    """A pending execution of ``role``, due to run its first step by ``due``."""
+    return AgentExecution(
+        execution_id=execution_id,
+        session_id=session.session_id,
+        stage=stage,
+        role=role,
+        agent=config.agent,
+        agent_index=index,
+        strategy=rules(role).strategy or config.iteration_strategy,
+        provider=config.provider_name,
+        step=FIRST_ITERATION_STEP,
+        max_iterations=config.max_iterations,
+        due_at=due,
+    )

@@ -1,0 +1,111 @@
+"""What differs between execution roles, in one place, checked for exhaustiveness.
+
+Every role (``agent``, ``synthesis``, ``summary``, ``chat``, ``scoring``,
+``sub_agent``) is an execution run by the same step engine; what sets them
+apart is a handful of rules: which configuration and strategy they run with,
+whether a session's cancel or deadline stops them, what a pause pauses, and
+whether the judge reads them. Those rules are here and nowhere else: the engine
+asks :data:`ROLES`, and every ``match`` on a role ends in ``assert_never``, so
+a new role fails mypy until each rule is decided for it. What follows an
+execution's end, also by role, is :mod:`tarsy.engine.progression`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, assert_never, get_args
+
+from tarsy.config.schema import ResolvedAgentConfig, TarsyConfig
+from tarsy.models import AgentExecution, ExecutionRole, Session
+from tarsy.tools.selection import apply_selection
+
+PauseScope = Literal["stage_and_session", "session", "nothing"]
+
+
+@dataclass(frozen=True)
+class RoleRules:
+    """The rules of one execution role."""
+
+    # A fixed strategy (the summary and the judge have their own), else the configured one.
+    strategy: str | None
+    # Whether the session's cancel, an own cancel and the deadline stop it: a chat
+    # runs on a finished session, so none of them applies.
+    stopped_with_its_session: bool
+    # What a pause at max iterations pauses besides the execution.
+    pauses: PauseScope
+    # Whether its timeline is part of the investigation the judge reads.
+    investigates: bool
+    # Whether it can be cancelled on its own (the session goes on without it).
+    cancellable_alone: bool
+
+
+ROLES: dict[ExecutionRole, RoleRules] = {
+    "agent": RoleRules(
+        strategy=None,
+        stopped_with_its_session=True,
+        pauses="stage_and_session",
+        investigates=True,
+        cancellable_alone=True,
+    ),
+    "synthesis": RoleRules(
+        strategy=None,
+        stopped_with_its_session=True,
+        pauses="session",
+        investigates=True,
+        cancellable_alone=False,
+    ),
+    "summary": RoleRules(
+        strategy="executive-summary",
+        stopped_with_its_session=True,
+        pauses="session",
+        investigates=True,
+        cancellable_alone=False,
+    ),
+    "chat": RoleRules(
+        strategy=None,
+        stopped_with_its_session=False,
+        pauses="nothing",
+        investigates=False,
+        cancellable_alone=False,
+    ),
+    "scoring": RoleRules(
+        strategy="judge",
+        stopped_with_its_session=True,
+        pauses="session",
+        investigates=False,
+        cancellable_alone=False,
+    ),
+    "sub_agent": RoleRules(
+        strategy=None,
+        stopped_with_its_session=True,
+        pauses="session",
+        investigates=True,
+        cancellable_alone=True,
+    ),
+}
+# The table is complete: a role added to the literal without its rules fails at import.
+assert set(ROLES) == set(get_args(ExecutionRole)), "every execution role needs its RoleRules"
+
+
+def rules(role: ExecutionRole) -> RoleRules:
+    """The rules of ``role``."""
+    return ROLES[role]
+
+
+def resolve_execution(
+    config: TarsyConfig, session: Session, execution: AgentExecution
+) -> ResolvedAgentConfig:
+    """The configuration an execution runs with, by its role, with the alert's tool choice."""
+    chain_id, role = session.chain_id, execution.role
+    match role:
+        case "agent":
+            resolved = config.resolve(chain_id, execution.stage, execution.agent_index)
+        case "synthesis":
+            resolved = config.resolve_role(chain_id, execution.stage, "synthesis")
+        case "chat" | "scoring" | "summary":
+            resolved = config.resolve_role(chain_id, None, role)
+        case "sub_agent":
+            resolved = config.resolve_sub_agent(chain_id, execution.agent)
+        case _:
+            assert_never(role)
+    return apply_selection(resolved, session.mcp, role)

@@ -1,0 +1,76 @@
+"""The sweeper (invariant 3, nothing gets stuck), called by Cloud Scheduler through the api.
+
+Every live execution carries a due time (``due_at``): when its next step must
+have been claimed, set at every commit, publish and fan-in, and renewed by a
+running step's heartbeat. A session waiting for a stage start carries one too.
+Whatever the reason a step did not run (its process died, its message was
+lost, the push gave up), its due time passes, and the sweeper:
+
+* re-publishes the current step of an execution past its due time; for a
+  finished agent of a parallel stage, its last step again, which re-runs the
+  stage's fan-in;
+* re-publishes the awaited stage start of a session past its due time;
+* times out sessions past their deadline, with their unfinished executions.
+
+Each action is idempotent (the step's claim and the deterministic creates
+absorb duplicates), so overlapping sweeps are harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from tarsy.app import Deps
+from tarsy.engine.lifecycle import time_out
+from tarsy.engine.messages import iterate_message, start_stage_message
+from tarsy.models import AgentExecution, StepMessage, utcnow
+from tarsy.notify.session_end import on_session_end
+
+logger = logging.getLogger(__name__)
+
+
+class SweepReport(BaseModel):
+    """What one sweep did."""
+
+    republished: list[str] = Field(default_factory=list, description="execution ids")
+    restarted: list[str] = Field(default_factory=list, description="session ids (stage starts)")
+    timed_out: list[str] = Field(default_factory=list, description="session ids")
+
+
+def message_for_due(execution: AgentExecution) -> StepMessage:
+    """The message that gets an overdue execution going again (pure)."""
+    if execution.status.is_terminal:
+        # Its last step committed but the fan-in did not finish: run that step again.
+        return iterate_message(execution, max(execution.step - 1, 1))
+    return iterate_message(execution, execution.step)
+
+
+async def sweep(deps: Deps, now: datetime | None = None) -> SweepReport:
+    """Time out sessions past their deadline; re-publish whatever is overdue."""
+    now = now or utcnow()
+    report = SweepReport()
+    for session in await deps.store.overdue_sessions(now):
+        await time_out(session, deps)
+        await on_session_end(session.session_id, deps)
+        report.timed_out.append(session.session_id)
+    for execution in await deps.store.due_executions(now):
+        if execution.session_id in report.timed_out:
+            continue
+        await deps.bus.publish(message_for_due(execution))
+        report.republished.append(execution.execution_id)
+    for session in await deps.store.due_sessions(now):
+        if session.status.is_terminal or session.session_id in report.timed_out:
+            continue
+        await deps.bus.publish(start_stage_message(session.session_id, session.awaiting_stage or 0))
+        report.restarted.append(session.session_id)
+    if report.republished or report.restarted or report.timed_out:
+        logger.warning(
+            "sweep: re-published %d steps and %d stage starts, timed out %d sessions",
+            len(report.republished),
+            len(report.restarted),
+            len(report.timed_out),
+        )
+    return report

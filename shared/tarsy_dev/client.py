@@ -1,0 +1,282 @@
+"""An HTTP client for the ingest and api functions (used by the CLI, the demo and tests)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from tarsy.api.session_list import SessionPage
+from tarsy.errors import ApiError
+from tarsy.models import ExecutionStatus
+
+DEFAULT_TIMEOUT_S = 30.0
+
+# gunicorn (what functions-framework serves with) closes an idle keep-alive
+# connection after 2 s. With httpx's default 5 s expiry, a request sent just as
+# the server closes the pooled connection fails with "Server disconnected
+# without sending a response". Expire idle connections client-side first.
+KEEPALIVE_EXPIRY_S = 1.0
+
+# A GET is idempotent, so a transport failure (a connection the server closed
+# under us, a refused connect while a function restarts) is retried. POSTs are
+# not: a lost response does not tell whether the alert or the chat was taken.
+_retry_idempotent = retry(
+    retry=retry_if_exception_type(httpx.TransportError),
+    stop=stop_after_attempt(3),
+    wait=wait_exponential(multiplier=0.1, max=1.0),
+    reraise=True,
+)
+
+
+class Submitted(BaseModel):
+    """The ingest function's 202 body."""
+
+    session_id: str
+    status_url: str
+
+
+class SourceOutcome(BaseModel):
+    """One alert of a native source's notification, as the ingest function answered."""
+
+    fingerprint: str
+    session_id: str | None
+    outcome: str
+    reason: str | None = None
+
+
+class SourceAnswer(BaseModel):
+    """What ``POST /alerts/{source}`` answered: the alerts' outcomes, or an SNS subscription."""
+
+    alerts: list[SourceOutcome] = Field(default_factory=list)
+    subscription: str | None = None
+    topic_arn: str | None = None
+
+
+class SessionView(BaseModel):
+    """``GET /sessions/{id}``: the session with its stages, executions and timeline."""
+
+    session: dict[str, Any]
+    stages: list[dict[str, Any]]
+    executions: list[dict[str, Any]]
+    timeline: list[dict[str, Any]]
+
+    @property
+    def status(self) -> ExecutionStatus:
+        """The session's status."""
+        return ExecutionStatus(self.session["status"])
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether nothing more happens without a person: terminal, or paused for a resume."""
+        return self.status.is_terminal or self.status is ExecutionStatus.PAUSED
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return f"HTTP {response.status_code}: {response.text[:300]}"
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return f"HTTP {response.status_code}: {response.text[:300]}"
+    message = str(error.get("message", response.text))
+    details = error.get("details")
+    if isinstance(details, list):
+        fields = "; ".join(f"{d.get('field')}: {d.get('message')}" for d in details)
+        return f"HTTP {response.status_code}: {message} ({fields})"
+    return f"HTTP {response.status_code}: {message}"
+
+
+class TarsyClient:
+    """Submit alerts and read sessions over HTTP."""
+
+    def __init__(
+        self,
+        *,
+        ingest_url: str | None,
+        api_url: str | None,
+        api_key: str | None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._ingest_url = ingest_url.rstrip("/") if ingest_url else None
+        self._api_url = api_url.rstrip("/") if api_url else None
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S),
+        )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> TarsyClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def submit(self, alert: dict[str, Any] | bytes) -> Submitted:
+        """POST an alert (a dict, or raw JSON bytes sent as they are)."""
+        if self._ingest_url is None:
+            raise ApiError("no ingest URL: pass --ingest-url or set TARSY_INGEST_URL")
+        url = f"{self._ingest_url}/alerts"
+        try:
+            if isinstance(alert, bytes):
+                response = self._http.post(
+                    url, content=alert, headers={"Content-Type": "application/json"}
+                )
+            else:
+                response = self._http.post(url, json=alert)
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach ingest at {url}: {e}") from e
+        if response.status_code != 202:
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        return Submitted.model_validate(response.json())
+
+    def submit_source(self, source: str, body: bytes) -> SourceAnswer:
+        """POST a saved webhook body, unchanged, to a native source's route.
+
+        Args:
+            source: ``alertmanager``, ``grafana``, ``pagerduty`` or ``sns``.
+            body: The body as the sender posted it.
+
+        Returns:
+            One outcome per alert (or, for SNS, the subscription's state).
+
+        Raises:
+            ApiError: Unreachable, or anything but 200/202.
+        """
+        if self._ingest_url is None:
+            raise ApiError("no ingest URL: pass --ingest-url or set TARSY_INGEST_URL")
+        url = f"{self._ingest_url}/alerts/{source}"
+        # As the senders send it: SNS posts its JSON as text/plain.
+        content_type = "text/plain; charset=UTF-8" if source == "sns" else "application/json"
+        try:
+            response = self._http.post(url, content=body, headers={"Content-Type": content_type})
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach ingest at {url}: {e}") from e
+        if response.status_code not in (200, 202):
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        return SourceAnswer.model_validate(response.json())
+
+    def session(self, session_id: str) -> SessionView:
+        """GET one session."""
+        if self._api_url is None:
+            raise ApiError("no api URL: pass --api-url or set TARSY_API_URL")
+        url = f"{self._api_url}/sessions/{session_id}"
+        try:
+            response = self._get(url)
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach api at {url}: {e}") from e
+        if response.status_code != 200:
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        return SessionView.model_validate(response.json())
+
+    def list_sessions(
+        self,
+        *,
+        status: str | None = None,
+        alert_type: str | None = None,
+        source: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> SessionPage:
+        """GET one page of sessions, newest first; the api validates the filters (422)."""
+        if self._api_url is None:
+            raise ApiError("no api URL: pass --api-url or set TARSY_API_URL")
+        url = f"{self._api_url}/sessions"
+        given: dict[str, str | int | datetime | None] = {
+            "status": status, "alert_type": alert_type, "source": source, "since": since,
+            "until": until, "limit": limit, "cursor": cursor,
+        }  # fmt: skip
+        params = {
+            name: value.isoformat() if isinstance(value, datetime) else str(value)
+            for name, value in given.items()
+            if value is not None
+        }
+        try:
+            response = self._get(url, params)
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach api at {url}: {e}") from e
+        if response.status_code != 200:
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        return SessionPage.model_validate(response.json())
+
+    @_retry_idempotent
+    def _get(self, url: str, params: dict[str, str] | None = None) -> httpx.Response:
+        return self._http.get(url, params=params)
+
+    def _post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        if self._api_url is None:
+            raise ApiError("no api URL: pass --api-url or set TARSY_API_URL")
+        url = f"{self._api_url}{path}"
+        try:
+            response = self._http.post(url, json=body or {})
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach api at {url}: {e}") from e
+        if response.status_code not in (200, 202):
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        result: dict[str, Any] = response.json()
+        return result
+
+    def cancel(self, session_id: str) -> dict[str, Any]:
+        """Ask the session to stop."""
+        return self._post(f"/sessions/{session_id}/cancel")
+
+    def cancel_agent(self, session_id: str, execution_id: str) -> dict[str, Any]:
+        """Ask one running agent of the session to stop; its stage goes on without it."""
+        return self._post(f"/sessions/{session_id}/executions/{execution_id}/cancel")
+
+    def resume(self, session_id: str, extra_iterations: int | None = None) -> dict[str, Any]:
+        """Continue a session paused at max_iterations."""
+        body = {"extra_iterations": extra_iterations} if extra_iterations else {}
+        return self._post(f"/sessions/{session_id}/resume", body)
+
+    def chat(self, session_id: str, question: str) -> str:
+        """Ask a question about a finished session; return the chat's execution id."""
+        return str(
+            self._post(f"/sessions/{session_id}/chat", {"question": question})["execution_id"]
+        )
+
+    def watch(
+        self,
+        session_id: str,
+        *,
+        poll_interval: float = 0.5,
+        timeout: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[SessionView]:
+        """Yield the session each poll until it is finished (the last view is terminal)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            view = self.session(session_id)
+            yield view
+            if view.is_finished:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise ApiError(
+                    f"session {session_id} still {view.status.value} after {timeout:.0f}s"
+                )
+            sleep(poll_interval)

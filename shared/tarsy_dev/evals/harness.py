@@ -1,0 +1,275 @@
+"""Running scenarios through the whole local pipeline, one investigation at a time.
+
+For each group of models (the scripted ones share one stack; each real model
+gets its own, since the model is fixed when the functions start) the harness
+starts a switchable demo cluster, writes a config that points the
+``kubernetes`` MCP server at it, and starts the local stack (Firestore and
+Pub/Sub emulators, the ingest, api, step and dead-letter functions). A scripted
+model is a :class:`~tarsy_dev.fakes.fake_gemini.FakeGemini` in this process whose
+responder is set per run. Each run switches the cluster to its scenario (which
+also restarts the scenario's fault counts), submits the scenario's alert over
+HTTP, polls the session until it ends, and scores it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from pydantic import BaseModel, Field
+
+from tarsy.config import load_config
+from tarsy.errors import ApiError, ConfigError
+from tarsy.settings import Settings
+from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.demo_cluster import TOOL_NAMES, load_scenario, scenario_names
+from tarsy_dev.demo_cluster.models import Scenario
+from tarsy_dev.evals.judging import judge_session
+from tarsy_dev.evals.observation import RunObservation, observe
+from tarsy_dev.evals.scorer import RunScore, score_run
+from tarsy_dev.evals.subjects import ModelUnderTest
+from tarsy_dev.fakes.fake_gemini import FakeGemini
+from tarsy_dev.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
+from tarsy_dev.localstack.stack import (
+    Stack,
+    StackOptions,
+    read_user_config,
+    start_stack,
+    stop_stack,
+    with_demo_cluster,
+)
+
+# The demo cluster answers in milliseconds; a short call timeout keeps a simulated hang short.
+EVAL_CALL_TIMEOUT_S = 3.0
+RUN_TIMEOUT_S = 300.0
+POLL_INTERVAL_S = 0.25
+JUDGE_TOOLS = tuple(f"kubernetes.{tool}" for tool in TOOL_NAMES)
+
+Progress = Callable[[str], None]
+
+
+class EvalProblem(Exception):
+    """An input of the evaluation is unusable (found before anything starts)."""
+
+
+class RunResult(BaseModel):
+    """One run: what it produced and how it scored."""
+
+    observation: RunObservation
+    score: RunScore
+
+
+class EvalOptions(BaseModel):
+    """What to run, and where to keep state and logs."""
+
+    root: Path = Field(description="Repository root (holds functions/).")
+    state_dir: Path = Field(description="Stacks' state and logs go under it.")
+    scenarios: list[str] = Field(min_length=1)
+    models: list[ModelUnderTest] = Field(min_length=1)
+    repeat: int = Field(default=1, ge=1)
+    config_path: Path | None = Field(default=None, description="The user's config, if any.")
+    run_timeout: float = Field(default=RUN_TIMEOUT_S, gt=0)
+    judge: bool = Field(default=True, description="Score real models' runs with the LLM judge.")
+    judge_model: str | None = Field(default=None, description="Default: the model under test.")
+
+
+def select_scenarios(patterns: Sequence[str]) -> list[str]:
+    """The bundled scenarios whose names match any pattern (all of them with none).
+
+    A pattern is a substring (``-k quota``) or a glob (``-k 'cart-*'``).
+
+    Raises:
+        EvalProblem: A pattern matches nothing.
+    """
+    names = scenario_names()
+    if not patterns:
+        return names
+    chosen: list[str] = []
+    for pattern in patterns:
+        hits = [n for n in names if pattern in n or fnmatch.fnmatchcase(n, pattern)]
+        if not hits:
+            raise EvalProblem(f"-k {pattern!r} matches no scenario; scenarios: {', '.join(names)}")
+        chosen += hits
+    return [n for n in names if n in set(chosen)]
+
+
+def check_config(path: Path | None) -> None:
+    """Load the user's config as the functions will.
+
+    Raises:
+        EvalProblem: It is missing or invalid.
+    """
+    if path is None:
+        return
+    if not path.is_file():
+        raise EvalProblem(f"config {path}: no such file")
+    try:
+        load_config(Settings(TARSY_CONFIG_PATH=str(path)))
+    except ConfigError as e:
+        raise EvalProblem(f"config {path}: {e}") from e
+
+
+class DemoCluster:
+    """A switchable demo cluster served over HTTP by its own process."""
+
+    def __init__(self, info: ProcessInfo, base_url: str) -> None:
+        self.info = info
+        self.base_url = base_url
+
+    @property
+    def mcp_url(self) -> str:
+        """The MCP endpoint."""
+        return f"{self.base_url}/mcp"
+
+    def switch(self, scenario: str) -> None:
+        """Serve ``scenario`` from now on (its fault counts restart)."""
+        response = httpx.post(f"{self.base_url}/scenario", json={"scenario": scenario}, timeout=30)
+        response.raise_for_status()
+
+
+@contextlib.contextmanager
+def demo_cluster(log_dir: Path, first: str) -> Iterator[DemoCluster]:
+    """Start a switchable demo cluster; stop its process group on the way out."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    argv = [
+        sys.executable, "-m", "tarsy_dev.demo_cluster", "--scenario", first,
+        "--transport", "http", "--port", str(port), "--switchable",
+    ]  # fmt: skip
+    info = spawn("demo-cluster", argv, log_dir=log_dir, url=f"{base_url}/mcp")
+    try:
+        wait_until(http_ok(f"{base_url}/scenario"), timeout=60, what="demo cluster", process=info)
+        yield DemoCluster(info, base_url)
+    finally:
+        stop(info)
+
+
+def eval_config(user_config: dict[str, Any], cluster: DemoCluster) -> dict[str, Any]:
+    """The user's config with ``kubernetes`` pointed at the demo cluster, short call timeout."""
+    config = with_demo_cluster(user_config, cluster.mcp_url, "evaluation (switchable)")
+    config["mcp_servers"]["kubernetes"]["call_timeout"] = EVAL_CALL_TIMEOUT_S
+    return config
+
+
+def run_once(
+    client: TarsyClient,
+    scenario: Scenario,
+    model: ModelUnderTest,
+    attempt: int,
+    *,
+    timeout: float,
+) -> tuple[RunObservation, SessionView | None]:
+    """Submit the scenario's alert, wait for the session to end, and observe it."""
+    try:
+        submitted = client.submit(scenario.alert.model_dump(mode="json"))
+    except ApiError as e:
+        failed = RunObservation(
+            scenario=scenario.name,
+            model=model.name,
+            attempt=attempt,
+            status="error",
+            error=f"submit failed: {e}",
+        )
+        return failed, None
+    problem: str | None = None
+    try:
+        for _ in client.watch(submitted.session_id, poll_interval=POLL_INTERVAL_S, timeout=timeout):
+            pass
+    except ApiError as e:
+        problem = str(e)
+        with contextlib.suppress(ApiError):
+            client.cancel(submitted.session_id)
+    view = client.session(submitted.session_id)
+    observation = observe(view, scenario=scenario.name, model=model.name, attempt=attempt)
+    if problem is not None:
+        observation = observation.model_copy(update={"error": problem})
+    return observation, view
+
+
+def _groups(models: Sequence[ModelUnderTest]) -> list[list[ModelUnderTest]]:
+    scripted = [m for m in models if m.scripted]
+    return ([scripted] if scripted else []) + [[m] for m in models if not m.scripted]
+
+
+def run_evaluation(
+    options: EvalOptions,
+    settings: Settings,
+    *,
+    progress: Progress = lambda _: None,
+    on_result: Callable[[RunResult], None] = lambda _: None,
+) -> list[RunResult]:
+    """Run every (scenario, model, attempt) and score it; stop everything started, always.
+
+    Args:
+        options: Scenarios, models, repetitions, config.
+        settings: The environment (real-model credentials).
+        progress: Told what is being started or stopped.
+        on_result: Called with each result as soon as it is scored.
+
+    Returns:
+        The results, in run order.
+    """
+    check_config(options.config_path)
+    user_config = read_user_config(options.config_path)
+    scenarios = [load_scenario(name) for name in options.scenarios]
+    results: list[RunResult] = []
+    for index, group in enumerate(_groups(options.models)):
+        state_dir = options.state_dir / f"stack-{index}"
+        log_dir = state_dir / "logs"
+        with contextlib.ExitStack() as cleanup:
+            cluster = cleanup.enter_context(demo_cluster(log_dir, scenarios[0].name))
+            config_path = state_dir / "eval-config.yaml"
+            config_path.write_text(yaml.safe_dump(eval_config(user_config, cluster)))
+            fake: FakeGemini | None = None
+            if group[0].scripted:
+                fake = cleanup.enter_context(FakeGemini())
+            stack_options = StackOptions(
+                root=options.root,
+                state_dir=state_dir,
+                config_path=config_path,
+                gemini_base_url=fake.url if fake is not None else None,
+                function_env={} if fake is not None else {"TARSY_DEFAULT_MODEL": group[0].name},
+            )
+            names = ", ".join(m.name for m in group)
+            progress(f"starting the local stack for {names}")
+            stack: Stack = start_stack(stack_options, settings, progress=progress)
+            cleanup.callback(stop_stack, stack, state_dir, progress)
+            client = cleanup.enter_context(
+                TarsyClient(
+                    ingest_url=stack.ingest_url, api_url=stack.api_url, api_key=stack.api_key
+                )
+            )
+            for scenario in scenarios:
+                for model in group:
+                    for attempt in range(1, options.repeat + 1):
+                        cluster.switch(scenario.name)
+                        if fake is not None:
+                            fake.reset()
+                            fake.responder = model.responder(scenario)
+                        observation, view = run_once(
+                            client, scenario, model, attempt, timeout=options.run_timeout
+                        )
+                        score = score_run(scenario, observation)
+                        if not model.scripted and options.judge and view is not None:
+                            score = _judged(
+                                score, view, options.judge_model or model.name, settings
+                            )
+                        result = RunResult(observation=observation, score=score)
+                        results.append(result)
+                        on_result(result)
+    return results
+
+
+def _judged(score: RunScore, view: SessionView, model: str, settings: Settings) -> RunScore:
+    """The score with the LLM judge's verdict, or the reason it has none (never raises)."""
+    try:
+        verdict = judge_session(view, model=model, settings=settings, available_tools=JUDGE_TOOLS)
+    except Exception as e:  # a judge failure never fails the run
+        return score.model_copy(update={"judge_error": f"{type(e).__name__}: {e}"})
+    return score.model_copy(update={"judge": verdict})

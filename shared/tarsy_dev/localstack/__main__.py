@@ -1,0 +1,265 @@
+"""``python -m tarsy_dev.localstack up|down|demo``: the local stack behind ``make up/down/demo``.
+
+``up`` and ``demo`` check their inputs (the alert file, the config named by
+``--config`` or ``TARSY_CONFIG_PATH``) before starting anything; ``down`` and
+the end of ``demo`` say what they stop as they stop it, and finish even when
+Ctrl-C is pressed again meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from importlib import resources
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+
+from tarsy.errors import ApiError
+from tarsy.settings import Settings, get_settings
+from tarsy_dev.cli import watch_session
+from tarsy_dev.client import TarsyClient
+from tarsy_dev.demo_cluster.loader import DEFAULT_SCENARIO, scenario_names
+from tarsy_dev.localstack.stack import (
+    Stack,
+    StackOptions,
+    has_real_model,
+    load_stack,
+    start_stack,
+    stop_stack,
+)
+
+DEMO_TIMEOUT_S = 300.0
+SWEEP_INTERVAL_S = 60.0  # as the Cloud Scheduler job in infra/
+EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
+# soft_wrap: a message (an error, a path) stays on one line whatever the width.
+console = Console(stderr=True, soft_wrap=True)
+
+
+class InputProblem(Exception):
+    """An input of ``up`` or ``demo`` is unusable; found before anything starts."""
+
+
+def config_path(args: argparse.Namespace, settings: Settings) -> Path | None:
+    """The user's config: ``--config`` (``make up CONFIG=...``), else ``TARSY_CONFIG_PATH``."""
+    given = args.config or settings.config_path
+    return Path(given).resolve() if given else None
+
+
+def check_config(path: Path | None) -> None:
+    """Load the config as the functions will, so a bad one fails before the stack starts.
+
+    Raises:
+        InputProblem: The file is missing, not YAML, or not a valid config.
+    """
+    if path is None:
+        return
+    from tarsy.config import load_config
+    from tarsy.errors import ConfigError
+
+    if not path.is_file():
+        raise InputProblem(f"config {path}: no such file")
+    try:
+        load_config(Settings(TARSY_CONFIG_PATH=str(path)))
+    except ConfigError as e:
+        raise InputProblem(f"config {path}: {e}") from e
+
+
+def _options(args: argparse.Namespace) -> StackOptions:
+    return StackOptions(
+        root=Path(args.root).resolve(),
+        state_dir=Path(args.state_dir).resolve(),
+        config_path=config_path(args, get_settings()),
+        scenario=args.scenario or None,
+        sweep_interval=SWEEP_INTERVAL_S,
+    )
+
+
+def _banner(stack: Stack) -> None:
+    console.print(f"[bold]ingest[/]  {stack.ingest_url}/alerts")
+    console.print(f"[bold]api[/]     {stack.api_url}/sessions/<id>")
+    console.print(f"[bold]model[/]   {stack.model}")
+    if stack.config_path:
+        console.print(f"[bold]config[/]  {stack.config_path}")
+    demo = next((p for p in stack.processes if p.name == "demo-cluster"), None)
+    if demo is not None:
+        console.print(f"[bold]mcp[/]     kubernetes → demo cluster at {demo.url}")
+    console.print(
+        f"[bold]firestore[/] {stack.firestore_host} (project {stack.project_id}); "
+        f"pubsub {stack.pubsub_host}"
+    )
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _say(message: str) -> None:
+    console.print(message, markup=False, highlight=False)
+
+
+def _start(options: StackOptions) -> Stack:
+    existing = load_stack(options.state_dir)
+    if existing is not None:
+        stopped = stop_stack(existing, options.state_dir, _say)
+        if stopped:
+            console.print(f"[yellow]stopped a previous stack: {', '.join(stopped)}[/]")
+    settings = get_settings()
+    if not has_real_model(settings):
+        console.print(
+            "[bold yellow]No GEMINI_API_KEY or TARSY_VERTEX_PROJECT set: LLM calls go to a "
+            "scripted stand-in, not a real model.[/]"
+        )
+    with console.status("starting the local stack…") as status:
+        stack = start_stack(options, settings, progress=lambda m: status.update(m))
+    return stack
+
+
+def _checked_options(args: argparse.Namespace) -> StackOptions:
+    """The stack's options, its config checked (raises InputProblem)."""
+    options = _options(args)
+    check_config(options.config_path)
+    return options
+
+
+def _up(args: argparse.Namespace) -> int:
+    try:
+        options = _checked_options(args)
+    except InputProblem as e:
+        console.print(f"up: {e}", style="red", markup=False)
+        return EXIT_USAGE
+    stack = _start(options)
+    _banner(stack)
+    env_file = Path(args.state_dir) / "stack.env"
+    console.print(f"[green]stack is up[/]; URLs and the API key are in {env_file}")
+    console.print("try: .venv/bin/tarsy submit <alert.json> --watch   ·   stop: make down")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    state_dir = Path(args.state_dir)
+    stack = load_stack(state_dir)
+    if stack is None:
+        console.print("no local stack recorded; nothing to stop")
+        return 0
+    console.print(f"stopping the local stack recorded in {state_dir / 'stack.json'}")
+    stopped = stop_stack(stack, state_dir, _say)
+    console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    return 0
+
+
+def demo_alert(path: str | None, scenario: str | None) -> dict[str, Any]:
+    """The alert the demo submits: a file, the scenario's alert, or the bundled sample.
+
+    Raises:
+        InputProblem: The file is missing, a directory, unreadable, not JSON, or
+            not a JSON object.
+    """
+    if path:
+        return _alert_file(Path(path))
+    if scenario:
+        from tarsy_dev.demo_cluster import load_scenario
+
+        alert: dict[str, Any] = load_scenario(scenario).alert.model_dump(mode="json")
+        return alert
+    sample = resources.files("tarsy_dev.samples").joinpath("pod-crashloop.json")
+    bundled: dict[str, Any] = json.loads(sample.read_text())
+    return bundled
+
+
+def _alert_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except IsADirectoryError as e:
+        raise InputProblem(f"alert {path}: a directory, not an alert file") from e
+    except FileNotFoundError as e:
+        raise InputProblem(f"alert {path}: no such file") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputProblem(f"alert {path}: cannot read ({e})") from e
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputProblem(f"alert {path}: not JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise InputProblem(f"alert {path}: a JSON object with alert_type and data is expected")
+    return data
+
+
+def _demo(args: argparse.Namespace) -> int:
+    try:
+        alert = demo_alert(args.alert, args.scenario)
+        options = _checked_options(args)
+    except InputProblem as e:
+        console.print(f"demo: {e}", style="red", markup=False)
+        return EXIT_USAGE
+    previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+    stack: Stack | None = None
+    try:
+        stack = _start(options)
+        _banner(stack)
+        out = Console()
+        with TarsyClient(
+            ingest_url=stack.ingest_url, api_url=stack.api_url, api_key=stack.api_key
+        ) as client:
+            submitted = client.submit(alert)
+            console.print(
+                f"submitted [bold]{alert.get('alert_type')}[/] alert → {submitted.session_id}"
+            )
+            # The watch prints every timeline event, the final analysis among them.
+            return watch_session(client, submitted.session_id, out, timeout=DEMO_TIMEOUT_S)
+    except ApiError as e:
+        console.print(f"demo failed: {e}", style="red", markup=False)
+        if stack is not None:
+            console.print(f"logs: {options.state_dir / 'logs'}")
+        return 1
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted; stopping the stack[/]")
+        return EXIT_INTERRUPTED
+    finally:
+        if stack is not None:
+            shutdown(stack, options.state_dir)
+        signal.signal(signal.SIGTERM, previous_sigterm or signal.SIG_DFL)
+
+
+def shutdown(stack: Stack, state_dir: Path) -> list[str]:
+    """Stop the demo's stack, saying what it stops; a second Ctrl-C does not cut it short."""
+    stopped = stop_stack(stack, state_dir, _say)
+    console.print(f"[dim]stopped {len(stopped)} processes: {', '.join(stopped)}[/]")
+    return stopped
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one of up, down, demo."""
+    parser = argparse.ArgumentParser(prog="python -m tarsy_dev.localstack")
+    parser.add_argument("--root", default=".", help="repository root (holds functions/)")
+    parser.add_argument("--state-dir", default=".local", help="state, env file and logs")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("up", "demo"):
+        command = commands.add_parser(name)
+        command.add_argument(
+            "--config",
+            help="YAML config adding agents, chains and MCP servers (default: TARSY_CONFIG_PATH)",
+        )
+        command.add_argument(
+            "--scenario",
+            default=DEFAULT_SCENARIO,
+            choices=scenario_names(),
+            help=f"demo-cluster incident served as the kubernetes MCP server ({DEFAULT_SCENARIO})",
+        )
+    commands.choices["demo"].add_argument("--alert", help="alert JSON (default: bundled sample)")
+    commands.add_parser("down")
+    args = parser.parse_args(argv)
+    handlers = {"up": _up, "down": _down, "demo": _demo}
+    try:
+        return handlers[args.command](args)
+    except KeyboardInterrupt:  # what was started is stopped by then
+        console.print("[yellow]interrupted[/]")
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

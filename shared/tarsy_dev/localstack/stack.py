@@ -1,0 +1,466 @@
+"""The whole pipeline on this machine: emulators, functions, topics, and a model.
+
+``start_stack`` brings up the Firestore and Pub/Sub emulators, the ingest,
+api, step and dead-letter functions under functions-framework (the same entry
+points that are deployed), the steps topic with a push subscription to the
+step function and a dead-letter topic, and, when no real Gemini credentials
+are configured, the labelled stand-in model. Its state (PIDs, URLs, the local
+API key) goes to ``.local/stack.json`` and ``.local/stack.env`` so that
+another process can find or stop it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from google.api_core.exceptions import AlreadyExists
+from pydantic import BaseModel, Field
+
+from tarsy.settings import Settings
+from tarsy_dev.localstack.emulators import start_firestore, start_pubsub
+from tarsy_dev.localstack.processes import (
+    ProcessInfo,
+    free_port,
+    http_ok,
+    interrupts_held,
+    spawn,
+    stop,
+    stop_all,
+    wait_until,
+)
+
+STATE_FILE = "stack.json"
+ENV_FILE = "stack.env"
+DEAD_LETTER_SUFFIX = "-dead-letter"
+PUSH_SUBSCRIPTION_SUFFIX = "-push"
+# Deliveries before a step message goes to the dead-letter topic (as in infra/).
+MAX_DELIVERY_ATTEMPTS = 5
+FUNCTION_TIMEOUT_S = 60.0  # how long a function process may take to answer /healthz
+# Pub/Sub's push ack deadline is at most 600 s (as in infra/variables.tf's validation).
+MAX_ACK_DEADLINE_S = 600
+ACK_DEADLINE_MARGIN_S = 30
+
+
+def push_ack_deadline(step_timeout_seconds: int) -> int:
+    """The push subscription's ack deadline for a step function of this timeout (pure).
+
+    Production's formula (``infra/pubsub.tf``: ``min(600, timeout + 30)``): a step
+    that runs as long as its function may is never redelivered while it runs.
+    """
+    return min(MAX_ACK_DEADLINE_S, step_timeout_seconds + ACK_DEADLINE_MARGIN_S)
+
+
+Progress = Callable[[str], None]
+
+
+class FunctionSpec(BaseModel):
+    """One functions-framework process."""
+
+    name: str
+    source: str
+    target: str
+    signature_type: str
+
+
+FUNCTIONS = (
+    FunctionSpec(name="ingest", source="functions/ingest/main.py", target="ingest",
+                 signature_type="http"),
+    FunctionSpec(name="api", source="functions/api/main.py", target="api", signature_type="http"),
+    FunctionSpec(name="step", source="functions/step/main.py", target="step",
+                 signature_type="cloudevent"),
+    FunctionSpec(name="dead-letter", source="functions/step/main.py", target="dead_letter",
+                 signature_type="cloudevent"),
+)  # fmt: skip
+
+
+class StackOptions(BaseModel):
+    """What to start, and where to keep logs and state."""
+
+    root: Path = Field(description="Repository root (holds functions/).")
+    state_dir: Path = Field(description="Where stack.json, stack.env and logs go.")
+    project_id: str = "tarsy-local"
+    api_key: str = Field(default_factory=lambda: secrets.token_urlsafe(24))
+    config_path: Path | None = None
+    # Extra environment for the functions (e.g. TARSY_LOG_LEVEL).
+    function_env: dict[str, str] = Field(default_factory=dict)
+    # A Gemini base URL to use instead of starting the stand-in (tests run their own fake).
+    gemini_base_url: str | None = None
+    # Serve this demo-cluster scenario over HTTP as the "kubernetes" MCP server.
+    scenario: str | None = None
+    # Call POST /sweep this often, as Cloud Scheduler does in the cloud (None: never).
+    sweep_interval: float | None = None
+
+
+class Stack(BaseModel):
+    """A running local stack, as saved in ``stack.json``."""
+
+    project_id: str
+    api_key: str
+    firestore_host: str
+    pubsub_host: str
+    ingest_url: str
+    api_url: str
+    step_url: str
+    steps_topic: str
+    model: str = Field(description="What answers LLM calls, in words, for the banner.")
+    processes: list[ProcessInfo]
+    config_path: str | None = Field(default=None, description="The user's config, if any.")
+
+    def client_env(self) -> dict[str, str]:
+        """Environment for tools that talk to this stack (the CLI, tests, scripts)."""
+        return {
+            "TARSY_INGEST_URL": self.ingest_url,
+            "TARSY_API_URL": self.api_url,
+            "TARSY_API_KEY": self.api_key,
+            "GOOGLE_CLOUD_PROJECT": self.project_id,
+            "FIRESTORE_EMULATOR_HOST": self.firestore_host,
+            "PUBSUB_EMULATOR_HOST": self.pubsub_host,
+        }
+
+
+def has_real_model(settings: Settings) -> bool:
+    """Whether the environment names a real Gemini: an API key or a Vertex project."""
+    return settings.gemini_api_key is not None or settings.vertex_project is not None
+
+
+def _model_env(settings: Settings, options: StackOptions) -> tuple[dict[str, str], str]:
+    """Environment for the step function's model, and a description for the banner."""
+    if options.gemini_base_url is not None:
+        return (
+            {"GEMINI_API_KEY": "local-fake-key", "GEMINI_BASE_URL": options.gemini_base_url},
+            f"fake Gemini at {options.gemini_base_url}",
+        )
+    env: dict[str, str] = {}
+    if settings.gemini_base_url:
+        env["GEMINI_BASE_URL"] = settings.gemini_base_url
+    if settings.gemini_api_key is not None:
+        env["GEMINI_API_KEY"] = settings.gemini_api_key.get_secret_value()
+        return env, f"Gemini API ({settings.default_model})"
+    if settings.vertex_project is not None:
+        env["TARSY_VERTEX_PROJECT"] = settings.vertex_project
+        env["TARSY_VERTEX_LOCATION"] = settings.vertex_location
+        return env, f"Vertex AI {settings.vertex_project}/{settings.vertex_location}"
+    return env, ""
+
+
+def _function_argv(spec: FunctionSpec, root: Path, port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "functions_framework",
+        "--target", spec.target,
+        "--source", str(root / spec.source),
+        "--signature-type", spec.signature_type,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+    ]  # fmt: skip
+
+
+def _create_topics(stack_env: Mapping[str, str], project_id: str, topic: str, step_url: str,
+                   dead_letter_url: str, ack_deadline: int) -> None:  # fmt: skip
+    """Create the steps and dead-letter topics and their push subscriptions."""
+    from google.cloud import pubsub_v1  # type: ignore[attr-defined]
+
+    with _environ(stack_env):
+        publisher = pubsub_v1.PublisherClient()
+        subscriber = pubsub_v1.SubscriberClient()
+        try:
+            topic_path = publisher.topic_path(project_id, topic)
+            dead_path = publisher.topic_path(project_id, topic + DEAD_LETTER_SUFFIX)
+            for path in (topic_path, dead_path):
+                with contextlib.suppress(AlreadyExists):
+                    publisher.create_topic(name=path)
+            subscriptions = (
+                (topic_path, topic + PUSH_SUBSCRIPTION_SUFFIX, step_url, True),
+                (dead_path, topic + DEAD_LETTER_SUFFIX + PUSH_SUBSCRIPTION_SUFFIX,
+                 dead_letter_url, False),
+            )  # fmt: skip
+            for source, name, endpoint, with_dead_letter in subscriptions:
+                request: dict[str, object] = {
+                    "name": subscriber.subscription_path(project_id, name),
+                    "topic": source,
+                    "push_config": {"push_endpoint": endpoint},
+                    "ack_deadline_seconds": ack_deadline,
+                    "retry_policy": {
+                        "minimum_backoff": {"seconds": 1},
+                        "maximum_backoff": {"seconds": 10},
+                    },
+                }
+                if with_dead_letter:
+                    request["dead_letter_policy"] = {
+                        "dead_letter_topic": dead_path,
+                        "max_delivery_attempts": MAX_DELIVERY_ATTEMPTS,
+                    }
+                with contextlib.suppress(AlreadyExists):
+                    subscriber.create_subscription(request=request)
+        finally:
+            subscriber.close()
+            publisher.transport.close()
+
+
+@contextlib.contextmanager
+def _environ(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration (the emulator hosts for admin clients)."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+def step_function_timeout(function_env: Mapping[str, str]) -> int:
+    """The step timeout the function processes run with (their environment, else the default)."""
+    default: int = Settings.model_fields["step_timeout_seconds"].default
+    return int(function_env.get("TARSY_STEP_TIMEOUT_SECONDS") or default)
+
+
+def start_stack(
+    options: StackOptions, settings: Settings, progress: Progress = lambda _: None
+) -> Stack:
+    """Start everything; on failure, stop what was started and re-raise."""
+    log_dir = options.state_dir / "logs"
+    started: list[ProcessInfo] = []
+    try:
+        progress("starting the Firestore emulator")
+        firestore = start_firestore(log_dir)
+        started.append(firestore)
+        progress("starting the Pub/Sub emulator")
+        pubsub = start_pubsub(log_dir, options.project_id)
+        started.append(pubsub)
+
+        model_env, model = _model_env(settings, options)
+        if not model:
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            progress("no GEMINI_API_KEY or TARSY_VERTEX_PROJECT: starting the scripted stand-in")
+            argv = [sys.executable, "-m", "tarsy_dev.fakes.stand_in_server", "--port", str(port)]
+            if options.scenario is not None:
+                argv += ["--scenario", options.scenario]
+            fake = spawn("stand-in-model", argv, log_dir=log_dir, url=url)
+            started.append(fake)
+            wait_until(_port_open(port), timeout=30, what="stand-in model", process=fake)
+            model_env = {"GEMINI_API_KEY": "local-stand-in", "GEMINI_BASE_URL": url}
+            model = f"scripted stand-in at {url} (not a real LLM)"
+
+        config_path = options.config_path
+        user_config = read_user_config(options.config_path)
+        if options.scenario is not None and defines_kubernetes(user_config):
+            progress("your config defines the kubernetes MCP server: no demo cluster")
+        elif options.scenario is not None:
+            config_path = _start_demo_cluster(options, user_config, log_dir, started, progress)
+
+        ports = {spec.name: free_port() for spec in FUNCTIONS}
+        urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+        emulator_env = {
+            "GOOGLE_CLOUD_PROJECT": options.project_id,
+            "FIRESTORE_EMULATOR_HOST": firestore.url,
+            "PUBSUB_EMULATOR_HOST": pubsub.url,
+        }
+        function_env = {
+            **os.environ,
+            **emulator_env,
+            **model_env,
+            "TARSY_API_KEY": options.api_key,
+            "TARSY_PUBLIC_API_URL": urls["api"],
+            "TARSY_STEPS_TOPIC": settings.steps_topic,
+            "TARSY_LOG_FORMAT": "console",
+            **({"TARSY_CONFIG_PATH": str(config_path)} if config_path else {}),
+            **options.function_env,
+        }
+        for spec in FUNCTIONS:
+            progress(f"starting the {spec.name} function on {urls[spec.name]}")
+            started.append(
+                spawn(
+                    spec.name,
+                    _function_argv(spec, options.root, ports[spec.name]),
+                    log_dir=log_dir,
+                    env=function_env,
+                    cwd=options.root,
+                    url=urls[spec.name],
+                )
+            )
+        for info in started[-len(FUNCTIONS) :]:
+            wait_until(
+                http_ok(info.url + "/healthz"),
+                timeout=FUNCTION_TIMEOUT_S,
+                what=f"{info.name} function",
+                process=info,
+            )
+        progress(f"creating topic {settings.steps_topic} with a push subscription to step")
+        _create_topics(
+            emulator_env, options.project_id, settings.steps_topic, urls["step"],
+            urls["dead-letter"], push_ack_deadline(step_function_timeout(function_env)),
+        )  # fmt: skip
+        if options.sweep_interval is not None:
+            started.append(
+                spawn(
+                    "scheduler",
+                    [sys.executable, "-m", "tarsy_dev.localstack.scheduler",
+                     "--interval", str(options.sweep_interval)],
+                    log_dir=log_dir,
+                    env={**os.environ, "TARSY_API_URL": urls["api"],
+                         "TARSY_API_KEY": options.api_key},
+                )
+            )  # fmt: skip
+        stack = Stack(
+            project_id=options.project_id,
+            api_key=options.api_key,
+            firestore_host=firestore.url,
+            pubsub_host=pubsub.url,
+            ingest_url=urls["ingest"],
+            api_url=urls["api"],
+            step_url=urls["step"],
+            steps_topic=settings.steps_topic,
+            model=model,
+            processes=started,
+            config_path=str(options.config_path) if options.config_path else None,
+        )
+        save_stack(stack, options.state_dir)
+        return stack
+    except BaseException:
+        with interrupts_held():
+            stop_all(started, progress=progress)
+        raise
+
+
+def read_user_config(path: Path | None) -> dict[str, Any]:
+    """The user's YAML config as a mapping (empty without one)."""
+    if path is None:
+        return {}
+    loaded = yaml.safe_load(path.read_text())
+    return dict(loaded) if isinstance(loaded, dict) else {}
+
+
+def defines_kubernetes(config: Mapping[str, Any]) -> bool:
+    """Whether the user's config names its own ``kubernetes`` MCP server (which then wins)."""
+    servers = config.get("mcp_servers")
+    return isinstance(servers, dict) and "kubernetes" in servers
+
+
+def with_demo_cluster(config: Mapping[str, Any], url: str, scenario: str) -> dict[str, Any]:
+    """The user's config (or none) with the ``kubernetes`` MCP server pointed at the demo cluster.
+
+    Args:
+        config: The user's config; its other servers, agents and chains are kept.
+        url: The demo cluster's MCP endpoint.
+        scenario: The incident it serves, for the server's description.
+
+    Returns:
+        The config to give the functions.
+    """
+    servers = dict(config.get("mcp_servers") or {})
+    servers["kubernetes"] = {
+        "transport": "http",
+        "url": url,
+        "description": f"demo cluster, scenario {scenario}",
+    }
+    return {**config, "mcp_servers": servers}
+
+
+def _start_demo_cluster(
+    options: StackOptions,
+    user_config: Mapping[str, Any],
+    log_dir: Path,
+    started: list[ProcessInfo],
+    progress: Progress,
+) -> Path:
+    """Serve the scenario's cluster over HTTP; return a config that points "kubernetes" at it."""
+    assert options.scenario is not None
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    progress(f"starting the demo cluster (scenario {options.scenario}) on {url}")
+    argv = [
+        sys.executable, "-m", "tarsy_dev.demo_cluster", "--scenario", options.scenario,
+        "--transport", "http", "--port", str(port),
+    ]  # fmt: skip
+    info = spawn("demo-cluster", argv, log_dir=log_dir, url=url)
+    started.append(info)
+    wait_until(_port_open(port), timeout=30, what="demo cluster", process=info)
+    config = with_demo_cluster(user_config, url, options.scenario)
+    path = options.state_dir / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _port_open(port: int) -> Callable[[], bool]:
+    import socket
+
+    def check() -> bool:
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    return check
+
+
+def save_stack(stack: Stack, state_dir: Path) -> None:
+    """Write ``stack.json`` (for ``down``) and ``stack.env`` (for the CLI and scripts)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / STATE_FILE).write_text(stack.model_dump_json(indent=2))
+    env_lines = [f"{key}={value}" for key, value in stack.client_env().items()]
+    env_path = state_dir / ENV_FILE
+    env_path.write_text("\n".join(env_lines) + "\n")
+    env_path.chmod(0o600)
+
+
+def load_stack(state_dir: Path) -> Stack | None:
+    """Read a saved stack, or None if there is none."""
+    path = state_dir / STATE_FILE
+    if not path.exists():
+        return None
+    return Stack.model_validate(json.loads(path.read_text()))
+
+
+def stop_stack(
+    stack: Stack,
+    state_dir: Path | None = None,
+    progress: Progress = lambda _: None,
+    *,
+    stop_one: Callable[[ProcessInfo], None] | None = None,
+) -> list[str]:
+    """Stop every process of the stack by PID (group), saying which; return the names stopped.
+
+    Ctrl-C and SIGTERM are held until every process is stopped (a second Ctrl-C
+    while a demo shuts down used to leave the emulators and functions running).
+    The state files go only once nothing is left running, so ``make down`` can
+    finish the job otherwise.
+
+    Args:
+        stack: The running stack.
+        state_dir: Where its ``stack.json`` and ``stack.env`` are, to remove them.
+        progress: Told each process as it is stopped.
+        stop_one: Stops one process group (default: ``processes.stop``).
+
+    Returns:
+        The names of the processes stopped.
+    """
+    held = "Ctrl-C: still stopping the stack, or its processes would keep running"
+    with interrupts_held(lambda: progress(held)):
+        stopped, left = stop_all(stack.processes, progress=progress, stop_one=stop_one or stop)
+        if left:
+            progress(f"may still be running: {', '.join(left)}; run `make down` again")
+        elif state_dir is not None:
+            for name in (STATE_FILE, ENV_FILE):
+                (state_dir / name).unlink(missing_ok=True)
+    return stopped
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """Parse a ``KEY=value`` file such as ``.local/stack.env``."""
+    values: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.lstrip().startswith("#"):
+            values[key.strip()] = value.strip()
+    return values
