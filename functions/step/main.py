@@ -13,47 +13,22 @@ import logging
 
 import functions_framework
 from cloudevents.http import CloudEvent
-from pydantic import ValidationError
 from werkzeug.exceptions import ServiceUnavailable
 
 from tarsy import telemetry
-from tarsy.app import get_deps
-from tarsy.bus import PushedMessage, decode, pushed_message
-from tarsy.engine import steps
+from tarsy.bus import pushed_message
+from tarsy.engine.delivery import deliver
 from tarsy.errors import LeaseHeldError
 from tarsy.runtime import run_sync
 
 logger = logging.getLogger(__name__)
 
 
-async def _run(pushed: PushedMessage) -> None:
-    deps = await get_deps()
-    telemetry.setup(deps.settings, "tarsy-step")
-    try:
-        message = decode(pushed.data)
-    except ValidationError:
-        logger.error("dropping a step message that does not parse: %r", pushed.data[:200])
-        return
-    # Continues the trace of the publish that sent the message (its attributes carry it).
-    with telemetry.step_span(
-        deps.settings.steps_topic,
-        pushed.trace_context,
-        session_id=message.session_id,
-        execution_id=message.execution_id,
-        kind=message.kind,
-        step=message.step,
-        stage=message.stage,
-        message_id=pushed.message_id,
-        retry_on=(LeaseHeldError,),
-    ):
-        await steps.handle(message, deps)
-
-
 @functions_framework.cloud_event
 def step(event: CloudEvent) -> None:
     """Entry point for messages on the steps topic."""
     try:
-        run_sync(_run(pushed_message(event.get_data())))
+        run_sync(deliver(pushed_message(event.get_data())))
     except LeaseHeldError as e:
         logger.warning("redelivering later: %s", e)
         raise ServiceUnavailable(str(e)) from None
@@ -61,32 +36,10 @@ def step(event: CloudEvent) -> None:
         telemetry.flush()
 
 
-async def _dead_letter(pushed: PushedMessage) -> None:
-    deps = await get_deps()
-    telemetry.setup(deps.settings, "tarsy-step")
-    try:
-        message = decode(pushed.data)
-    except ValidationError:
-        logger.error("dead letter that does not parse: %r", pushed.data[:200])
-        return
-    attempts = pushed.attributes.get("CloudPubSubDeadLetterSourceDeliveryCount", "?")
-    with telemetry.step_span(
-        deps.settings.steps_topic,
-        pushed.trace_context,
-        session_id=message.session_id,
-        execution_id=message.execution_id,
-        kind="dead_letter",
-        step=message.step,
-        stage=message.stage,
-        message_id=pushed.message_id,
-    ):
-        await steps.handle_dead_letter(message, deps, delivery_attempts=attempts)
-
-
 @functions_framework.cloud_event
 def dead_letter(event: CloudEvent) -> None:
     """Entry point for messages that exhausted their deliveries on the steps topic."""
     try:
-        run_sync(_dead_letter(pushed_message(event.get_data())))
+        run_sync(deliver(pushed_message(event.get_data()), dead_letter=True))
     finally:
         telemetry.flush()

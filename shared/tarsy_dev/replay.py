@@ -32,8 +32,9 @@ import json
 import math
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal, get_args
 
 from google.cloud import firestore
 from pydantic import AliasChoices, BaseModel, Field
@@ -41,23 +42,26 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tarsy.agent.context import ExecutionRecord, format_stages
 from tarsy.agent.prompts import initial_messages
-from tarsy.agent.strategies.base import IterationOutcome, IterationState, budget_crossed
+from tarsy.agent.strategies.base import IterationOutcome
 from tarsy.agent.strategies.registry import get_strategy
 from tarsy.config.schema import LLMProviderConfig, ResolvedAgentConfig, TarsyConfig
 from tarsy.engine import transitions
+from tarsy.engine.iteration import (
+    INTERACTION_TEXT_CHARS,
+    Iteration,
+    ModelCall,
+    Ports,
+    Turn,
+    build_turn,
+    complete_waiting_turn,
+    request_record,
+    run_iteration,
+)
 from tarsy.engine.messages import FIRST_ITERATION_STEP
 from tarsy.engine.progression import summary_opening
 from tarsy.engine.roles import resolve_execution
-from tarsy.engine.steps import (
-    INTERACTION_TEXT_CHARS,
-    ModelCall,
-    ToolRun,
-    Turn,
-    _investigation_context,  # what a summary is told about the investigation
-    cost_of,
-    decide,
-    execution_update,
-)
+from tarsy.engine.steps import execution_update
+from tarsy.engine.sub_agents import PendingTurn, split_timeline
 from tarsy.errors import FailureKind, LLMError, ToolSelectionError
 from tarsy.llm.base import (
     Budget,
@@ -75,6 +79,7 @@ from tarsy.llm.base import (
     ToolDefinition,
     UsageChunk,
 )
+from tarsy.llm.fallback import Candidate, FallbackProvider
 from tarsy.llm.provider import StreamingProvider
 from tarsy.llm.retry import call_with_retries
 from tarsy.models import (
@@ -82,6 +87,7 @@ from tarsy.models import (
     ConversationMessage,
     ErrorInfo,
     ExecutionStatus,
+    FailedProvider,
     LLMInteraction,
     MCPInteraction,
     TimelineEvent,
@@ -93,9 +99,9 @@ from tarsy.models import (
 from tarsy.persistence.chunking import cap_strings
 from tarsy.persistence.recording import OPENING_STEP, RecordedExecution, SessionRecording
 from tarsy.persistence.store import Store
-from tarsy.tools.base import CachedToolList, ToolExecutor, ToolListing, ToolResult, error_result
+from tarsy.tools.base import CachedToolList, ToolListing, ToolResult, error_result
 from tarsy.tools.selection import restrict_listing
-from tarsy.tools.summarize import SUMMARY_SYSTEM, shrink_results
+from tarsy.tools.summarize import SUMMARY_SYSTEM
 
 # More steps than any execution can take (max_iterations, a conclusion, retried
 # failures): a replay that gets here stops rather than loop.
@@ -304,6 +310,47 @@ class ReplayProvider(StreamingProvider):
         """One attempt, never retried: the recorded error is already the last one."""
         once = request.config.retry.model_copy(update={"max_retries": 0})
         return await call_with_retries(lambda: self.attempt(request), once, progress, budget=budget)
+
+
+class FailedReplay:
+    """A fallback candidate that fails again as it was recorded to fail."""
+
+    name = "replay"
+    capabilities = ReplayProvider.capabilities
+
+    def __init__(self, failed: FailedProvider) -> None:
+        self._failed = failed
+
+    async def generate(
+        self, request: GenerateRequest, progress: Progress | None = None, *, budget: Budget = None
+    ) -> LLMResult:
+        """Raise the recorded failure."""
+        error = self._failed.error
+        raise LLMError(
+            _failure_kind(error), error.message, code=error.code, attempts=self._failed.attempts
+        )
+
+
+class RecordedSubAgents:
+    """The sub-agent conversations an execution had before a step, from the recording."""
+
+    def __init__(self, recording: SessionRecording, parent_execution_id: str) -> None:
+        self._conversations = [
+            recorded.execution
+            for recorded in recording.executions
+            if recorded.execution.parent_execution_id == parent_execution_id
+        ]
+        self.step = FIRST_ITERATION_STEP
+
+    async def list_sub_agents(
+        self, parent_execution_id: str
+    ) -> dict[str, tuple[AgentExecution, datetime]]:
+        """The conversations started by an earlier step than the current one."""
+        return {
+            e.execution_id: (e, e.created_at)
+            for e in self._conversations
+            if e.parent_step is not None and e.parent_step < self.step
+        }
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | None:
@@ -524,17 +571,6 @@ def _messages(messages: Sequence[ConversationMessage]) -> list[dict[str, Any]]:
     return [message.model_dump(mode="json") for message in messages]
 
 
-def request_record(request: GenerateRequest) -> dict[str, Any]:
-    """A request as its LLM interaction record keeps it (:func:`tarsy.engine.steps.call_model`)."""
-    copy: dict[str, Any] = cap_strings(
-        request.model_dump(mode="json", exclude={"thought_signatures"}), INTERACTION_TEXT_CHARS
-    )
-    return copy
-
-
-# ─── replaying one execution ──────────────────────────────────────────────────
-
-
 @dataclass
 class Replayed:
     """An execution as its replay left it: its state and whole timeline (for later stages)."""
@@ -612,7 +648,7 @@ def _stopped_from_outside(execution: AgentExecution) -> bool:
 class SessionSpend:
     """The session's committed spend (tokens, USD) a step saw, for the chain's budget check.
 
-    :func:`tarsy.engine.steps.call_model` turns a call into the conclusion call once the
+    :func:`tarsy.engine.iteration.build_turn` makes a call the conclusion call once the
     session's spend has crossed the budget. A recorded step saw what every call
     recorded before it had cost (ordered by the records' ``created_at``; for
     agents running in parallel this approximates the commit order). A step
@@ -673,13 +709,28 @@ class _ExecutionReplayer:
             recorded.mcp_interactions,
             _unavailable_by_step(recorded),
         )
+        self.sub_agents = RecordedSubAgents(recording, execution.execution_id)
 
-    def _provider(self, step: int) -> LLMProvider:
+    def _provider(self, step: int) -> tuple[LLMProvider, ReplayProvider | None]:
+        """The step's provider: live, or the recorded reply behind its recorded fallbacks."""
         if self.live is not None:
-            return self.live.provider(self.resolved.provider)
-        return ReplayProvider(
-            step, self.recorded.llm_interactions.get(step), recorded_summaries(self.recorded, step)
-        )
+            return self.live.provider(self.resolved.provider), None
+        reply = self.recorded.llm_interactions.get(step)
+        answering = ReplayProvider(step, reply, recorded_summaries(self.recorded, step))
+        failed = reply.failed_providers if reply is not None else []
+        if not failed:
+            return answering, answering
+        candidates = [
+            Candidate(f.provider, self._provider_config(f.provider), FailedReplay(f))
+            for f in failed
+        ]
+        assert reply is not None
+        name = reply.provider_name or self.resolved.provider_name
+        candidates.append(Candidate(name, self._provider_config(name), answering))
+        return FallbackProvider(candidates, get_args(FailureKind)), answering
+
+    def _provider_config(self, name: str) -> LLMProviderConfig:
+        return self.config.llm_providers.get(name, self.resolved.provider)
 
     async def _step(
         self,
@@ -688,44 +739,57 @@ class _ExecutionReplayer:
         messages: list[ConversationMessage],
         provider_state: dict[str, str],
     ) -> tuple[_StepResult, ModelCall]:
-        """One iteration: request → model → tools → decide (steps.iterate without the I/O)."""
+        """One iteration through the engine's core, on the recorded model and tools."""
         self.tools.at_step(step)
+        self.sub_agents.step = step
         listing = ToolListing()
         if self.strategy.uses_tools and self.resolved.mcp_servers:
             listing = await self.tools.list_tools(self.resolved.mcp_servers)
-        state = IterationState(
-            execution=execution,
-            config=self.resolved,
-            messages=messages,
-            provider_state=provider_state,
-            tools=listing,
-        )
-        request = self.strategy.build_request(state)
-        # As steps.call_model does: past the chain's budget, a tool call becomes a conclusion.
+        # The session's spend as it stood before this step: a spent budget concludes.
         tokens, cost = self.spend.before(self.recorded.llm_interactions.get(step))
-        spent = budget_crossed(tokens, cost, self.resolved)
-        if spent is not None and self.strategy.uses_tools and request.tool_choice != "none":
-            state = state.model_copy(update={"budget_note": spent})
-            request = self.strategy.build_request(state)
-        turn = Turn(
-            execution=execution,
-            session=self.recording.session,
-            config=self.resolved,
-            strategy=self.strategy,
-            provider=self._provider(step),
-            state=state,
-            request=request,
-            budget=math.inf,
+        session = self.recording.session.model_copy(
+            update={"tokens": TokenUsage(total_tokens=tokens), "cost": cost}
         )
-        call = await _call_model(turn, step)
-        tools = await _run_tools(turn, call, self.tools, self.config)
-        outcome = decide(turn, call, tools)
-        usage = call.interaction.tokens + tools.usage
-        self.spend.add(usage, cost_of(self.config.price_for(self.resolved.provider.model), usage))
-        asked = (
-            turn.provider.summary_requests if isinstance(turn.provider, ReplayProvider) else None
+        turn = build_turn(
+            execution, session, self.resolved, self.strategy, messages, provider_state,
+            listing, math.inf,
+        )  # fmt: skip
+        provider, recorded = self._provider(step)
+        ports = Ports(
+            provider=provider, tools=self.tools, sub_agents=self.sub_agents, config=self.config
         )
-        return _StepResult(step, request_record(turn.request), outcome, tools.results, asked), call
+        done = await run_iteration(turn, step, ports)
+        if done.tools.dispatches and done.call.result is not None:
+            done = self._with_answers(turn, step, done)
+        self.spend.add(
+            done.call.interaction.tokens + done.tools.usage,
+            done.call.interaction.cost + sum(i.cost for i in done.tools.interactions),
+        )
+        asked = recorded.summary_requests if recorded is not None else None
+        result = _StepResult(
+            step, request_record(turn.request), done.outcome, done.tools.results, asked
+        )
+        return result, done.call
+
+    def _with_answers(self, turn: Turn, step: int, done: Iteration) -> Iteration:
+        """A turn that messaged sub-agents, completed with their recorded answers.
+
+        The engine commits such a turn in two steps of the same number (the
+        waiting one shows the turn so far, the next adds the answers): one here.
+        """
+        assert done.call.result is not None
+        pending = PendingTurn(
+            step=step,
+            result=done.call.result,
+            tool_results=done.tools.results,
+            dispatches=done.tools.dispatches,
+        )
+        shown, _ = split_timeline(done.outcome.timeline, done.tools.dispatches)
+        answered = complete_waiting_turn(
+            turn, pending, self.recorded.sub_agent_answers.get(step, {})
+        )
+        outcome = answered.model_copy(update={"timeline": [*shown, *answered.timeline]})
+        return replace(done, outcome=outcome)
 
     async def run(self, replayed: Sequence[Replayed]) -> tuple[ExecutionReplay, Replayed]:
         """Replay every step; compare each with its recording."""
@@ -872,45 +936,6 @@ class _ExecutionReplayer:
 
 def _call_key(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"call_id": call_id, "tool": name, "arguments": arguments}
-
-
-async def _call_model(turn: Turn, step: int) -> ModelCall:
-    """The answer as :func:`tarsy.engine.steps.call_model` gets it, without progress writes."""
-    interaction = LLMInteraction(
-        step=step,
-        model=turn.config.provider.model,
-        provider=turn.provider.name,
-        request=request_record(turn.request),
-    )
-    try:
-        result = await turn.provider.generate(turn.request)
-    except LLMError as error:
-        interaction.error = error.info
-        return ModelCall(interaction=interaction, error=error)
-    interaction.response_text, interaction.tokens = result.text, result.usage
-    return ModelCall(interaction=interaction, result=result)
-
-
-async def _run_tools(
-    turn: Turn, call: ModelCall, tools: ToolExecutor, config: TarsyConfig
-) -> ToolRun:
-    """The turn's tool calls as :func:`tarsy.engine.steps.run_tools` runs them, on ``tools``."""
-    if call.result is None or turn.request.tool_choice == "none":
-        return ToolRun()
-    calls = turn.strategy.tool_calls(turn.state, call.result)
-    if not calls:
-        return ToolRun()
-    results = await tools.call_tools(calls, turn.state.tools)
-    shrunk = await shrink_results(
-        results,
-        config.mcp_servers,
-        execution_id=turn.execution.execution_id,
-        step=call.interaction.step,
-        provider=turn.provider,
-        config=turn.config.provider,
-        context=_investigation_context(turn.session),
-    )
-    return ToolRun(results=shrunk.results, summaries=shrunk.timeline, usage=shrunk.usage)
 
 
 # ─── replaying a session ──────────────────────────────────────────────────────

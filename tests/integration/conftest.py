@@ -53,6 +53,13 @@ def fake_gemini() -> Iterator[FakeGemini]:
         yield fake
 
 
+@pytest.fixture
+def backup_gemini() -> Iterator[FakeGemini]:
+    """A second fake Gemini, for a provider's fallback."""
+    with FakeGemini() as fake:
+        yield fake
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory, fake_gemini: FakeGemini) -> Iterator[Stack]:
     state_dir = tmp_path_factory.mktemp("stack")

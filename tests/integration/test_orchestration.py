@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
@@ -25,12 +25,6 @@ from . import in_process
 from .in_process import drive
 
 FAST = "{max_retries: 1, initial_delay: 0.01, max_delay: 0.05}"
-
-
-@pytest.fixture
-def backup_gemini() -> Iterator[FakeGemini]:
-    with FakeGemini() as fake:
-        yield fake
 
 
 def with_fallback(deps: Deps, primary_url: str, backup_url: str) -> Deps:

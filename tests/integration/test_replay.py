@@ -16,7 +16,7 @@ import pytest
 from tarsy.agent.strategies import react
 from tarsy.agent.strategies.react_parser import ReActResult, parse_react
 from tarsy.app import Deps
-from tarsy.models import ExecutionStatus, TimelineEventType
+from tarsy.models import ExecutionStatus, StepMessage, TimelineEventType
 from tarsy.persistence.recording import SessionRecording
 from tarsy.persistence.store import Store
 from tarsy_dev import cli
@@ -29,7 +29,12 @@ from tests.no_network import no_network
 
 from .chat_polling import answer_chat
 from .conftest import SCENARIO, stack_config_path
+from .in_process import drive
 from .test_investigations import ALERT, STEPS, react_model
+from .test_orchestration import new_session as fallback_session
+from .test_orchestration import with_fallback
+from .test_sub_agents import new_session as sub_agent_session
+from .test_sub_agents import scripted as sub_agent_script
 from .test_tools import SECRET_ALERT, troubleshooter
 
 
@@ -256,3 +261,43 @@ def test_tarsy_replay_command(
 
     assert cli.main(["replay", "no-such-session", "--config", config]) == cli.EXIT_ERROR
     assert capsys.readouterr().err.strip() == "tarsy: no session 'no-such-session'"
+
+
+async def test_a_session_with_sub_agents_replays_identically(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    calls: list[FakeCall] = []
+    fake_gemini.responder = sub_agent_script(calls)
+    session = await sub_agent_session(store)
+    await drive(deps, StepMessage(session_id=session.session_id, kind="start_session"))
+    done = await store.get_session(session.session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED
+
+    recording = await load_recording(store, session.session_id, deps.config)
+    report = await replay_offline(recording, deps, fake_gemini)
+
+    assert described(report) == []
+    assert {e.role for e in report.executions} >= {"agent", "sub_agent", "summary"}
+    assert report.identical
+
+
+async def test_a_session_that_fell_back_to_a_second_provider_replays_identically(
+    deps: Deps, store: Store, fake_gemini: FakeGemini, backup_gemini: FakeGemini
+) -> None:
+    fake_gemini.responder = lambda call: FakeReply(status=503, error_message="overloaded")
+    backup_gemini.responder = lambda call: FakeReply(text="analysis from the backup")
+    local = with_fallback(deps, fake_gemini.url, backup_gemini.url)
+    session = await fallback_session(store)
+    await drive(local, StepMessage(session_id=session.session_id, kind="start_session"))
+    done = await store.get_session(session.session_id)
+    assert done is not None and done.final_analysis == "analysis from the backup"
+
+    recording = await load_recording(store, session.session_id, local.config)
+    calls = len(fake_gemini.calls) + len(backup_gemini.calls)
+    with no_network() as attempts:
+        report = await replay(recording, local.config)
+    assert attempts == [] and len(fake_gemini.calls) + len(backup_gemini.calls) == calls
+
+    assert described(report) == []
+    [agent] = [e for e in report.executions if e.role == "agent"]
+    assert agent.final_analysis == "analysis from the backup"

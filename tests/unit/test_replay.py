@@ -19,6 +19,7 @@ from tarsy.agent.strategies.base import IterationState
 from tarsy.agent.strategies.registry import get_strategy
 from tarsy.config import load_config
 from tarsy.config.schema import LLMProviderConfig, TarsyConfig
+from tarsy.engine.iteration import request_record
 from tarsy.engine.messages import execution_id_for, summary_id_for
 from tarsy.engine.progression import summary_opening
 from tarsy.errors import ConfigError, LLMError
@@ -57,7 +58,6 @@ from tarsy_dev.replay import (
     ReplayReport,
     ReplayToolExecutor,
     diff_values,
-    request_record,
 )
 from tests.no_network import NetworkUsed, no_network
 

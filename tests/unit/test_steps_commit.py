@@ -11,6 +11,7 @@ from tarsy.agent.strategies.base import IterationOutcome, IterationState
 from tarsy.agent.strategies.registry import get_strategy
 from tarsy.config import load_config
 from tarsy.config.schema import ModelPrice
+from tarsy.engine.iteration import ModelCall, ToolRun, Turn, after_llm_failure, cost_of
 from tarsy.engine.lifecycle import step_is_done
 from tarsy.engine.messages import (
     execution_id_for,
@@ -19,16 +20,8 @@ from tarsy.engine.messages import (
     synthesis_id_for,
 )
 from tarsy.engine.progression import stage_status
-from tarsy.engine.steps import (
-    ModelCall,
-    ToolRun,
-    Turn,
-    after_llm_failure,
-    build_commit,
-    cost_of,
-)
+from tarsy.engine.steps import build_commit
 from tarsy.engine.transitions import SessionUpdate, StageUpdate
-from tarsy.llm import get_provider
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
@@ -134,7 +127,6 @@ def turn(**execution_overrides: Any) -> Turn:
         session=SESSION,
         config=resolved,
         strategy=strategy,
-        provider=get_provider(resolved.provider, Settings(_env_file=None)),
         state=state,
         request=strategy.build_request(state),
         budget=0.0,

@@ -4,13 +4,16 @@ the commit with their tokens and cost."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tarsy.agent.strategies.base import IterationOutcome
-from tarsy.app import Deps
-from tarsy.engine.steps import ModelCall, ToolRun, build_commit, run_tools
+from tarsy.engine.iteration import ModelCall, Ports, ToolRun, run_tools
+from tarsy.engine.steps import build_commit
+from tarsy.llm import get_provider
 from tarsy.llm.base import LLMResult
 from tarsy.models import LLMInteraction, StepMessage, TokenUsage, ToolCall
+from tarsy.settings import Settings
 from tarsy.tools.base import CachedToolList, ToolListing, ToolResult
 
 from .test_steps_commit import CONFIG, DUE, SID, interaction, turn
@@ -34,19 +37,20 @@ class RecordingExecutor:
         ]
 
 
-def deps(executor: RecordingExecutor) -> Deps:
-    # run_tools reads only the config and the tool executor.
+def ports(executor: RecordingExecutor) -> Ports:
+    # run_tools reads the config and the tool executor; no sub-agent is messaged here.
     none: Any = None
-    return Deps(settings=none, config=CONFIG, store=none, bus=none, tools=executor)
+    provider = get_provider(CONFIG.resolve("default", 0, 0).provider, Settings(_env_file=None))
+    return Ports(provider=provider, tools=executor, sub_agents=none, config=CONFIG)
 
 
 async def test_tool_choice_none_never_runs_returned_calls() -> None:
     executor = RecordingExecutor()
-    current = turn(strategy="native-thinking")
-    current.request = current.request.model_copy(update={"tool_choice": "none"})
+    first = turn(strategy="native-thinking")
+    current = replace(first, request=first.request.model_copy(update={"tool_choice": "none"}))
     asked = LLMResult(tool_calls=[ToolCall(id="c1", name="kubernetes.pods_get")])
     call = ModelCall(interaction=interaction(), result=asked)
-    assert await run_tools(current, call, deps(executor)) == ToolRun()
+    assert await run_tools(current, call, ports(executor)) == ToolRun()
     assert executor.calls == []
 
 

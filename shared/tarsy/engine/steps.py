@@ -29,56 +29,55 @@ import logging
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
 from datetime import datetime, timedelta
 from typing import Literal, assert_never
 
 from tarsy import telemetry
-from tarsy.agent.strategies.base import IterationOutcome, IterationState, Strategy, budget_crossed
+from tarsy.agent.strategies.base import IterationOutcome
 from tarsy.agent.strategies.registry import get_strategy
 from tarsy.app import Deps
-from tarsy.config.schema import ModelPrice, ResolvedAgentConfig, TarsyConfig
+from tarsy.config.schema import ResolvedAgentConfig, TarsyConfig
 from tarsy.engine import chains, lifecycle, progression, sub_agents, transitions
+from tarsy.engine.iteration import (
+    ModelCall,
+    Ports,
+    ToolRun,
+    Turn,
+    build_turn,
+    complete_waiting_turn,
+    cost_of,
+    run_iteration,
+)
 from tarsy.engine.messages import FIRST_ITERATION_STEP, iterate_message
 from tarsy.engine.progression import Decision, FanIn, Next
 from tarsy.engine.roles import PauseScope, resolve_execution, rules
-from tarsy.engine.sub_agents import MESSAGE_AGENT, Dispatch, DispatchPlan, PendingTurn
+from tarsy.engine.sub_agents import PendingTurn
 from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
-from tarsy.errors import ConfigError, LeaseHeldError, LLMError, PermanentError, TransientError
-from tarsy.llm import LLMProvider, LLMResult, get_provider
-from tarsy.llm.base import GenerateRequest
+from tarsy.errors import ConfigError, LeaseHeldError, PermanentError, TransientError
+from tarsy.llm import LLMResult, get_provider
+from tarsy.llm.fallback import CallWrapper, Candidate, FallbackProvider
 from tarsy.log import fields
 from tarsy.models import (
     AgentExecution,
-    CodeExecution,
     ErrorInfo,
     ExecutionStatus,
-    FailedProvider,
-    LLMInteraction,
-    MCPInteraction,
     Session,
     StepMessage,
     SubAgentWait,
-    TimelineEvent,
     TokenUsage,
     utcnow,
 )
 from tarsy.notify.session_end import on_session_end
-from tarsy.persistence.chunking import cap_strings
 from tarsy.persistence.progress import ProgressWriter
 from tarsy.persistence.store import Claim, FollowUp, NewConversation, StepCommit, StepState, Store
-from tarsy.tools.base import ToolListing, ToolResult, error_result
+from tarsy.tools.base import ToolListing
 from tarsy.tools.selection import restrict_listing
-from tarsy.tools.summarize import shrink_results
 
 logger = logging.getLogger(__name__)
 
-INTERACTION_TEXT_CHARS = 64 * 1024  # per string in an interaction record's request copy
 # Thought signatures are only useful while an execution runs; the TTL policy deletes them.
 PROVIDER_STATE_TTL = timedelta(hours=1)
-# Strategy-layer retry (seed 000 Q5): after the transport layer gave up, a retryable
-# failure gets one more step; the second consecutive one fails the execution.
-MAX_CONSECUTIVE_FAILURES = 2
 
 
 # ─── entry ────────────────────────────────────────────────────────────────────
@@ -148,9 +147,8 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
                 provider_name=telemetry.genai_provider_name(turn.config.provider, deps.settings),
                 model=turn.config.provider.model,
             )
-            call = await call_model(turn, message.step, deps)
-            tools = await run_tools(turn, call, deps)
-    outcome = decide(turn, call, tools)
+            done = await run_iteration(turn, message.step, live_ports(turn, message.step, deps))
+    call, tools, outcome = done.call, done.tools, done.outcome
     if tools.dispatches:
         await wait_for_sub_agents(message, turn, call, tools, outcome, heartbeat.claim, deps)
         return
@@ -330,24 +328,10 @@ async def claim_step(message: StepMessage, read_time: datetime, deps: Deps) -> C
 # ─── preparing the turn ───────────────────────────────────────────────────────
 
 
-@dataclass
-class Turn:
-    """What one iteration works with: who runs, with what config, tools and request."""
-
-    execution: AgentExecution
-    session: Session
-    config: ResolvedAgentConfig
-    strategy: Strategy
-    provider: LLMProvider
-    state: IterationState
-    request: GenerateRequest
-    budget: float  # time.monotonic() deadline shared by model attempts and summaries
-
-
 async def prepare_turn(
     execution: AgentExecution, session: Session, state: StepState, budget: float, deps: Deps
 ) -> Turn:
-    """Resolve the config, read the conversation, list the tools, build the request."""
+    """Resolve the config, read the conversation, list the tools: the frozen turn."""
     config = resolve_execution(deps.config, session, execution)
     strategy = get_strategy(execution.strategy)
     listing = ToolListing()
@@ -358,260 +342,55 @@ async def prepare_turn(
     if strategy.uses_tools and sub_agents.offers_message_agent(execution, config):
         tool = sub_agents.message_agent_tool(config, deps.config.agents)
         listing = listing.model_copy(update={"tools": [*listing.tools, tool]})
-    iteration = IterationState(
-        execution=execution,
-        config=config,
-        messages=await deps.store.load_messages(execution.execution_id),
-        provider_state=state.provider_state,
-        tools=listing,
-    )
-    return Turn(
-        execution=execution,
-        session=session,
-        config=config,
-        strategy=strategy,
-        provider=get_provider(config.provider, deps.settings),
-        state=iteration,
-        request=strategy.build_request(iteration),
-        budget=budget,
+    messages = await deps.store.load_messages(execution.execution_id)
+    return build_turn(
+        execution, session, config, strategy, messages, state.provider_state, listing, budget
     )
 
 
-# ─── the model call ───────────────────────────────────────────────────────────
-
-
-@dataclass
-class ModelCall:
-    """The model's answer (or its failure) and the record of the call."""
-
-    interaction: LLMInteraction
-    result: LLMResult | None = None
-    error: LLMError | None = None
-
-
-async def call_model(turn: Turn, step: int, deps: Deps) -> ModelCall:
-    """Call the model (then its fallbacks), streaming progress at most once a second.
-
-    A call that still fails after the transport retries with a kind its
-    provider lists in ``fallback_on`` is made again on the next provider of
-    ``fallback``, forward only, within the step's budget. Thought signatures
-    are the answering provider's own: a fallback gets none and leaves none.
-
-    Once the session's spend has crossed its chain's budget (``max_tokens``,
-    ``max_cost_usd``), a call that could still use tools becomes the strategy's
-    conclusion call: the execution ends with a final analysis that says it was
-    cut short.
-    """
-    spent = budget_crossed(turn.session.tokens.total_tokens, turn.session.cost, turn.config)
-    if spent is not None and turn.strategy.uses_tools and turn.request.tool_choice != "none":
-        turn.state = turn.state.model_copy(update={"budget_note": spent})
-        turn.request = turn.strategy.build_request(turn.state)
-    interaction = LLMInteraction(
-        step=step,
-        model=turn.config.provider.model,
-        provider=turn.provider.name,
-        provider_name=turn.config.provider_name,
-        # The full conversation is in messages/; the record keeps a bounded copy.
-        request=cap_strings(
-            turn.request.model_dump(mode="json", exclude={"thought_signatures"}),
-            INTERACTION_TEXT_CHARS,
-        ),
+def live_ports(turn: Turn, step: int, deps: Deps) -> Ports:
+    """What a step's iteration talks to: the configured providers, MCP, Firestore."""
+    return Ports(
+        provider=provider_for(turn.config, turn.execution.execution_id, deps),
+        tools=deps.tools,
+        sub_agents=deps.store,
+        config=deps.config,
+        progress=ProgressWriter(deps.store, turn.execution.execution_id, step),
     )
-    progress = ProgressWriter(deps.store, turn.execution.execution_id, step)
-    started = time.perf_counter()
-    candidates = [turn.config.provider_name, *turn.config.provider.fallback]
-    for index, name in enumerate(candidates):
-        config = deps.config.llm_providers[name] if index else turn.config.provider
-        provider = get_provider(config, deps.settings) if index else turn.provider
-        request = (
-            turn.request.model_copy(update={"config": config, "thought_signatures": {}})
-            if index
-            else turn.request
+
+
+def provider_for(config: ResolvedAgentConfig, execution_id: str, deps: Deps) -> FallbackProvider:
+    """The agent's provider, then its ``fallback`` providers, each call traced."""
+    names = [config.provider_name, *config.provider.fallback]
+    candidates = [
+        Candidate(
+            name=name,
+            config=provider,
+            provider=get_provider(provider, deps.settings),
         )
-        interaction.provider_name, interaction.model = name, config.model
-        interaction.provider = provider.name
-        try:
-            result = await telemetry.traced_model_call(
-                provider.generate(request, progress, budget=turn.budget),
-                provider_name=telemetry.genai_provider_name(config, deps.settings),
-                model=config.model,
-                conversation_id=turn.execution.execution_id,
-            )
-        except LLMError as error:
-            falls_back = (
-                index + 1 < len(candidates)
-                and error.kind in turn.config.provider.fallback_on
-                and time.monotonic() < turn.budget
-            )
-            if falls_back:
-                logger.warning("provider %s failed (%s); falling back", name, error.code)
-                interaction.failed_providers.append(
-                    FailedProvider(
-                        provider=name, model=config.model, error=error.info, attempts=error.attempts
-                    )
-                )
-                continue
-            interaction.duration_ms = (time.perf_counter() - started) * 1000
-            interaction.error = error.info
-            interaction.attempts = error.attempts
-            return ModelCall(interaction=interaction, error=error)
-        if index:
-            result.provider_state = {}
-        interaction.duration_ms = (time.perf_counter() - started) * 1000
-        interaction.response_text = result.text
-        interaction.thinking_text = result.thinking
-        interaction.tool_calls = result.tool_calls
-        interaction.code_executions = [
-            CodeExecution(code=c.code, outcome=c.outcome, output=c.output)
-            for c in result.code_executions
-        ]
-        interaction.tokens = result.usage
-        interaction.attempts = result.attempts
-        interaction.metadata = result.metadata
-        interaction.cost = cost_of(deps.config.price_for(config.model), result.usage)
-        return ModelCall(interaction=interaction, result=result)
-    raise AssertionError("unreachable: the last candidate returns or records its error")
-
-
-def cost_of(price: ModelPrice | None, usage: TokenUsage) -> float:
-    """USD cost of one call; thinking tokens are billed as output. 0 without a price."""
-    if price is None:
-        return 0.0
-    output = usage.output_tokens + usage.thinking_tokens
-    return (
-        usage.input_tokens * price.input_per_million + output * price.output_per_million
-    ) / 1_000_000
-
-
-# ─── the tools ────────────────────────────────────────────────────────────────
-
-
-@dataclass
-class ToolRun:
-    """The tool calls of a turn: results as the model sees them, records, extra usage.
-
-    ``interactions`` are the records of the calls that summarized large results
-    (``usage`` is their sum), written as ``llm_interactions/{step}-summary-{n}``.
-    """
-
-    results: list[ToolResult] = field(default_factory=list)
-    records: list[MCPInteraction] = field(default_factory=list)
-    summaries: list[TimelineEvent] = field(default_factory=list)
-    usage: TokenUsage = field(default_factory=TokenUsage)
-    interactions: list[LLMInteraction] = field(default_factory=list)
-    # message_agent calls sent to sub-agents: the turn waits for their answers.
-    dispatches: list[Dispatch] = field(default_factory=list)
-    # The execution's sub-agent conversations as read (with update times), if asked.
-    conversations: dict[str, tuple[AgentExecution, datetime]] = field(default_factory=dict)
-
-
-async def run_tools(turn: Turn, call: ModelCall, deps: Deps) -> ToolRun:
-    """Run the calls the model asked for, all at once, and shrink large results.
-
-    Under ``tool_choice: none`` (a conclusion call, or an agent's choice) no call
-    is ever run, whatever the model returned (seed 001 R6).
-    """
-    if call.result is None or turn.request.tool_choice == "none":
-        return ToolRun()
-    calls = turn.strategy.tool_calls(turn.state, call.result)
-    if not calls:
-        return ToolRun()
-    step = call.interaction.step
-    # message_agent goes to sub-agents (when this agent has it); everything else to MCP.
-    offered = turn.state.tools.get(MESSAGE_AGENT) is not None
-    messages = [c for c in calls if offered and c.name == MESSAGE_AGENT]
-    calls = [c for c in calls if c not in messages]
-    plan, conversations = DispatchPlan(), {}
-    if messages:
-        conversations = await deps.store.list_sub_agents(turn.execution.execution_id)
-        plan = sub_agents.plan_dispatch(
-            turn.execution, turn.config, messages, step,
-            {eid: execution for eid, (execution, _) in conversations.items()},
-        )  # fmt: skip
-    if not calls:
-        results = []
-    elif deps.tools is None:
-        results = [error_result(c, "no tool executor is configured") for c in calls]
-    else:
-        results = await deps.tools.call_tools(calls, turn.state.tools)
-    shrunk = await shrink_results(
-        results,
-        deps.config.mcp_servers,
-        execution_id=turn.execution.execution_id,
-        step=step,
-        provider=turn.provider,
-        config=turn.config.provider,
-        context=_investigation_context(turn.session),
-        budget=turn.budget,
-    )
-    price = deps.config.price_for(turn.config.provider.model)
-    for record in shrunk.interactions:
-        record.cost = cost_of(price, record.tokens)
-    return ToolRun(
-        results=[*shrunk.results, *plan.refused],
-        records=[_mcp_record(step, r) for r in shrunk.results],
-        summaries=shrunk.timeline,
-        usage=shrunk.usage,
-        interactions=shrunk.interactions,
-        dispatches=plan.dispatches,
-        conversations=conversations,
+        for name, provider in (
+            (name, config.provider if index == 0 else deps.config.llm_providers[name])
+            for index, name in enumerate(names)
+        )
+    ]
+    return FallbackProvider(
+        candidates, config.provider.fallback_on, observe=_traced(deps, execution_id)
     )
 
 
-def _investigation_context(session: Session, limit: int = 4000) -> str:
-    """What a tool-result summary needs to know about the investigation."""
-    return f"Alert type: {session.alert_type}\n{session.alert_data[:limit]}"
+def _traced(deps: Deps, execution_id: str) -> CallWrapper:
+    def observe(candidate: Candidate, call: Awaitable[LLMResult]) -> Awaitable[LLMResult]:
+        return telemetry.traced_model_call(
+            call,
+            provider_name=telemetry.genai_provider_name(candidate.config, deps.settings),
+            model=candidate.config.model,
+            conversation_id=execution_id,
+        )
 
-
-def _mcp_record(step: int, result: ToolResult) -> MCPInteraction:
-    return MCPInteraction(
-        step=step,
-        call_id=result.call_id,
-        server=result.server,
-        tool=result.tool,
-        arguments=result.arguments,
-        result=result.full_content,
-        is_error=result.is_error,
-        error=result.error,
-        duration_ms=result.duration_ms,
-        shown_as=result.shown_as,
-        masked=result.masked,
-    )
+    return observe
 
 
 # ─── deciding and committing ──────────────────────────────────────────────────
-
-
-def after_llm_failure(execution: AgentExecution, error: ErrorInfo) -> IterationOutcome:
-    """Retry the iteration in a later step, or fail on a second failure in a row."""
-    failures = execution.consecutive_failures + 1
-    if error.retryable and failures < MAX_CONSECUTIVE_FAILURES:
-        return IterationOutcome(next="continue", error=error, failed_attempt=True)
-    if error.retryable:
-        error = error.model_copy(
-            update={"message": f"{failures} consecutive failed iterations; last: {error.message}"}
-        )
-    return IterationOutcome(next="fail", error=error)
-
-
-def decide(turn: Turn, call: ModelCall, tools: ToolRun) -> IterationOutcome:
-    """The strategy's verdict on the answer and the tool results (pure)."""
-    if call.result is None:
-        assert call.error is not None
-        return after_llm_failure(turn.execution, call.error.info)
-    outcome = turn.strategy.on_result(turn.state, call.result, tools.results)
-    outcome.timeline.extend(tools.summaries)
-    if turn.state.tools.unavailable and outcome.timeline:
-        outcome.timeline[0].metadata["unavailable_servers"] = dict(turn.state.tools.unavailable)
-    if outcome.timeline and opens_the_investigation(turn.execution) and turn.session.runbook_error:
-        # The watcher of the first agent learns why it works without its runbook.
-        outcome.timeline[0].metadata["runbook_error"] = turn.session.runbook_error
-    return outcome
-
-
-def opens_the_investigation(execution: AgentExecution) -> bool:
-    """Whether this is the first iteration of an agent of the first stage."""
-    return execution.role == "agent" and execution.stage == 0 and execution.iteration == 0
 
 
 def execution_update(
@@ -861,11 +640,7 @@ async def collect_answers(
     claim = await claim_step(message, state.update_time, deps)
     running = execution.model_copy(update={"status": ExecutionStatus.ACTIVE})
     turn = await prepare_turn(running, session, state, budget, deps)
-    timeout = turn.config.sub_agent_timeout_seconds
-    results = sub_agents.turn_results(pending, answers, timeout)
-    outcome = turn.strategy.on_result(turn.state, pending.result, results)
-    _shown_before, answered = sub_agents.split_timeline(outcome.timeline, pending.dispatches)
-    outcome = outcome.model_copy(update={"timeline": answered})
+    outcome = complete_waiting_turn(turn, pending, answers)
     commit, decision = build_commit(
         message, turn, None, ToolRun(), outcome, claim, deps.config, _due(deps)
     )

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tarsy.bus import Publisher
 from tarsy.config.schema import TarsyConfig
-from tarsy.errors import InputError
+from tarsy.errors import InputError, TransientError
 from tarsy.intake.sources.config import SourceConfig
 from tarsy.intake.sources.normalized import NormalizedAlert
 from tarsy.log import fields
@@ -83,7 +83,7 @@ class AlertOutcome(BaseModel):
         return entry
 
 
-class PublishFailed(Exception):
+class PublishFailed(TransientError):
     """A created session's start could not be published; it was removed again."""
 
     def __init__(self, outcomes: Sequence[AlertOutcome]) -> None:

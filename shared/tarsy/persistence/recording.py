@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from tarsy.engine.sub_agents import SubAgentAnswer
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
@@ -36,6 +37,9 @@ class RecordedExecution(BaseModel):
         default_factory=dict, description="the calls that summarized a step's large tool results"
     )
     mcp_interactions: dict[int, list[MCPInteraction]] = Field(default_factory=dict)
+    sub_agent_answers: dict[int, dict[str, SubAgentAnswer]] = Field(
+        default_factory=dict, description="the answers each waiting step got, by call id"
+    )
 
     @property
     def opening(self) -> list[ConversationMessage]:

@@ -925,6 +925,10 @@ class Store:
                     mcp_interactions=self._by_step(
                         await self._step_records(ref.collection(MCP_INTERACTIONS), MCPInteraction)
                     ),
+                    sub_agent_answers={
+                        int(turn.id): await self.list_answers(execution.execution_id, int(turn.id))
+                        async for turn in ref.collection(SUB_AGENT_TURNS).stream()
+                    },
                 )
             )
         return SessionRecording(
