@@ -32,7 +32,7 @@ import json
 import math
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, get_args
 
@@ -58,10 +58,10 @@ from tarsy.engine.iteration import (
     run_iteration,
 )
 from tarsy.engine.messages import FIRST_ITERATION_STEP
-from tarsy.engine.progression import summary_opening
+from tarsy.engine.progression import stage_result_of, summary_opening
 from tarsy.engine.roles import resolve_execution
 from tarsy.engine.steps import execution_update
-from tarsy.engine.sub_agents import PendingTurn, split_timeline
+from tarsy.engine.sub_agents import PendingTurn, split_timeline, with_message_agent
 from tarsy.errors import FailureKind, LLMError, ToolSelectionError
 from tarsy.llm.base import (
     Budget,
@@ -334,22 +334,24 @@ class FailedReplay:
 class RecordedSubAgents:
     """The sub-agent conversations an execution had before a step, from the recording."""
 
-    def __init__(self, recording: SessionRecording, parent_execution_id: str) -> None:
+    def __init__(self, recording: SessionRecording, parent: RecordedExecution) -> None:
+        self._parent = parent
         self._conversations = [
             recorded.execution
             for recorded in recording.executions
-            if recorded.execution.parent_execution_id == parent_execution_id
+            if recorded.execution.parent_execution_id == parent.execution.execution_id
         ]
         self.step = FIRST_ITERATION_STEP
 
     async def list_sub_agents(
         self, parent_execution_id: str
     ) -> dict[str, tuple[AgentExecution, datetime]]:
-        """The conversations started by an earlier step than the current one."""
+        """The conversations created before the current step's model call was recorded."""
+        call = self._parent.llm_interactions.get(self.step)
         return {
             e.execution_id: (e, e.created_at)
             for e in self._conversations
-            if e.parent_step is not None and e.parent_step < self.step
+            if call is None or e.created_at < call.created_at
         }
 
 
@@ -582,7 +584,7 @@ class Replayed:
 @dataclass
 class _StepResult:
     step: int
-    request: dict[str, Any]
+    request: dict[str, Any] | None  # None: the step that collects sub-agents' answers
     outcome: IterationOutcome
     calls: list[ToolResult]
     summary_requests: list[list[dict[str, Any]]] | None  # None: not known (a live model)
@@ -595,10 +597,11 @@ def previous_context(
     chain = config.chain(chain_id)
     stages: list[tuple[str, list[ExecutionRecord]]] = []
     for index in range(before):
-        in_stage = [r for r in replayed if r.execution.stage == index]
-        synthesis = [r for r in in_stage if r.execution.role == "synthesis"]
-        chosen = synthesis or [r for r in in_stage if r.execution.role == "agent"]
-        records = [ExecutionRecord(execution=r.execution, timeline=r.timeline) for r in chosen]
+        in_stage = {r.execution.execution_id: r for r in replayed if r.execution.stage == index}
+        chosen = stage_result_of([r.execution for r in in_stage.values()])
+        records = [
+            ExecutionRecord(execution=e, timeline=in_stage[e.execution_id].timeline) for e in chosen
+        ]
         stages.append((chain.stages[index].name, records))
     return format_stages(stages)
 
@@ -609,9 +612,8 @@ def _last_stage_result(replayed: Sequence[Replayed]) -> str:
     if not staged:
         return ""
     last = max(r.execution.stage for r in staged)
-    in_stage = [r for r in staged if r.execution.stage == last]
-    chosen = [r for r in in_stage if r.execution.role == "synthesis"] or in_stage
-    return chosen[-1].execution.final_analysis or ""
+    chosen = stage_result_of([r.execution for r in staged if r.execution.stage == last])
+    return chosen[-1].final_analysis or "" if chosen else ""
 
 
 def _opening(
@@ -631,11 +633,11 @@ def _opening(
     return list(recorded.opening), "recorded"
 
 
-def _apply(execution: AgentExecution, outcome: IterationOutcome) -> AgentExecution:
-    """The execution after this step's update (:func:`tarsy.engine.steps.execution_update`)."""
+def _apply(execution: AgentExecution, outcome: IterationOutcome, steps: int = 1) -> AgentExecution:
+    """The execution after a turn's update (:func:`tarsy.engine.steps.execution_update`)."""
     update = execution_update(execution, outcome, utcnow(), None)
     fields = {name: getattr(update, name) for name in update.written() - {"release_lease"}}
-    return execution.model_copy(update={**fields, "step": execution.step + 1})
+    return execution.model_copy(update={**fields, "step": execution.step + steps})
 
 
 def _stopped_from_outside(execution: AgentExecution) -> bool:
@@ -709,7 +711,7 @@ class _ExecutionReplayer:
             recorded.mcp_interactions,
             _unavailable_by_step(recorded),
         )
-        self.sub_agents = RecordedSubAgents(recording, execution.execution_id)
+        self.sub_agents = RecordedSubAgents(recording, recorded)
 
     def _provider(self, step: int) -> tuple[LLMProvider, ReplayProvider | None]:
         """The step's provider: live, or the recorded reply behind its recorded fallbacks."""
@@ -738,13 +740,20 @@ class _ExecutionReplayer:
         execution: AgentExecution,
         messages: list[ConversationMessage],
         provider_state: dict[str, str],
-    ) -> tuple[_StepResult, ModelCall]:
-        """One iteration through the engine's core, on the recorded model and tools."""
+    ) -> tuple[list[_StepResult], ModelCall, IterationOutcome]:
+        """One iteration through the engine's core, on the recorded model and tools.
+
+        A turn that messaged sub-agents is two steps in the engine (the waiting
+        one shows the turn so far; the next collects the answers, with no model
+        call): two step results here, and the outcome of the whole turn.
+        """
         self.tools.at_step(step)
         self.sub_agents.step = step
         listing = ToolListing()
         if self.strategy.uses_tools and self.resolved.mcp_servers:
             listing = await self.tools.list_tools(self.resolved.mcp_servers)
+        if self.strategy.uses_tools:
+            listing = with_message_agent(listing, execution, self.resolved, self.config.agents)
         # The session's spend as it stood before this step: a spent budget concludes.
         tokens, cost = self.spend.before(self.recorded.llm_interactions.get(step))
         session = self.recording.session.model_copy(
@@ -759,24 +768,25 @@ class _ExecutionReplayer:
             provider=provider, tools=self.tools, sub_agents=self.sub_agents, config=self.config
         )
         done = await run_iteration(turn, step, ports)
-        if done.tools.dispatches and done.call.result is not None:
-            done = self._with_answers(turn, step, done)
         self.spend.add(
             done.call.interaction.tokens + done.tools.usage,
             done.call.interaction.cost + sum(i.cost for i in done.tools.interactions),
         )
         asked = recorded.summary_requests if recorded is not None else None
-        result = _StepResult(
-            step, request_record(turn.request), done.outcome, done.tools.results, asked
-        )
-        return result, done.call
+        if not (done.tools.dispatches and done.call.result is not None):
+            result = _StepResult(
+                step, request_record(turn.request), done.outcome, done.tools.results, asked
+            )
+            return [result], done.call, done.outcome
+        shown, answered = self._with_answers(turn, step, done)
+        waiting = _StepResult(step, request_record(turn.request), shown, done.tools.results, asked)
+        collecting = _StepResult(step + 1, None, answered, [], None)
+        return [waiting, collecting], done.call, answered
 
-    def _with_answers(self, turn: Turn, step: int, done: Iteration) -> Iteration:
-        """A turn that messaged sub-agents, completed with their recorded answers.
-
-        The engine commits such a turn in two steps of the same number (the
-        waiting one shows the turn so far, the next adds the answers): one here.
-        """
+    def _with_answers(
+        self, turn: Turn, step: int, done: Iteration
+    ) -> tuple[IterationOutcome, IterationOutcome]:
+        """What the waiting step showed, and the turn completed with its recorded answers."""
         assert done.call.result is not None
         pending = PendingTurn(
             step=step,
@@ -788,8 +798,7 @@ class _ExecutionReplayer:
         answered = complete_waiting_turn(
             turn, pending, self.recorded.sub_agent_answers.get(step, {})
         )
-        outcome = answered.model_copy(update={"timeline": [*shown, *answered.timeline]})
-        return replace(done, outcome=outcome)
+        return IterationOutcome(next="continue", timeline=shown), answered
 
     async def run(self, replayed: Sequence[Replayed]) -> tuple[ExecutionReplay, Replayed]:
         """Replay every step; compare each with its recording."""
@@ -827,14 +836,29 @@ class _ExecutionReplayer:
             ):
                 stopped_at_recording_end = True  # the recording ends where it was stopped
                 break
-            result, call = await self._step(step, execution, messages, provider_state)
-            results.append(result)
+            step_results, call, outcome = await self._step(
+                step, execution, messages, provider_state
+            )
+            results += step_results
             if call.result is not None:
                 provider_state.update(call.result.provider_state)
-            messages += result.outcome.messages
-            timeline += result.outcome.timeline
-            execution = _apply(execution, result.outcome)
-            if result.outcome.next == "pause" and step < last_recorded:
+            for result in step_results:
+                messages += result.outcome.messages
+                timeline += result.outcome.timeline
+            execution = _apply(execution, outcome, steps=len(step_results))
+            follow_up = recorded.follow_ups.get(execution.step)
+            if outcome.next == "complete" and follow_up is not None:
+                # Messaged again by its parent: the conversation goes on (a sub-agent).
+                messages.append(follow_up.message)
+                timeline += follow_up.events
+                reopened = transitions.reopen_sub_agent(
+                    execution, follow_up.call_id, execution.parent_step or 0,
+                    self.resolved.max_iterations, utcnow(),
+                )  # fmt: skip
+                fields = {n: getattr(reopened, n) for n in ("status", "max_iterations")}
+                execution = execution.model_copy(update={**fields, "final_analysis": None})
+                continue
+            if outcome.next == "pause" and step < last_recorded:
                 # Resumed in the recording: continue with the iterations it was given.
                 extra = recorded.execution.max_iterations - execution.max_iterations
                 if extra > 0:
@@ -847,7 +871,7 @@ class _ExecutionReplayer:
                         }
                     )
                     continue
-            if result.outcome.next != "continue":
+            if outcome.next != "continue":
                 break
         differences += self._compare_steps(results)
         replayed_status = execution.status
@@ -888,7 +912,10 @@ class _ExecutionReplayer:
         for result in results:
             step = result.step
             interaction = recorded.llm_interactions.get(step)
-            if interaction is None:
+            if result.request is None and interaction is None:  # collected sub-agent answers
+                differences += self._compare_records(result)
+                continue
+            if interaction is None or result.request is None:
                 differences.append(
                     Difference(step=step, kind="steps", recorded="(no such step)", replayed="ran")
                 )
@@ -896,20 +923,7 @@ class _ExecutionReplayer:
             differences += _differences(
                 step, "request", interaction.request, result.request, "request"
             )
-            differences += _differences(
-                step,
-                "messages",
-                _messages(recorded.messages.get(step, [])),
-                _messages(result.outcome.messages),
-                "messages",
-            )
-            differences += _differences(
-                step,
-                "timeline",
-                _events(recorded.timeline.get(step, [])),
-                _events(result.outcome.timeline),
-                "timeline",
-            )
+            differences += self._compare_records(result)
             recorded_asks = [
                 c.request.get("messages") for c in recorded.summary_interactions.get(step, [])
             ]
@@ -932,6 +946,20 @@ class _ExecutionReplayer:
                     Difference(step=step, kind="steps", recorded="ran", replayed="(not reached)")
                 )
         return differences
+
+    def _compare_records(self, result: _StepResult) -> list[Difference]:
+        """A step's messages and timeline against the recorded ones."""
+        step, recorded = result.step, self.recorded
+        return [
+            *_differences(
+                step, "messages", _messages(recorded.messages.get(step, [])),
+                _messages(result.outcome.messages), "messages",
+            ),
+            *_differences(
+                step, "timeline", _events(recorded.timeline.get(step, [])),
+                _events(result.outcome.timeline), "timeline",
+            ),
+        ]  # fmt: skip
 
 
 def _call_key(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

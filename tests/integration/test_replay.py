@@ -276,7 +276,7 @@ async def test_a_session_with_sub_agents_replays_identically(
     recording = await load_recording(store, session.session_id, deps.config)
     report = await replay_offline(recording, deps, fake_gemini)
 
-    assert described(report) == []
+    assert described(report) == [], "\n".join(described(report))
     assert {e.role for e in report.executions} >= {"agent", "sub_agent", "summary"}
     assert report.identical
 

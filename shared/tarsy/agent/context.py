@@ -10,7 +10,7 @@ get a header per agent with its status. Pure functions over stored records.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from pydantic import BaseModel
 
@@ -64,6 +64,9 @@ def format_execution(events: Sequence[TimelineEvent]) -> str:
                 continue  # internal reasoning / the closing summary: not stage output
             case TimelineEventType.USER_QUESTION:
                 lines.append(f"User question: {event.content}")
+            case _:
+                # A new event type must say here whether the next stage reads it.
+                assert_never(event.type)
     return "\n".join(lines) + ("\n" if lines else "")
 
 

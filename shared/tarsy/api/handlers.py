@@ -28,7 +28,7 @@ from tarsy.http.request import (
 )
 from tarsy.models import ExecutionStatus, utcnow
 from tarsy.notify.session_end import on_session_end
-from tarsy.persistence.store import Store
+from tarsy.persistence.ports import SessionReader
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class ResumeRequest(BaseModel):
     extra_iterations: int | None = Field(default=None, ge=1, le=200)
 
 
-async def session_view(store: Store, session_id: str) -> dict[str, Any]:
+async def session_view(store: SessionReader, session_id: str) -> dict[str, Any]:
     """Return a session with its stages, executions and their timelines, in order.
 
     Each execution that has not ended carries ``progress``: the thinking and text

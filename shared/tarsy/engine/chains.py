@@ -106,9 +106,7 @@ async def previous_context(session: Session, before: int, deps: Deps) -> str:
     executions = await deps.store.list_executions(session.session_id)
     stages: list[tuple[str, list[ExecutionRecord]]] = []
     for index in range(before):
-        in_stage = [e for e in executions if e.stage == index]
-        synthesis = [e for e in in_stage if e.role == "synthesis"]
-        chosen = synthesis or [e for e in in_stage if e.role == "agent"]
+        chosen = progression.stage_result_of([e for e in executions if e.stage == index])
         records = [
             ExecutionRecord(execution=e, timeline=await deps.store.list_timeline(e.execution_id))
             for e in chosen

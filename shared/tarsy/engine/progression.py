@@ -18,6 +18,7 @@ timeline for the judge).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal, assert_never
 
@@ -165,6 +166,15 @@ def after_stage(
         )
     ended = transitions.complete_session(session, now, final_analysis=final)
     return Next(stage=stage, session=transitions.cut_short_by_budget(ended, spent))
+
+
+def stage_result_of(in_stage: Sequence[AgentExecution]) -> list[AgentExecution]:
+    """The executions whose results are a stage's result: its synthesis, else its agents.
+
+    Sub-agents answer their parents; their own results are not the stage's.
+    """
+    synthesis = [e for e in in_stage if e.role == "synthesis"]
+    return synthesis or [e for e in in_stage if e.role == "agent"]
 
 
 def stage_status(statuses: list[str], policy: str) -> ExecutionStatus:

@@ -69,8 +69,9 @@ from tarsy.models import (
     utcnow,
 )
 from tarsy.notify.session_end import on_session_end
+from tarsy.persistence.ports import LeaseRenewal
 from tarsy.persistence.progress import ProgressWriter
-from tarsy.persistence.store import Claim, FollowUp, NewConversation, StepCommit, StepState, Store
+from tarsy.persistence.store import Claim, FollowUp, NewConversation, StepCommit, StepState
 from tarsy.tools.base import ToolListing
 from tarsy.tools.selection import restrict_listing
 
@@ -275,7 +276,9 @@ class Heartbeat:
     commit will fail the same way.
     """
 
-    def __init__(self, store: Store, execution_id: str, claim: Claim, lease: timedelta) -> None:
+    def __init__(
+        self, store: LeaseRenewal, execution_id: str, claim: Claim, lease: timedelta
+    ) -> None:
         self.claim = claim
         self._store = store
         self._execution_id = execution_id
@@ -339,9 +342,8 @@ async def prepare_turn(
         listing = await deps.tools.list_tools(config.mcp_servers, state.tool_lists)
         # The alert's tool allow-lists (ToolSelectionError: a named tool is not listed).
         listing = restrict_listing(listing, config.mcp_tools)
-    if strategy.uses_tools and sub_agents.offers_message_agent(execution, config):
-        tool = sub_agents.message_agent_tool(config, deps.config.agents)
-        listing = listing.model_copy(update={"tools": [*listing.tools, tool]})
+    if strategy.uses_tools:
+        listing = sub_agents.with_message_agent(listing, execution, config, deps.config.agents)
     messages = await deps.store.load_messages(execution.execution_id)
     return build_turn(
         execution, session, config, strategy, messages, state.provider_state, listing, budget

@@ -41,7 +41,7 @@ from tarsy.models import (
     TimelineEventType,
     ToolCall,
 )
-from tarsy.tools.base import ToolResult, error_result, parse_arguments
+from tarsy.tools.base import ToolListing, ToolResult, error_result, parse_arguments
 
 MESSAGE_AGENT = "message_agent"
 # What one answer may take of the parent's context; the sub-agent's own records keep it all.
@@ -56,6 +56,19 @@ def sub_agent_id_for(parent_execution_id: str, step: int, n: int) -> str:
 def offers_message_agent(execution: AgentExecution, config: ResolvedAgentConfig) -> bool:
     """Whether this execution may message sub-agents (it has some, and depth allows)."""
     return bool(config.sub_agents) and execution.depth < config.max_sub_agent_depth
+
+
+def with_message_agent(
+    listing: ToolListing,
+    execution: AgentExecution,
+    config: ResolvedAgentConfig,
+    agents: Mapping[str, AgentDefinition],
+) -> ToolListing:
+    """``listing`` with ``message_agent`` added when this execution may message sub-agents."""
+    if not offers_message_agent(execution, config):
+        return listing
+    tool = message_agent_tool(config, agents)
+    return listing.model_copy(update={"tools": [*listing.tools, tool]})
 
 
 def message_agent_tool(

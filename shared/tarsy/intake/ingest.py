@@ -23,6 +23,7 @@ from tarsy.http.request import HttpRequest, HttpResponse, check_api_key, error_r
 from tarsy.intake import routes as alert_routes
 from tarsy.log import fields
 from tarsy.models import AlertSubmission, MCPSelection, Session, StepMessage, utcnow
+from tarsy.persistence.ports import ToolListCache
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings
 from tarsy.tools.masking import Masker
@@ -91,7 +92,9 @@ def parse_submission(request: HttpRequest, settings: Settings) -> AlertSubmissio
     return submission
 
 
-async def check_selection(selection: MCPSelection, config: TarsyConfig, store: Store) -> None:
+async def check_selection(
+    selection: MCPSelection, config: TarsyConfig, store: ToolListCache
+) -> None:
     """Reject (422, naming each culprit) an ``mcp`` selection the configuration cannot serve.
 
     Server names are checked against the configuration; tool names against the

@@ -24,6 +24,14 @@ from tarsy.tools.base import CachedToolList
 OPENING_STEP = 0  # the records an execution was created with, before any step ran
 
 
+class RecordedFollowUp(BaseModel):
+    """A message a sub-agent got from its parent after it had answered: the conversation goes on."""
+
+    call_id: str
+    message: ConversationMessage
+    events: list[TimelineEvent] = Field(default_factory=list)
+
+
 class RecordedExecution(BaseModel):
     """One execution and everything its steps wrote, by step number."""
 
@@ -37,6 +45,9 @@ class RecordedExecution(BaseModel):
         default_factory=dict, description="the calls that summarized a step's large tool results"
     )
     mcp_interactions: dict[int, list[MCPInteraction]] = Field(default_factory=dict)
+    follow_ups: dict[int, RecordedFollowUp] = Field(
+        default_factory=dict, description="follow-up messages, by the step they came before"
+    )
     sub_agent_answers: dict[int, dict[str, SubAgentAnswer]] = Field(
         default_factory=dict, description="the answers each waiting step got, by call id"
     )

@@ -58,7 +58,7 @@ from tarsy.models import (
 )
 from tarsy.persistence.chunking import CHUNKED_FIELD, CHUNKS, chunk_id, restore, spill
 from tarsy.persistence.progress import ProgressSnapshot
-from tarsy.persistence.recording import RecordedExecution, SessionRecording
+from tarsy.persistence.recording import RecordedExecution, RecordedFollowUp, SessionRecording
 from tarsy.settings import Settings
 from tarsy.tools.base import CachedToolList
 
@@ -153,9 +153,32 @@ class FollowUp(BaseModel):
     event: TimelineEvent
 
 
+FOLLOW_UP_SUFFIX = "-follow-up"
+
+
 def follow_up_id(step: int) -> str:
     """The id of a follow-up message: after step ``step - 1``'s records, before ``step``'s."""
-    return f"{step - 1:04d}-follow-up"
+    return f"{step - 1:04d}{FOLLOW_UP_SUFFIX}"
+
+
+def _split_follow_ups(
+    messages: list[tuple[str, ConversationMessage]], events: list[tuple[str, TimelineEvent]]
+) -> tuple[
+    list[tuple[str, ConversationMessage]],
+    list[tuple[str, TimelineEvent]],
+    dict[int, RecordedFollowUp],
+]:
+    """A conversation's own records, and its follow-ups by the step they came before."""
+    follow_ups: dict[int, RecordedFollowUp] = {}
+    for record_id_, message in messages:
+        if record_id_.endswith(FOLLOW_UP_SUFFIX):
+            shown = [e for i, e in events if i == record_id_]
+            call_id = str(shown[0].metadata.get("call_id", "")) if shown else ""
+            step = int(record_id_.split("-", 1)[0]) + 1
+            follow_ups[step] = RecordedFollowUp(call_id=call_id, message=message, events=shown)
+    own_messages = [(i, m) for i, m in messages if not i.endswith(FOLLOW_UP_SUFFIX)]
+    own_events = [(i, e) for i, e in events if not i.endswith(FOLLOW_UP_SUFFIX)]
+    return own_messages, own_events, follow_ups
 
 
 class StepCommit(BaseModel):
@@ -911,15 +934,16 @@ class Store:
             ref = self._execution(execution.execution_id)
             calls = await self._step_records(ref.collection(LLM_INTERACTIONS), LLMInteraction)
             own = [(i, call) for i, call in calls if "-" not in i]
+            messages, events, follow_ups = _split_follow_ups(
+                await self._step_records(ref.collection(MESSAGES), ConversationMessage),
+                await self._step_records(ref.collection(TIMELINE), TimelineEvent),
+            )
             executions.append(
                 RecordedExecution(
                     execution=execution,
-                    messages=self._by_step(
-                        await self._step_records(ref.collection(MESSAGES), ConversationMessage)
-                    ),
-                    timeline=self._by_step(
-                        await self._step_records(ref.collection(TIMELINE), TimelineEvent)
-                    ),
+                    messages=self._by_step(messages),
+                    timeline=self._by_step(events),
+                    follow_ups=follow_ups,
                     llm_interactions={int(i): call for i, call in own},
                     summary_interactions=self._by_step([(i, c) for i, c in calls if "-" in i]),
                     mcp_interactions=self._by_step(
