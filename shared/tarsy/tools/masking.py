@@ -249,6 +249,29 @@ _LINE_PREFIX = re.compile(r"[ \t]*(?:-[ \t]+)?")
 _LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
+def _key_around(text: str, word_start: int, word_end: int) -> tuple[int, int]:
+    """The span of the key holding a sensitive word: widened over key characters, bounded."""
+    start = word_start
+    while start > word_start - 64 and start > 0 and text[start - 1] in _KEY_CHARS:
+        start -= 1
+    while start < word_start and text[start] in "_.-":
+        start += 1
+    end = word_end
+    while end < len(text) and end - start < 128 and text[end] in _KEY_CHARS:
+        end += 1
+    return start, end
+
+
+def _key_fits(text: str, start: int, form: str) -> bool:
+    """Whether the key at ``start`` stands where ``form`` expects it (quoted, line start)."""
+    if form == "json":
+        return start > 0 and text[start - 1] == '"'
+    if form == "line":
+        line_start = text.rfind("\n", 0, start) + 1
+        return _LINE_PREFIX.fullmatch(text, line_start, start) is not None
+    return True
+
+
 def _keyed_rule(prefix: str, group: str, key: re.Pattern[str], token: str) -> _Rule:
     """A rule masking the value after a sensitive key, in any of the forms of ``_KEY_FORMS``.
 
@@ -260,14 +283,6 @@ def _keyed_rule(prefix: str, group: str, key: re.Pattern[str], token: str) -> _R
         (f"{prefix}_{form}", form, tail, _secret_groups(tail)) for form, tail in _KEY_FORMS.items()
     ]
 
-    def key_fits(text: str, start: int, form: str) -> bool:
-        if form == "json":
-            return start > 0 and text[start - 1] == '"'
-        if form == "line":
-            line_start = text.rfind("\n", 0, start) + 1
-            return _LINE_PREFIX.fullmatch(text, line_start, start) is not None
-        return True
-
     def apply(text: str) -> tuple[str, dict[str, int]]:
         pieces: list[str] = []
         cursor = 0
@@ -276,14 +291,7 @@ def _keyed_rule(prefix: str, group: str, key: re.Pattern[str], token: str) -> _R
         for hit in _KEYWORD.finditer(text.translate(_LOWER)):
             if hit.start() < done:
                 continue
-            start = hit.start()
-            while start > hit.start() - 64 and start > 0 and text[start - 1] in _KEY_CHARS:
-                start -= 1
-            while start < hit.start() and text[start] in "_.-":
-                start += 1
-            end = hit.end()
-            while end < len(text) and end - start < 128 and text[end] in _KEY_CHARS:
-                end += 1
+            start, end = _key_around(text, hit.start(), hit.end())
             done = end
             if start > 0 and text[start - 1].isalnum():
                 continue  # the key is longer than we looked
@@ -291,7 +299,7 @@ def _keyed_rule(prefix: str, group: str, key: re.Pattern[str], token: str) -> _R
                 continue
             for name, form, tail, groups in forms:
                 match = tail.match(text, end)
-                if match is None or not key_fits(text, start, form):
+                if match is None or not _key_fits(text, start, form):
                     continue
                 done = match.end()
                 new = _replace_secrets(match, groups, token)
@@ -395,51 +403,93 @@ def _is_doc_marker(line: str) -> bool:
     return line.rstrip() in ("---", "...") or line.startswith("--- ")
 
 
+def _yaml_sibling(lines: list[str], i: int, col: int, seen: set[str]) -> _YamlLine | bool | None:
+    """The key at ``col`` on line ``i``; None: skip the line; False: the mapping ended."""
+    line = lines[i]
+    if _is_doc_marker(line):
+        return False
+    if _is_blank(line):
+        return None
+    if _indent(line) > col:
+        return None  # inside a sibling's value
+    parsed = _yaml_line(line)
+    if parsed is None or parsed.col != col or parsed.key in seen:
+        return False  # a shallower line, or a repeated key: another mapping
+    seen.add(parsed.key)
+    return parsed
+
+
+def _is_secret_kind(parsed: _YamlLine) -> bool:
+    return parsed.key == "kind" and parsed.value.strip("\"' ") == "Secret"
+
+
+def _secret_kind_above(lines: list[str], index: int, col: int, seen: set[str]) -> bool:
+    """Backwards from line ``index``, to the start of its mapping (a "- " line)."""
+    for i in range(index - 1, -1, -1):
+        found = _yaml_sibling(lines, i, col, seen)
+        if found is False:
+            return False
+        if isinstance(found, _YamlLine):
+            if _is_secret_kind(found):
+                return True
+            if found.dash:
+                return False
+    return False
+
+
+def _secret_kind_below(lines: list[str], index: int, col: int, seen: set[str]) -> bool:
+    """Forwards from line ``index``, to the end of its mapping (shallower, or the next "- ")."""
+    for i in range(index + 1, len(lines)):
+        found = _yaml_sibling(lines, i, col, seen)
+        if found is False or (isinstance(found, _YamlLine) and found.dash):
+            return False
+        if isinstance(found, _YamlLine) and _is_secret_kind(found):
+            return True
+    return False
+
+
 def _yaml_mapping_is_secret(lines: list[str], index: int, col: int) -> bool:
     """Whether the mapping holding the key on line ``index`` (at column ``col``) has kind Secret."""
     this = _yaml_line(lines[index])
     own_key = {this.key} if this is not None else set()
+    # The mapping starts above unless it starts on this line (a "- " line).
+    if this is not None and not this.dash and _secret_kind_above(lines, index, col, set(own_key)):
+        return True
+    return _secret_kind_below(lines, index, col, set(own_key))
 
-    def sibling(i: int, seen: set[str]) -> _YamlLine | bool | None:
-        """The key at ``col`` on line ``i``; None: skip the line; False: the mapping ended."""
-        line = lines[i]
-        if _is_doc_marker(line):
-            return False
-        if _is_blank(line):
-            return None
-        indent = _indent(line)
-        if indent > col:
-            return None  # inside a sibling's value
-        parsed = _yaml_line(line)
-        if parsed is None or parsed.col != col or parsed.key in seen:
-            return False  # a shallower line, or a repeated key: another mapping
-        seen.add(parsed.key)
-        return parsed
 
-    def is_secret_kind(parsed: _YamlLine) -> bool:
-        return parsed.key == "kind" and parsed.value.strip("\"' ") == "Secret"
-
-    # Backwards, to the start of the mapping (a "- " line), unless it starts on this line.
-    if this is not None and not this.dash:
-        seen = set(own_key)
-        for i in range(index - 1, -1, -1):
-            found = sibling(i, seen)
-            if found is False:
-                break
-            if isinstance(found, _YamlLine):
-                if is_secret_kind(found):
-                    return True
-                if found.dash:
-                    break
-    # Forwards, to its end (a shallower line, or the next "- " item).
-    seen = set(own_key)
-    for i in range(index + 1, len(lines)):
-        found = sibling(i, seen)
-        if found is False or (isinstance(found, _YamlLine) and found.dash):
+def _mask_block_values(lines: list[str], i: int, col: int, token: str, drop: set[int]) -> int:
+    """Mask each value of the block mapping under line ``i``; continuation lines go to ``drop``."""
+    count = 0
+    child_col: int | None = None
+    in_value = False
+    for j in range(i + 1, len(lines)):
+        child = lines[j]
+        if _is_doc_marker(child):
             break
-        if isinstance(found, _YamlLine) and is_secret_kind(found):
-            return True
-    return False
+        if not child.strip():
+            continue
+        indent = _indent(child)
+        if indent <= col:
+            break
+        if child_col is None:
+            child_col = indent
+        if indent > child_col:
+            if in_value:
+                drop.add(j)
+            continue
+        entry = _yaml_line(child)
+        if entry is None or entry.dash:
+            in_value = False
+            continue
+        # A block scalar or a multi-line plain scalar continues on more-indented lines.
+        in_value = True
+        if _is_masked(entry.value):
+            continue
+        key_end = child.index(":", entry.col) + 1
+        lines[j] = f"{child[:key_end]} {token}{_eol(child)}"
+        count += 1
+    return count
 
 
 def _mask_yaml_secret_data(text: str, token: str) -> tuple[str, int]:
@@ -465,35 +515,7 @@ def _mask_yaml_secret_data(text: str, token: str) -> tuple[str, int]:
             lines[i] = f"{line[:key_end]} {token}{_eol(line)}"
             count += 1
             continue
-        child_col: int | None = None
-        in_value = False
-        for j in range(i + 1, len(lines)):
-            child = lines[j]
-            if _is_doc_marker(child):
-                break
-            if not child.strip():
-                continue
-            indent = _indent(child)
-            if indent <= parsed.col:
-                break
-            if child_col is None:
-                child_col = indent
-            if indent > child_col:
-                if in_value:
-                    drop.add(j)
-                continue
-            entry = _yaml_line(child)
-            if entry is None or entry.dash:
-                in_value = False
-                continue
-            value = entry.value
-            # A block scalar or a multi-line plain scalar continues on more-indented lines.
-            in_value = True
-            if _is_masked(value):
-                continue
-            key_end = child.index(":", entry.col) + 1
-            lines[j] = f"{child[:key_end]} {token}{_eol(child)}"
-            count += 1
+        count += _mask_block_values(lines, i, parsed.col, token, drop)
     if not count and not drop:
         return text, 0
     return "".join(line for i, line in enumerate(lines) if i not in drop), count
