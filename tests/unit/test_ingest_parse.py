@@ -269,11 +269,13 @@ async def test_rejection_writes_and_publishes_nothing() -> None:
     assert store.sessions == {} and bus.messages == []
 
 
-async def test_publish_failure_removes_the_session() -> None:
+async def test_publish_failure_removes_the_session_and_says_when_to_retry() -> None:
     store, bus = MemoryStore(), MemoryBus(fail=True)
     response = await run(request(), store, bus)
     assert response.status == 503
     assert response.body == {"error": {"status": 503, "message": "queue unavailable, retry"}}
+    # The same answer as the native sources' routes give: one intake, one Retry-After.
+    assert response.headers["Retry-After"] == "5"
     assert store.sessions == {}
     assert len(store.deleted) == 1
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -42,6 +41,7 @@ from pydantic import BaseModel, ConfigDict
 from tarsy.bus import Publisher
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import InputError, TransientError
+from tarsy.intake.sessions import new_session
 from tarsy.intake.sources.config import SourceConfig
 from tarsy.intake.sources.normalized import NormalizedAlert
 from tarsy.log import fields
@@ -147,23 +147,16 @@ class Intake:
     # ─── firing ──────────────────────────────────────────────────────────────
 
     def _session(self, alert: NormalizedAlert, masker: Masker) -> Session:
-        now = self.clock()
-        chain_id = self.config.chain_for(alert.alert_type)
-        text = json.dumps(alert.data, indent=2, sort_keys=True, ensure_ascii=False)
-        return Session(
-            session_id=str(uuid.uuid4()),
+        return new_session(
             alert_type=alert.alert_type,
-            # Secrets in the alert are masked before anything stores or reads it (invariant 5).
-            alert_data=masker.mask(text).text,
+            data_text=json.dumps(alert.data, indent=2, sort_keys=True, ensure_ascii=False),
+            config=self.config,
+            settings=self.settings,
+            now=self.clock(),
+            masker=masker,
             runbook=alert.runbook,
             metadata={"fingerprint": alert.fingerprint},
             source=alert.source,
-            chain_id=chain_id,
-            deadline=now + timedelta(seconds=self.config.session_timeout(chain_id)),
-            # Its start is due: if the start_session message is lost, the sweeper sends it again.
-            awaiting_stage=0,
-            due_at=now + timedelta(seconds=self.settings.step_due_seconds),
-            created_at=now,
         )
 
     def _claim(

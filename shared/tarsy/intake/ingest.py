@@ -10,8 +10,6 @@ no caller ever sees a session that nothing will process.
 from __future__ import annotations
 
 import logging
-import uuid
-from datetime import timedelta
 
 from pydantic import ValidationError
 
@@ -21,8 +19,9 @@ from tarsy.errors import InputError
 from tarsy.http.json_body import firestore_map_problems
 from tarsy.http.request import HttpRequest, HttpResponse, check_api_key, error_response, read_json
 from tarsy.intake import routes as alert_routes
+from tarsy.intake.sessions import new_session, queue_unavailable
 from tarsy.log import fields
-from tarsy.models import AlertSubmission, MCPSelection, Session, StepMessage, utcnow
+from tarsy.models import AlertSubmission, MCPSelection, StepMessage, utcnow
 from tarsy.persistence.ports import ToolListCache
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings
@@ -136,20 +135,16 @@ async def handle(
     except InputError as e:
         logger.info("rejected alert: %s %s", e.status, e)
         return error_response(e)
-    chain_id = config.chain_for(submission.alert_type)
-    session = Session(
-        session_id=str(uuid.uuid4()),
+    session = new_session(
         alert_type=submission.alert_type,
-        # Secrets in the alert are masked before anything stores or reads it (invariant 5).
-        alert_data=Masker(config.alert_masking).mask(submission.data_as_text()).text,
+        data_text=submission.data_as_text(),
+        config=config,
+        settings=settings,
+        now=utcnow(),
+        masker=Masker(config.alert_masking),
         runbook=submission.runbook,
         mcp=submission.mcp,
         metadata=submission.metadata,
-        chain_id=chain_id,
-        deadline=utcnow() + timedelta(seconds=config.session_timeout(chain_id)),
-        # Its start is due: if the start_session message is lost, the sweeper sends it again.
-        awaiting_stage=0,
-        due_at=utcnow() + timedelta(seconds=settings.step_due_seconds),
     )
     await store.create_session(session)
     try:
@@ -157,9 +152,7 @@ async def handle(
     except Exception:
         await store.delete_session(session.session_id)
         logger.exception("publishing the start of %s failed; session removed", session.session_id)
-        return HttpResponse(
-            status=503, body={"error": {"status": 503, "message": "queue unavailable, retry"}}
-        )
+        return queue_unavailable()
     logger.info(
         "accepted alert %s", submission.alert_type, extra=fields(session_id=session.session_id)
     )

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from tarsy.intake.sources.alertmanager_api import (
+    AlertmanagerApiReceiver,
     label_fingerprint,
     normalize_alertmanager_api,
     parse_alertmanager_api,
 )
 from tarsy.intake.sources.config import AlertmanagerSourceConfig, AlertSourcesConfig
-from tarsy.intake.sources.dispatch import alerts_from_api_body
 from tarsy.intake.sources.errors import MalformedBodyError, PayloadShapeError
 from tarsy.intake.sources.normalized import NormalizedAlert
 from tests.unit.sources.samples import as_body, fixture_bytes
@@ -132,12 +132,12 @@ def test_resolved_means_the_end_is_not_after_now(ends_at: str, event: str) -> No
     assert alert.event == event
 
 
-def test_the_clock_is_injected_through_dispatch() -> None:
-    body = fixture_bytes("grafana_alertmanager_resolved.json")
+def test_the_clock_is_injected_through_the_receiver() -> None:
+    body = fixture_bytes("grafana_alertmanager_resolved.json").decode()
     config = AlertSourcesConfig()
     before_the_end = datetime(2026, 11, 21, 14, 30, tzinfo=UTC)
-    [early] = alerts_from_api_body(body, config, clock=lambda: before_the_end)
-    [late] = alerts_from_api_body(body, config, clock=lambda: NOW)
+    [early] = AlertmanagerApiReceiver(clock=lambda: before_the_end).alerts(body, config)
+    [late] = AlertmanagerApiReceiver(clock=lambda: NOW).alerts(body, config)
     assert (early.event, late.event) == ("firing", "resolved")
 
 

@@ -6,16 +6,20 @@ from typing import Any
 
 import pytest
 
-from tarsy.intake.sources.alertmanager import normalize_alertmanager, parse_alertmanager
+from tarsy.intake.sources.alertmanager import (
+    AlertmanagerReceiver,
+    normalize_alertmanager,
+    parse_alertmanager,
+)
 from tarsy.intake.sources.config import (
     AlertmanagerSourceConfig,
     AlertSourcesConfig,
     GrafanaSourceConfig,
 )
-from tarsy.intake.sources.dispatch import alerts_from_body
 from tarsy.intake.sources.errors import MalformedBodyError, PayloadShapeError
-from tarsy.intake.sources.grafana import normalize_grafana, parse_grafana
+from tarsy.intake.sources.grafana import GrafanaReceiver, normalize_grafana, parse_grafana
 from tarsy.intake.sources.normalized import NormalizedAlert, source_digest
+from tarsy.intake.sources.pagerduty import PagerDutyReceiver
 from tests.unit.sources.samples import as_body, fixture_bytes, fixture_json
 
 AM = AlertmanagerSourceConfig()
@@ -120,17 +124,17 @@ def test_alert_type_mapping(config: dict[str, Any], expected: list[str]) -> None
     sources = AlertSourcesConfig.model_validate({"alertmanager": config})
     body = fixture_bytes("alertmanager_firing_group.json")
 
-    alerts = alerts_from_body("alertmanager", body, sources)
+    alerts = AlertmanagerReceiver().alerts(body.decode(), sources)
 
     assert [a.alert_type for a in alerts] == expected
 
 
-def test_dispatch_covers_grafana_and_pagerduty() -> None:
+def test_the_grafana_and_pagerduty_receivers_give_their_alerts() -> None:
     sources = AlertSourcesConfig()
 
-    grafana = alerts_from_body("grafana", fixture_bytes("grafana_firing.json"), sources)
-    pagerduty = alerts_from_body(
-        "pagerduty", fixture_bytes("pagerduty_incident_triggered.json"), sources
+    grafana = GrafanaReceiver().alerts(fixture_bytes("grafana_firing.json").decode(), sources)
+    pagerduty = PagerDutyReceiver().alerts(
+        fixture_bytes("pagerduty_incident_triggered.json").decode(), sources
     )
 
     assert [(a.source, a.event) for a in grafana + pagerduty] == [

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from tarsy.intake.sources.config import AlertmanagerSourceConfig
+from tarsy.intake.sources.config import AlertmanagerSourceConfig, AlertSourcesConfig
 from tarsy.intake.sources.grouped import GroupedAlert, GroupedNotification, normalize_group
 from tarsy.intake.sources.normalized import NormalizedAlert
 from tarsy.intake.sources.parsing import parse_json, validate_payload
+from tarsy.intake.sources.receiver import ROUTE_PREFIX, BodyReceiver
 
 WHAT = "Alertmanager webhook (version 4)"
 
@@ -67,3 +68,14 @@ def normalize_alertmanager(
         ``ignored`` beyond the cap).
     """
     return normalize_group(webhook, config)
+
+
+class AlertmanagerReceiver(BodyReceiver):
+    """``POST /alerts/alertmanager``: a receiver's ``webhook_config`` notification."""
+
+    name = "alertmanager"
+    paths = (f"{ROUTE_PREFIX}alertmanager",)
+
+    def alerts(self, body: str, sources: AlertSourcesConfig) -> list[NormalizedAlert]:
+        """One normalized alert per alert of the group."""
+        return normalize_alertmanager(parse_alertmanager(body), sources.alertmanager)

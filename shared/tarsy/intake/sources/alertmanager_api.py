@@ -40,7 +40,7 @@ again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -53,12 +53,14 @@ from pydantic import (
     field_validator,
 )
 
-from tarsy.intake.sources.config import AlertmanagerSourceConfig
+from tarsy.intake.sources.clock import utcnow
+from tarsy.intake.sources.config import AlertmanagerSourceConfig, AlertSourcesConfig
 from tarsy.intake.sources.errors import PayloadShapeError, problems_from
 from tarsy.intake.sources.grouped import GroupStatus, labelled_alert
 from tarsy.intake.sources.limits import cap_alerts
 from tarsy.intake.sources.normalized import NormalizedAlert
 from tarsy.intake.sources.parsing import Tolerant, parse_json
+from tarsy.intake.sources.receiver import ROUTE_PREFIX, BodyReceiver
 
 WHAT = "Alertmanager API alerts (POST /api/v2/alerts)"
 
@@ -255,3 +257,26 @@ def normalize_alertmanager_api(
         data = alert_data(alert, status, fingerprint, common)
         normalized.append(labelled_alert(fingerprint, status, data, alert.annotations, config))
     return cap_alerts(normalized, config.max_alerts_per_notification)
+
+
+class AlertmanagerApiReceiver(BodyReceiver):
+    """``POST /alerts/alertmanager/api/v2/alerts`` (and v1): an Alertmanager client's alerts.
+
+    Grafana's "Alertmanager" contact point posts here. Its alerts belong to the
+    ``alertmanager`` source; the answer is 200, the only success Alertmanager's
+    API documents (``amtool`` takes any other code as an error). Whether an
+    alert is resolved depends on the clock: its ``endsAt`` has passed.
+    """
+
+    name = "alertmanager"
+    paths = tuple(f"{ROUTE_PREFIX}alertmanager/api/{v}/alerts" for v in ("v1", "v2"))
+    success_status = 200
+
+    def __init__(self, clock: Callable[[], datetime] = utcnow) -> None:
+        self.clock = clock
+
+    def alerts(self, body: str, sources: AlertSourcesConfig) -> list[NormalizedAlert]:
+        """One normalized alert per posted alert, firing or resolved by the clock."""
+        return normalize_alertmanager_api(
+            parse_alertmanager_api(body), sources.alertmanager, self.clock()
+        )

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from tarsy.intake.sources.config import GrafanaSourceConfig
+from tarsy.intake.sources.config import AlertSourcesConfig, GrafanaSourceConfig
 from tarsy.intake.sources.grouped import GroupedAlert, GroupedNotification, normalize_group
 from tarsy.intake.sources.normalized import NormalizedAlert
 from tarsy.intake.sources.parsing import parse_json, validate_payload
+from tarsy.intake.sources.receiver import ROUTE_PREFIX, BodyReceiver
 
 WHAT = "Grafana webhook (version 1)"
 
@@ -94,3 +95,14 @@ def normalize_grafana(
         ``ignored`` beyond the cap).
     """
     return normalize_group(webhook, config)
+
+
+class GrafanaReceiver(BodyReceiver):
+    """``POST /alerts/grafana``: Grafana's webhook contact point."""
+
+    name = "grafana"
+    paths = (f"{ROUTE_PREFIX}grafana",)
+
+    def alerts(self, body: str, sources: AlertSourcesConfig) -> list[NormalizedAlert]:
+        """One normalized alert per alert of the notification."""
+        return normalize_grafana(parse_grafana(body), sources.grafana)

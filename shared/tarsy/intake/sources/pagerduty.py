@@ -25,15 +25,27 @@ body before this module parses it (:mod:`tarsy.intake.sources.pagerduty_signatur
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pydantic import Field
 
+from tarsy.errors import ConfigError, InputError
+from tarsy.http.request import HttpRequest
 from tarsy.intake.sources.alert_type import derive_alert_type
-from tarsy.intake.sources.config import PagerDutySourceConfig
+from tarsy.intake.sources.config import AlertSourcesConfig, PagerDutySourceConfig
 from tarsy.intake.sources.limits import cap_alerts
 from tarsy.intake.sources.normalized import AlertEvent, NormalizedAlert
+from tarsy.intake.sources.pagerduty_signature import SIGNATURE_HEADER, verify_pagerduty_signature
 from tarsy.intake.sources.parsing import Tolerant, parse_json, validate_payload
+from tarsy.intake.sources.receiver import (
+    ROUTE_PREFIX,
+    BodyReceiver,
+    Received,
+    check_size,
+    json_text,
+)
+from tarsy.settings import Settings
 
 WHAT = "PagerDuty V3 webhook"
 
@@ -209,3 +221,61 @@ def normalize_pagerduty(
         data=data,
     )
     return cap_alerts([alert], config.max_alerts_per_notification)
+
+
+class PagerDutyReceiver(BodyReceiver):
+    """``POST /alerts/pagerduty``: a V3 webhook subscription's delivery.
+
+    Once a signing secret is configured, the ``X-PagerDuty-Signature`` HMAC over
+    the raw body authenticates it instead of the API key (which PagerDuty can
+    only put in the URL).
+    """
+
+    name = "pagerduty"
+    paths = (f"{ROUTE_PREFIX}pagerduty",)
+
+    async def receive(
+        self, request: HttpRequest, settings: Settings, sources: AlertSourcesConfig
+    ) -> Received:
+        """Verify the signature (or the key), then parse as every source does."""
+        secrets = await pagerduty_secrets(settings, sources.pagerduty)
+        if not secrets:
+            return await super().receive(request, settings, sources)
+        check_size(request, settings)
+        # Over the raw body as received: parsed only once it is known to be PagerDuty's.
+        verify_pagerduty_signature(request.body, request.headers.get(SIGNATURE_HEADER), secrets)
+        self.check_media_type(request)
+        return self.alerts(json_text(request, settings), sources)
+
+    def alerts(self, body: str, sources: AlertSourcesConfig) -> list[NormalizedAlert]:
+        """The delivery's one alert."""
+        return normalize_pagerduty(parse_pagerduty(body), sources.pagerduty)
+
+
+async def pagerduty_secrets(settings: Settings, config: PagerDutySourceConfig) -> list[str]:
+    """The PagerDuty signing secrets in force: the setting's, then the config's named ones.
+
+    Args:
+        settings: ``TARSY_PAGERDUTY_SIGNING_SECRET`` (comma-separated during a rotation).
+        config: ``alert_sources.pagerduty.signing_secrets`` (names of environment
+            variables or Secret Manager secrets).
+
+    Returns:
+        The secret values; empty when none is configured (the API key is then required).
+
+    Raises:
+        InputError: A named secret cannot be read (503: the deployment must change).
+    """
+    # Imported here: tarsy.secrets loads Secret Manager's client only when a name needs it.
+    from tarsy.secrets import resolve_name
+
+    found: list[str] = []
+    if settings.pagerduty_signing_secret is not None:
+        value = settings.pagerduty_signing_secret.get_secret_value()
+        found.extend(part.strip() for part in value.split(",") if part.strip())
+    for name in config.signing_secrets:
+        try:
+            found.append(await asyncio.to_thread(resolve_name, name, settings))
+        except ConfigError as e:
+            raise InputError(f"PagerDuty signing secret {name!r}: {e}", status=503) from e
+    return found
