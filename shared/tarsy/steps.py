@@ -356,7 +356,7 @@ async def prepare_turn(
     strategy = get_strategy(execution.strategy)
     listing = ToolListing()
     if strategy.uses_tools and config.mcp_servers and deps.tools is not None:
-        listing = await deps.tools.list_tools(config.mcp_servers, state.tool_lists)
+        listing = await deps.tools.list_tools(config.mcp_servers, state.tool_lists, budget=budget)
         # The alert's tool allow-lists (ToolSelectionError: a named tool is not listed).
         listing = restrict_listing(listing, config.mcp_tools)
     if strategy.uses_tools and sub_agents.offers_message_agent(execution, config):
@@ -537,7 +537,7 @@ async def run_tools(turn: Turn, call: ModelCall, deps: Deps) -> ToolRun:
     elif deps.tools is None:
         results = [error_result(c, "no tool executor is configured") for c in calls]
     else:
-        results = await deps.tools.call_tools(calls, turn.state.tools)
+        results = await deps.tools.call_tools(calls, turn.state.tools, budget=turn.budget)
     shrunk = await shrink_results(
         results,
         deps.config.mcp_servers,

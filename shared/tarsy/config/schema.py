@@ -125,12 +125,42 @@ class ModelPrice(_Strict):
     output_per_million: float = Field(ge=0)
 
 
+class MCPRetryPolicy(_Strict):
+    """Retries of one MCP server's connections and calls on transient failures.
+
+    Transient: the server cannot be reached (connection refused or reset), it
+    answers 5xx, 408 or 429 (a Cloud Run service starting or overloaded), or a
+    call or connection times out. A tool that answers with an error is not
+    retried: that is an observation for the model. Attempts share the step's
+    budget, and no retry starts that could not finish inside it.
+    """
+
+    max_attempts: int = Field(default=3, ge=1, le=10, description="attempts in all, the first too")
+    initial_delay: float = Field(default=0.5, ge=0, description="first backoff (s)")
+    max_delay: float = Field(default=5.0, ge=0, description="longest backoff (s)")
+
+
+# How the executor authenticates to an http MCP server besides ``headers``:
+# "google-id-token" sends a Google-signed ID token for ``audience`` (a Cloud Run service
+# that only lets its invokers in), minted from the function's own identity (the
+# metadata server on Google Cloud, GOOGLE_APPLICATION_CREDENTIALS elsewhere).
+MCPAuth = Literal["none", "google-id-token"]
+
+
 class MCPServerConfig(_Strict):
     """One MCP server the agents may use (TARSy's ``mcp_servers`` entries load as they are)."""
 
     transport: Literal["http", "stdio"] = "http"
-    url: str | None = Field(default=None, description="streamable HTTP endpoint (http)")
+    # A literal URL, or one the deployment supplies ({env: NAME}).
+    url: str | SecretRef | None = Field(default=None, description="streamable HTTP endpoint (http)")
     headers: dict[str, str | SecretRef] = Field(default_factory=dict)
+    auth: MCPAuth = "none"
+    audience: str | None = Field(
+        default=None,
+        min_length=1,
+        description="ID token audience (google-id-token); default: the URL's scheme and host",
+    )
+    retry: MCPRetryPolicy = Field(default_factory=MCPRetryPolicy)
     command: str | None = Field(default=None, description="program to run (stdio)")
     args: list[str] = Field(default_factory=list)
     env: dict[str, str | SecretRef] = Field(default_factory=dict)
@@ -183,6 +213,8 @@ class MCPServerConfig(_Strict):
             raise ValueError("an http MCP server needs 'url'")
         if self.transport == "stdio" and not self.command:
             raise ValueError("a stdio MCP server needs 'command'")
+        if self.auth != "none" and self.transport != "http":
+            raise ValueError(f"auth {self.auth!r} is for http MCP servers")
         return self
 
 
