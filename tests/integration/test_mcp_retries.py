@@ -45,9 +45,13 @@ class Servers:
         self.log_dir = log_dir
         self.started: list[ProcessInfo] = []
 
-    def start(self, port: int, *, fail_first: int = 0, status: int = 503) -> str:
+    def start(
+        self, port: int, *, fail_first: int = 0, status: int = 503, audience: str | None = None
+    ) -> str:
         argv = [sys.executable, str(SERVER), "--port", str(port), "--fail-first", str(fail_first),
                 "--status", str(status)]  # fmt: skip
+        if audience is not None:
+            argv += ["--audience", audience]
         url = f"http://127.0.0.1:{port}"
         process = spawn(f"flaky-{port}", argv, log_dir=self.log_dir, url=url)
         self.started.append(process)
@@ -100,7 +104,7 @@ def call(tool: str, arguments: str = "{}") -> ToolCall:
 class Backoff:
     """The executor's sleep: records each delay, runs an optional hook, waits for nothing."""
 
-    def __init__(self, hook: Callable[[], None] | None = None) -> None:
+    def __init__(self, hook: Callable[[], object] | None = None) -> None:
         self.delays: list[float] = []
         self.hook = hook
 
