@@ -40,6 +40,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from tarsy.bus import Publisher
+from tarsy.config.routing import alert_labels
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import InputError
 from tarsy.log import fields
@@ -148,7 +149,7 @@ class Intake:
 
     def _session(self, alert: NormalizedAlert, masker: Masker) -> Session:
         now = self.clock()
-        chain_id = self.config.chain_for(alert.alert_type)
+        chain_id, routing = self.config.route(alert.alert_type, alert_labels(alert.data))
         text = json.dumps(alert.data, indent=2, sort_keys=True, ensure_ascii=False)
         return Session(
             session_id=str(uuid.uuid4()),
@@ -159,6 +160,7 @@ class Intake:
             metadata={"fingerprint": alert.fingerprint},
             source=alert.source,
             chain_id=chain_id,
+            routing=routing,
             deadline=now + timedelta(seconds=self.config.session_timeout(chain_id)),
             # Its start is due: if the start_session message is lost, the sweeper sends it again.
             awaiting_stage=0,

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from tarsy import alert_routes
 from tarsy.bus import Publisher
+from tarsy.config.routing import alert_labels
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import InputError
 from tarsy.http import HttpRequest, HttpResponse, check_api_key, error_response, read_json
@@ -133,7 +134,7 @@ async def handle(
     except InputError as e:
         logger.info("rejected alert: %s %s", e.status, e)
         return error_response(e)
-    chain_id = config.chain_for(submission.alert_type)
+    chain_id, routing = config.route(submission.alert_type, alert_labels(submission.data))
     session = Session(
         session_id=str(uuid.uuid4()),
         alert_type=submission.alert_type,
@@ -143,6 +144,7 @@ async def handle(
         mcp=submission.mcp,
         metadata=submission.metadata,
         chain_id=chain_id,
+        routing=routing,
         deadline=utcnow() + timedelta(seconds=config.session_timeout(chain_id)),
         # Its start is due: if the start_session message is lost, the sweeper sends it again.
         awaiting_stage=0,
