@@ -208,7 +208,9 @@ class MCPToolExecutor:
                 return False
             if budget is None:
                 return True
-            return self._clock() + float(backoff(state)) + one_attempt <= budget
+            # The longest backoff this attempt may draw (the draw itself is random).
+            longest = min(policy.max_delay, policy.initial_delay * 2.0**state.attempt_number)
+            return self._clock() + longest + one_attempt <= budget
 
         def log_retry(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome else None
