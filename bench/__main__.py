@@ -144,13 +144,13 @@ class TimedTools:
         self.inner = inner
         self.last_ms = 0.0
 
-    async def list_tools(self, servers: Any, cached: Any = None) -> Any:
-        return await self.inner.list_tools(servers, cached)
+    async def list_tools(self, servers: Any, cached: Any = None, *, budget: Any = None) -> Any:
+        return await self.inner.list_tools(servers, cached, budget=budget)
 
-    async def call_tools(self, calls: Any, listing: Any) -> Any:
+    async def call_tools(self, calls: Any, listing: Any, *, budget: Any = None) -> Any:
         started = time.perf_counter()
         try:
-            return await self.inner.call_tools(calls, listing)
+            return await self.inner.call_tools(calls, listing, budget=budget)
         finally:
             self.last_ms = (time.perf_counter() - started) * 1000
 

@@ -114,7 +114,7 @@ resource "google_cloudfunctions2_function" "step" {
     # Pub/Sub push from this project counts as internal traffic.
     ingress_settings               = "ALLOW_INTERNAL_ONLY"
     all_traffic_on_latest_revision = true
-    environment_variables          = { for k, v in local.function_env.step : k => v if v != null }
+    environment_variables          = { for k, v in merge(local.function_env.step, local.config_env) : k => v if v != null }
 
     dynamic "secret_environment_variables" {
       for_each = { for k, v in merge(local.function_secret_env.step, local.config_secret_env) : k => v if v != null }

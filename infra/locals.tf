@@ -1,9 +1,10 @@
 locals {
   names = {
-    ingest      = "${var.name_prefix}-ingest"
-    step        = "${var.name_prefix}-step"
-    api         = "${var.name_prefix}-api"
-    dead_letter = "${var.name_prefix}-dead-letter"
+    ingest         = "${var.name_prefix}-ingest"
+    step           = "${var.name_prefix}-step"
+    api            = "${var.name_prefix}-api"
+    dead_letter    = "${var.name_prefix}-dead-letter"
+    kubernetes_mcp = "${var.name_prefix}-kubernetes-mcp"
   }
 
   # Known before the function exists, so the api can name its own URL (sweeper
@@ -91,6 +92,12 @@ locals {
     }
     api  = { TARSY_API_KEY = google_secret_manager_secret.api_key.secret_id }
     step = { GEMINI_API_KEY = one(google_secret_manager_secret.gemini_api_key[*].secret_id) }
+  }
+
+  # Not settings: plain values the configuration names ({env: MCP_...}), for the step
+  # function. The built-in "kubernetes" server is the Cloud Run service's /mcp endpoint.
+  config_env = {
+    MCP_KUBERNETES_URL = "${google_cloud_run_v2_service.kubernetes_mcp.uri}/mcp"
   }
 
   # Not settings: variables that the user's configuration names ({env: MCP_...}, {env: LLM_...}).

@@ -335,3 +335,74 @@ variable "sweep_schedule" {
   type        = string
   default     = "*/5 * * * *"
 }
+
+# ─── the kubernetes MCP server (kubernetes_mcp.tf, docs/deploy.md) ────────────
+
+variable "kubernetes_mcp_image" {
+  description = "kubernetes-mcp-server's image: its path on kubernetes_mcp_registry, pinned by digest. The default is the project's published v0.0.66 (quay.io/containers/kubernetes_mcp_server:v0.0.66)."
+  type        = string
+  default     = "containers/kubernetes_mcp_server@sha256:6d650f4bd6ac303ad82713c997e73a2d001602f9bf17392c9b9a0e30e29c6423"
+
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9._/-]*@sha256:[0-9a-f]{64}$", var.kubernetes_mcp_image))
+    error_message = "kubernetes_mcp_image: a repository path pinned by digest (path@sha256:<64 hex>), without the registry host."
+  }
+}
+
+variable "kubernetes_mcp_registry" {
+  description = "Registry that publishes kubernetes_mcp_image; an Artifact Registry remote repository proxies it for Cloud Run."
+  type        = string
+  default     = "https://quay.io"
+}
+
+variable "kubernetes_mcp_toolsets" {
+  description = "kubernetes-mcp-server toolsets (--toolsets). \"core\" has every read-only tool the built-in agents use; \"config\" would add configuration_view, which prints the kubeconfig."
+  type        = list(string)
+  default     = ["core"]
+}
+
+variable "kubernetes_mcp_service" {
+  description = "Size of the kubernetes-mcp-server Cloud Run service."
+  type = object({
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    min_instances   = number
+    max_instances   = number
+    concurrency     = number
+  })
+  default = {
+    memory          = "512Mi"
+    cpu             = "1"
+    timeout_seconds = 300
+    min_instances   = 0
+    max_instances   = 5
+    concurrency     = 40
+  }
+}
+
+variable "kubernetes_mcp_network" {
+  description = "Direct VPC egress for a private cluster: the VPC network and subnetwork (names or self links) the service sends private-range traffic through. null: no VPC."
+  type = object({
+    network    = string
+    subnetwork = string
+  })
+  default = null
+}
+
+variable "gke_cluster" {
+  description = "A GKE cluster to investigate with the service's own identity (roles/container.viewer on its project); Terraform writes the kubeconfig. private_endpoint: use the control plane's private address (with kubernetes_mcp_network). null: any cluster, through the kubeconfig you add to the <name_prefix>-kubeconfig secret."
+  type = object({
+    project          = string
+    location         = string
+    name             = string
+    private_endpoint = optional(bool, false)
+  })
+  default = null
+}
+
+variable "gke_token_image" {
+  description = "Image of the sidecar that keeps the GKE access token file fresh (needs sh, wget, sed and httpd: busybox), pinned by digest."
+  type        = string
+  default     = "docker.io/library/busybox@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0"
+}

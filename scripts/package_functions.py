@@ -7,6 +7,9 @@ out), a ``requirements.txt`` made from ``[project].dependencies`` in
 ``pyproject.toml`` and, with ``--config``, the user's configuration as
 ``tarsy.yaml`` (validated first, as the functions will load it; the model of
 the built-in provider is the local TARSY_DEFAULT_MODEL or its default).
+Whatever the configuration, packaging stops when an MCP server it names would
+run code the archives leave out (:func:`undeployable_servers`): the demo
+cluster, a test server, any Python file that is not packed.
 Entries are sorted and carry a fixed timestamp and mode, so the same inputs
 give the same bytes (and the same MD5, which Terraform puts in the uploaded
 object's name).
@@ -21,7 +24,9 @@ import hashlib
 import sys
 import tomllib
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = ("ingest", "step", "api")
@@ -30,6 +35,8 @@ FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 CONFIG_NAME = "tarsy.yaml"
 _SKIP_DIRS = {"__pycache__"}
 _SKIP_SUFFIXES = {".pyc", ".pyo"}
+
+
 def requirements(pyproject: Path) -> str:
     """The runtime dependencies of the project, one requirement a line."""
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
@@ -82,11 +89,51 @@ def build_zip(function: str, out_dir: Path, root: Path = ROOT, config: Path | No
     return target
 
 
-def check_config(path: Path) -> None:
-    """Load ``path`` the way the functions will, so a bad configuration fails here.
+def _packed_module(module: str, root: Path = ROOT) -> bool:
+    """Whether ``python -m module`` finds ``module`` in the archives (the library, whole)."""
+    if module != "tarsy" and not module.startswith("tarsy."):
+        return False  # tarsy_dev, the tests' servers and the rest stay in the repository
+    relative = Path("shared", *module.split("."))
+    return (root / relative).is_dir() or (root / relative).with_suffix(".py").is_file()
 
-    Without this, a typo in an agent name or a model reaches the cloud and fails
-    the first alert. Needs the ``tarsy`` package (``make package`` uses the venv).
+
+def undeployable_servers(servers: Mapping[str, Any]) -> list[str]:
+    """The MCP servers of a configuration that would run code the archives leave out.
+
+    Args:
+        servers: ``mcp_servers`` of a loaded configuration (``MCPServerConfig`` values).
+
+    Returns:
+        One ``"name: why"`` per server whose stdio command runs the interpreter
+        on a module or file that is not packed (the demo cluster, the test
+        servers, a script of the repository). An http server runs elsewhere
+        and is always deployable; so is another program, which is the user's.
+    """
+    problems: list[str] = []
+    for name, server in servers.items():
+        if server.transport != "stdio" or not server.enabled:
+            continue
+        if server.command not in ("python", "python3") and not str(server.command).endswith(
+            ("/python", "/python3")
+        ):
+            continue
+        args = list(server.args)
+        if "-m" in args[:-1]:
+            module = args[args.index("-m") + 1]
+            if not _packed_module(module):
+                problems.append(f"{name}: runs module {module!r}, which is not deployed")
+        elif args and args[0].endswith(".py"):
+            problems.append(f"{name}: runs {args[0]!r}, a file the archives do not hold")
+    return problems
+
+
+def check_config(path: Path | None) -> None:
+    """Load the configuration the functions will load, so a bad one fails here.
+
+    ``path`` is the user's file to pack, or None for the built-in configuration
+    alone. Without this, a typo in an agent name or a model, or an MCP server
+    that runs development code, reaches the cloud and fails the first alert.
+    Needs the ``tarsy`` package (``make package`` uses the venv).
     """
     try:
         from tarsy.config import load_config
@@ -94,12 +141,21 @@ def check_config(path: Path) -> None:
         from tarsy.settings import Settings
     except ImportError as e:
         raise SystemExit(
-            f"cannot check {path}: {e}. Run `make package`, which uses the project's venv."
+            f"cannot check {path or 'the built-in configuration'}: {e}. "
+            "Run `make package`, which uses the project's venv."
         ) from e
+    # None: the built-in configuration only, whatever this shell's TARSY_CONFIG_PATH says.
+    settings = Settings(TARSY_CONFIG_PATH=None if path is None else str(path))
     try:
-        load_config(Settings(TARSY_CONFIG_PATH=str(path)))
+        config = load_config(settings)
     except ConfigError as e:
         raise SystemExit(f"not packaging: {e}") from e
+    problems = undeployable_servers(config.mcp_servers)
+    if problems:
+        raise SystemExit(
+            "not packaging: MCP servers that would run development code in the cloud:\n"
+            + "\n".join(f"  mcp_servers.{problem}" for problem in problems)
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,8 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--function", action="append", choices=FUNCTIONS, dest="functions")
     args = parser.parse_args(argv)
-    if args.config is not None:
-        check_config(args.config)
+    check_config(args.config)
     for function in args.functions or FUNCTIONS:
         path = build_zip(function, args.out, config=args.config)
         data = path.read_bytes()

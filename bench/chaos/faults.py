@@ -275,13 +275,19 @@ class FaultyTools:
         self.plan = plan
 
     async def list_tools(
-        self, servers: Sequence[str], cached: Mapping[str, CachedToolList] | None = None
+        self,
+        servers: Sequence[str],
+        cached: Mapping[str, CachedToolList] | None = None,
+        *,
+        budget: float | None = None,
     ) -> ToolListing:
-        return await self.inner.list_tools(servers, cached)
+        return await self.inner.list_tools(servers, cached, budget=budget)
 
-    async def call_tools(self, calls: Sequence[Any], listing: ToolListing) -> list[ToolResult]:
+    async def call_tools(
+        self, calls: Sequence[Any], listing: ToolListing, *, budget: float | None = None
+    ) -> list[ToolResult]:
         self.plan.hit("tools.call_tools", "before", calls)
-        results = await self.inner.call_tools(calls, listing)
+        results = await self.inner.call_tools(calls, listing, budget=budget)
         self.plan.hit("tools.call_tools", "after", calls, result=results)
         return results
 

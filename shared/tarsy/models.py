@@ -154,6 +154,19 @@ class AlertSubmission(_Model):
 # ─── sessions, stages, executions ─────────────────────────────────────────────
 
 
+class ChainRouting(_Model):
+    """Why a session runs its chain (``tarsy.config.routing``), for the people reading it.
+
+    ``by``: a chain claims the alert type (``alert_type``), a rule of
+    ``alert_routes`` matched the alert's labels (``rule``, named in ``rule``), or
+    nothing did (``default``). ``reason`` says it in words.
+    """
+
+    by: Literal["alert_type", "rule", "default"]
+    rule: str | None = None
+    reason: str
+
+
 class Session(_Model):
     """``sessions/{session_id}``: one investigation of one alert."""
 
@@ -172,6 +185,8 @@ class Session(_Model):
     # Where the alert came from (Alertmanager, ...); "api" for tarsy's own POST /alerts.
     source: str = "api"
     chain_id: str
+    # How chain_id was chosen (absent on sessions created before routing was recorded).
+    routing: ChainRouting | None = None
     status: ExecutionStatus = ExecutionStatus.PENDING
     current_stage: int | None = None
     final_analysis: str | None = None

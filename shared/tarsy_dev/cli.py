@@ -636,6 +636,19 @@ def runbook_line(session: dict[str, Any]) -> str | None:
     return f"runbook: not fetched from {url} ({reason}); the investigation goes on without it"
 
 
+def routing_line(session: dict[str, Any]) -> str | None:
+    """Why the session runs its chain (tarsy.config.routing); None for sessions without it."""
+    routing = session.get("routing")
+    if not isinstance(routing, dict):
+        return None
+    chain = session.get("chain_id")
+    if routing.get("by") == "rule":
+        return f"routed to {chain} by rule {routing.get('rule')}: {routing.get('reason')}"
+    if routing.get("by") == "alert_type":
+        return f"routed to {chain} by alert type: {routing.get('reason')}"
+    return f"routed to {chain} (the default chain): {routing.get('reason')}"
+
+
 def score_lines(session: dict[str, Any]) -> list[str]:
     """The judge's verdict on a session as printed lines (none when it was not scored)."""
     if session.get("score_error"):
@@ -1015,6 +1028,8 @@ def show_session(view: SessionView, console: Console) -> int:
         f"[bold]session[/] {session['session_id']}  [bold]alert[/] {session['alert_type']}  "
         f"[bold]chain[/] {session['chain_id']}  [bold]status[/] {session['status']}"
     )
+    if line := routing_line(session):
+        console.print(line, style="dim", markup=False, soft_wrap=True)
     if session.get("resolved_at"):
         console.print(f"[bold]resolved by its source[/] {session['resolved_at']}")
     if line := runbook_line(session):

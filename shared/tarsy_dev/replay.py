@@ -392,11 +392,15 @@ class ReplayToolExecutor:
         self._unused = list(self._records.get(step, []))
 
     async def list_tools(
-        self, servers: Sequence[str], cached: Mapping[str, CachedToolList] | None = None
+        self,
+        servers: Sequence[str],
+        cached: Mapping[str, CachedToolList] | None = None,
+        *,
+        budget: float | None = None,
     ) -> ToolListing:
         """The recorded listing of ``servers``, without those unavailable at this step.
 
-        ``cached`` is ignored: the listing comes with the recording.
+        ``cached`` and ``budget`` are ignored: the listing comes with the recording.
         """
         down = {s: r for s, r in self._unavailable.get(self._step, {}).items() if s in servers}
         tools = [
@@ -406,7 +410,9 @@ class ReplayToolExecutor:
         ]
         return ToolListing(tools=tools, unavailable=down)
 
-    async def call_tools(self, calls: Sequence[ToolCall], listing: ToolListing) -> list[ToolResult]:
+    async def call_tools(
+        self, calls: Sequence[ToolCall], listing: ToolListing, *, budget: float | None = None
+    ) -> list[ToolResult]:
         """The recorded result of every call, in call order."""
         results: list[ToolResult] = []
         for call in calls:

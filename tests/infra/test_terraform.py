@@ -259,7 +259,19 @@ def test_project_level_roles_are_the_expected_few() -> None:
         "roles/monitoring.metricWriter",
     ]
     assert telemetry["member"] == "${local.function_accounts[each.value.account].member}"
-    assert set(grants) == {"firestore_user", "step_vertex", "build", "telemetry"}
+
+    # Only with var.gke_cluster: the kubernetes MCP server reads the cluster's objects.
+    gke = grants["kubernetes_mcp_gke"]
+    assert gke["count"] == "${local.kubernetes_mcp_gke ? 1 : 0}"
+    assert (gke["role"], sa_of(gke["member"])) == ("roles/container.viewer", "kubernetes_mcp")
+    assert gke["project"] == "${var.gke_cluster.project}"
+    assert set(grants) == {
+        "firestore_user",
+        "step_vertex",
+        "build",
+        "telemetry",
+        "kubernetes_mcp_gke",
+    }
 
 
 def test_publishers_and_secret_accessors_are_per_resource() -> None:
@@ -528,7 +540,10 @@ def test_settings_metadata_is_consistent() -> None:
 def test_functions_use_the_environment_of_their_code() -> None:
     for name, (code, _) in FUNCTIONS.items():
         service = one(resources("google_cloudfunctions2_function")[name]["service_config"])
-        assert f"local.function_env.{code} " in service["environment_variables"]
+        environment = service["environment_variables"]
+        assert re.search(rf"local\.function_env\.{code}\b", environment), environment
+        # The values the configuration names ({env: MCP_...}) go to the step function only.
+        assert ("local.config_env" in environment) == (name == "step"), name
         secret_blocks = [
             d["secret_environment_variables"]
             for d in service.get("dynamic", [])

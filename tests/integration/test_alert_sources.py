@@ -40,14 +40,17 @@ from moto.server import ThreadedMotoServer
 from moto.sns.models import sns_backends
 
 from tarsy.intake.sources.pagerduty_signature import signature_for
-from tarsy.models import AlertFingerprint, Session
+from tarsy.models import AlertFingerprint, ExecutionStatus, Session
 from tarsy.persistence.store import Store
 from tarsy_dev.client import TarsyClient
+from tarsy_dev.demo_cluster import load_scenario
+from tarsy_dev.fakes.fake_gemini import FakeGemini
+from tarsy_dev.fakes.standin import ScenarioStandIn
 from tarsy_dev.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
 from tarsy_dev.localstack.stack import Stack
 
 from .alertmanager import Alertmanager, start_alertmanager, stop_alertmanager
-from .conftest import ROOT, Tap, stack_config_path
+from .conftest import ROOT, SCENARIO, Tap, stack_config_path
 
 FIXTURES = ROOT / "tests" / "fixtures" / "sources"
 PD_SECRET = "pd-integration-signing-secret"
@@ -688,3 +691,33 @@ def test_a_repeat_after_the_dedup_window_starts_a_new_session(
     assert later["session_id"] != first["session_id"]
     [claim] = documents(db, "alert_fingerprints")
     assert claim["session_id"] == later["session_id"]
+
+
+def test_a_real_alertmanager_kube_pod_crash_looping_runs_the_kubernetes_chain_with_tools(
+    alertmanager: Alertmanager, db: firestore.Client, client: TarsyClient, fake_gemini: FakeGemini
+) -> None:
+    """The alert type is the alertname, which no chain lists: the built-in rule routes it."""
+    fake_gemini.responder = ScenarioStandIn(SCENARIO)
+    data = load_scenario(SCENARIO).alert.data
+    assert isinstance(data, dict)
+    [alert] = data["alerts"]  # the scenario's own Alertmanager alert
+    labels: dict[str, str] = alert["labels"]
+    alertmanager.fire(labels, {"summary": alert["annotations"]["summary"]})
+    eventually(lambda: len(sessions(db, "alertmanager")) == 1, "the webhook's session")
+    [stored] = sessions(db, "alertmanager")
+    assert (stored["alert_type"], stored["chain_id"]) == ("KubePodCrashLooping", "kubernetes")
+    assert stored["routing"] == {
+        "by": "rule",
+        "rule": "kube-prometheus",
+        "reason": "alertname 'KubePodCrashLooping' matches 'Kube*'",
+    }
+
+    *_, view = client.watch(stored["session_id"], poll_interval=0.25, timeout=DEADLINE_S * 2)
+    assert view.status is ExecutionStatus.COMPLETED, view.session.get("error")
+    [agent] = [e for e in view.executions if e["role"] == "agent"]
+    assert agent["agent"] == "kubernetes-investigator"
+    calls = [e for e in agent["timeline"] if e["type"] == "mcp_tool_call"]
+    assert calls, "the investigation called no tool"
+    assert {e["metadata"]["server_name"] for e in calls} == {"kubernetes"}
+    assert not [e for e in calls if e["metadata"]["is_error"]]
+    assert view.session.get("final_analysis")

@@ -18,7 +18,8 @@ from tarsy_dev.localstack.stack import Stack
 
 ALERT = {
     "alert_type": "generic",
-    "data": {"labels": {"alertname": "KubePodCrashLooping", "pod": "payments-api-0"}},
+    # Labels no alert_routes rule matches: the default chain (one call, then the summary).
+    "data": {"labels": {"alertname": "PaymentsApiDown", "service": "payments-api"}},
     "runbook": "Check the pod's previous logs.",
 }
 WATCH_TIMEOUT_S = 60.0
@@ -50,6 +51,8 @@ async def test_alert_is_investigated_end_to_end(
         "payments-api is down: DB_URL vanished from its config map."
     )
     assert view.session["tokens"]["total_tokens"] == 60
+    assert view.session["chain_id"] == "default"
+    assert view.session["routing"]["by"] == "default"
     assert [s["status"] for s in view.stages] == ["completed"]
     execution, summary = view.executions
     assert (execution["role"], summary["role"]) == ("agent", "summary")
@@ -62,7 +65,7 @@ async def test_alert_is_investigated_end_to_end(
     call, summary_call = fake_gemini.calls
     assert analysis in summary_call.last_user_text()
     assert call.streaming
-    assert "KubePodCrashLooping" in call.last_user_text()
+    assert "PaymentsApiDown" in call.last_user_text()
     assert "BEGIN ALERT DATA" in call.last_user_text()
     assert call.system_text()
 

@@ -311,7 +311,10 @@ def test_several_errors_are_all_reported() -> None:
         ),
         (
             "agent_chains:\n  orphan: {stages: [{name: s, agent: investigator}]}\n",
-            ("agent_chains.orphan.alert_types", "the chain matches no alert type"),
+            (
+                "agent_chains.orphan.alert_types",
+                "the chain matches no alert type and no alert_routes rule",
+            ),
         ),
         (
             "agent_chains:\n  k2: {alert_types: [kubernetes],"

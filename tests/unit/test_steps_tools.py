@@ -26,11 +26,17 @@ class RecordingExecutor:
         self.calls: list[ToolCall] = []
 
     async def list_tools(
-        self, servers: Sequence[str], cached: Mapping[str, CachedToolList] | None = None
+        self,
+        servers: Sequence[str],
+        cached: Mapping[str, CachedToolList] | None = None,
+        *,
+        budget: float | None = None,
     ) -> ToolListing:
         return ToolListing()
 
-    async def call_tools(self, calls: Sequence[ToolCall], listing: ToolListing) -> list[ToolResult]:
+    async def call_tools(
+        self, calls: Sequence[ToolCall], listing: ToolListing, *, budget: float | None = None
+    ) -> list[ToolResult]:
         self.calls.extend(calls)
         return [
             ToolResult(call_id=c.id, name=c.name, content="ok", full_content="ok") for c in calls

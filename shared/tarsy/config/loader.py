@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from tarsy.config.routing import merge_routes
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import ConfigError
 from tarsy.settings import Settings
@@ -77,6 +78,9 @@ def merge_config(
             merged[key] = {**(base.get(key) or {}), **value}
         elif key == "defaults" and isinstance(value, dict):
             merged[key] = {**(base.get(key) or {}), **value}
+        elif key == "alert_routes":
+            # The user's rules first; a built-in rule they name is replaced (routing.py).
+            merged[key] = merge_routes(base.get(key), value)
         else:
             merged[key] = value
     return merged

@@ -9,12 +9,15 @@ TARSy's own top-level keys (``agents``, ``agent_chains``, ``llm_providers``,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from tarsy.config.routing import AlertRoute, route_errors
 from tarsy.errors import ConfigError, FailureKind
 from tarsy.intake.sources.config import AlertSourcesConfig
+from tarsy.models import ChainRouting
 from tarsy.tools.masking import MaskingConfig
 
 NAME_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_\-]*$"
@@ -125,12 +128,42 @@ class ModelPrice(_Strict):
     output_per_million: float = Field(ge=0)
 
 
+class MCPRetryPolicy(_Strict):
+    """Retries of one MCP server's connections and calls on transient failures.
+
+    Transient: the server cannot be reached (connection refused or reset), it
+    answers 5xx, 408 or 429 (a Cloud Run service starting or overloaded), or a
+    call or connection times out. A tool that answers with an error is not
+    retried: that is an observation for the model. Attempts share the step's
+    budget, and no retry starts that could not finish inside it.
+    """
+
+    max_attempts: int = Field(default=3, ge=1, le=10, description="attempts in all, the first too")
+    initial_delay: float = Field(default=0.5, ge=0, description="first backoff (s)")
+    max_delay: float = Field(default=5.0, ge=0, description="longest backoff (s)")
+
+
+# How the executor authenticates to an http MCP server besides ``headers``:
+# "google-id-token" sends a Google-signed ID token for ``audience`` (a Cloud Run service
+# that only lets its invokers in), minted from the function's own identity (the
+# metadata server on Google Cloud, GOOGLE_APPLICATION_CREDENTIALS elsewhere).
+MCPAuth = Literal["none", "google-id-token"]
+
+
 class MCPServerConfig(_Strict):
     """One MCP server the agents may use (TARSy's ``mcp_servers`` entries load as they are)."""
 
     transport: Literal["http", "stdio"] = "http"
-    url: str | None = Field(default=None, description="streamable HTTP endpoint (http)")
+    # A literal URL, or one the deployment supplies ({env: NAME}).
+    url: str | SecretRef | None = Field(default=None, description="streamable HTTP endpoint (http)")
     headers: dict[str, str | SecretRef] = Field(default_factory=dict)
+    auth: MCPAuth = "none"
+    audience: str | None = Field(
+        default=None,
+        min_length=1,
+        description="ID token audience (google-id-token); default: the URL's scheme and host",
+    )
+    retry: MCPRetryPolicy = Field(default_factory=MCPRetryPolicy)
     command: str | None = Field(default=None, description="program to run (stdio)")
     args: list[str] = Field(default_factory=list)
     env: dict[str, str | SecretRef] = Field(default_factory=dict)
@@ -183,6 +216,8 @@ class MCPServerConfig(_Strict):
             raise ValueError("an http MCP server needs 'url'")
         if self.transport == "stdio" and not self.command:
             raise ValueError("a stdio MCP server needs 'command'")
+        if self.auth != "none" and self.transport != "http":
+            raise ValueError(f"auth {self.auth!r} is for http MCP servers")
         return self
 
 
@@ -372,6 +407,8 @@ class TarsyConfig(_Strict):
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
     # Native alert sources (POST /alerts/{source}): alert type, dedup window, trust.
     alert_sources: AlertSourcesConfig = Field(default_factory=AlertSourcesConfig)
+    # Label rules choosing the chain of an alert no chain claims by type (tarsy.config.routing).
+    alert_routes: list[AlertRoute] = Field(default_factory=list)
 
     def price_for(self, model: str) -> ModelPrice | None:
         """The price of ``model``: exact name, else the longest matching prefix."""
@@ -434,11 +471,18 @@ class TarsyConfig(_Strict):
         )
         if DEFAULT_CHAIN not in self.agent_chains:
             problems.append(("agent_chains", f"the {DEFAULT_CHAIN!r} chain is required"))
+        problems.extend(route_errors(self.alert_routes, self.agent_chains))
         claimed: dict[str, str] = {}
         for chain_id, chain in self.agent_chains.items():
             where = f"agent_chains.{chain_id}"
-            if not chain.alert_types and chain_id != DEFAULT_CHAIN:
-                problems.append((f"{where}.alert_types", "the chain matches no alert type"))
+            routed = any(r.enabled and r.chain == chain_id for r in self.alert_routes)
+            if not chain.alert_types and chain_id != DEFAULT_CHAIN and not routed:
+                problems.append(
+                    (
+                        f"{where}.alert_types",
+                        "the chain matches no alert type and no alert_routes rule",
+                    )
+                )
             for alert_type in chain.alert_types:
                 if alert_type in claimed:
                     problems.append(
@@ -504,12 +548,32 @@ class TarsyConfig(_Strict):
             max_cost_usd=_maybe(chain.max_cost_usd, self.defaults.max_cost_usd),
         )
 
-    def chain_for(self, alert_type: str) -> str:
-        """Return the id of the chain that handles ``alert_type`` (the default chain if none)."""
+    def chain_for(self, alert_type: str, labels: Mapping[str, str] | None = None) -> str:
+        """Return the id of the chain that handles the alert (see :meth:`route`)."""
+        return self.route(alert_type, labels)[0]
+
+    def route(
+        self, alert_type: str, labels: Mapping[str, str] | None = None
+    ) -> tuple[str, ChainRouting]:
+        """The chain of an alert and why: its type's chain, else a label rule, else the default.
+
+        Args:
+            alert_type: The alert's type.
+            labels: The alert's labels (``tarsy.config.routing.alert_labels``), if any.
+
+        Returns:
+            The chain id and the routing to record on the session.
+        """
         for chain_id, chain in self.agent_chains.items():
             if alert_type in chain.alert_types:
-                return chain_id
-        return DEFAULT_CHAIN
+                reason = f"chain {chain_id!r} lists alert type {alert_type!r}"
+                return chain_id, ChainRouting(by="alert_type", reason=reason)
+        for rule in self.alert_routes:
+            why = rule.explain(labels or {})
+            if why is not None and rule.chain is not None:
+                return rule.chain, ChainRouting(by="rule", rule=rule.name, reason=why)
+        reason = f"no chain lists alert type {alert_type!r} and no alert_routes rule matched"
+        return DEFAULT_CHAIN, ChainRouting(by="default", reason=reason)
 
     def resolve(self, chain_id: str, stage_index: int, agent_index: int) -> ResolvedAgentConfig:
         """Apply the hierarchy for one stage agent of one chain."""

@@ -269,7 +269,7 @@ async def run_tools(turn: Turn, call: ModelCall, ports: Ports) -> ToolRun:
     elif ports.tools is None:
         results = [error_result(c, "no tool executor is configured") for c in calls]
     else:
-        results = await ports.tools.call_tools(calls, turn.state.tools)
+        results = await ports.tools.call_tools(calls, turn.state.tools, budget=turn.budget)
     shrunk = await shrink_results(
         results,
         ports.config.mcp_servers,

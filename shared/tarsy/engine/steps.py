@@ -339,7 +339,7 @@ async def prepare_turn(
     strategy = get_strategy(execution.strategy)
     listing = ToolListing()
     if strategy.uses_tools and config.mcp_servers and deps.tools is not None:
-        listing = await deps.tools.list_tools(config.mcp_servers, state.tool_lists)
+        listing = await deps.tools.list_tools(config.mcp_servers, state.tool_lists, budget=budget)
         # The alert's tool allow-lists (ToolSelectionError: a named tool is not listed).
         listing = restrict_listing(listing, config.mcp_tools)
     if strategy.uses_tools:

@@ -150,6 +150,7 @@ class Intake:
         return new_session(
             alert_type=alert.alert_type,
             data_text=json.dumps(alert.data, indent=2, sort_keys=True, ensure_ascii=False),
+            data=alert.data,
             config=self.config,
             settings=self.settings,
             now=self.clock(),

@@ -138,6 +138,7 @@ async def handle(
     session = new_session(
         alert_type=submission.alert_type,
         data_text=submission.data_as_text(),
+        data=submission.data,
         config=config,
         settings=settings,
         now=utcnow(),

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from tarsy.config.routing import alert_labels
 from tarsy.config.schema import TarsyConfig
 from tarsy.http.request import HttpResponse
 from tarsy.models import MCPSelection, Session
@@ -28,6 +29,7 @@ def new_session(
     *,
     alert_type: str,
     data_text: str,
+    data: object,
     config: TarsyConfig,
     settings: Settings,
     now: datetime,
@@ -37,8 +39,12 @@ def new_session(
     metadata: Mapping[str, Any] | None = None,
     source: str = "api",
 ) -> Session:
-    """The pending session of an accepted alert, its start due by the step due time."""
-    chain_id = config.chain_for(alert_type)
+    """The pending session of an accepted alert, its start due by the step due time.
+
+    Its chain is the one the alert's type and labels route it to (``alert_routes``);
+    the session records which rule chose it.
+    """
+    chain_id, routing = config.route(alert_type, alert_labels(data))
     return Session(
         session_id=str(uuid.uuid4()),
         alert_type=alert_type,
@@ -48,6 +54,7 @@ def new_session(
         mcp=mcp,
         metadata=dict(metadata or {}),
         chain_id=chain_id,
+        routing=routing,
         deadline=now + timedelta(seconds=config.session_timeout(chain_id)),
         # Its start is due: if the start_session message is lost, the sweeper sends it again.
         awaiting_stage=0,

@@ -73,17 +73,28 @@ class ToolExecutor(Protocol):
     """Lists and runs tools for one agent execution."""
 
     async def list_tools(
-        self, servers: Sequence[str], cached: Mapping[str, CachedToolList] | None = None
+        self,
+        servers: Sequence[str],
+        cached: Mapping[str, CachedToolList] | None = None,
+        *,
+        budget: float | None = None,
     ) -> ToolListing:
         """The tools of ``servers``; a server that is down is reported, not raised.
 
         ``cached`` holds the cache entries the step already read with its state
         (saving a round trip); without it the executor reads the cache itself.
+        ``budget`` is the step's ``time.monotonic()`` deadline: retries stop before it.
         """
         ...
 
-    async def call_tools(self, calls: Sequence[ToolCall], listing: ToolListing) -> list[ToolResult]:
-        """Run ``calls`` concurrently; every failure becomes an error result, in call order."""
+    async def call_tools(
+        self, calls: Sequence[ToolCall], listing: ToolListing, *, budget: float | None = None
+    ) -> list[ToolResult]:
+        """Run ``calls`` concurrently; every failure becomes an error result, in call order.
+
+        Transient failures may be retried while ``budget`` (a ``time.monotonic()``
+        deadline) allows.
+        """
         ...
 
 

@@ -154,6 +154,9 @@ def eval_config(user_config: dict[str, Any], cluster: DemoCluster) -> dict[str, 
     """The user's config with ``kubernetes`` pointed at the demo cluster, short call timeout."""
     config = with_demo_cluster(user_config, cluster.mcp_url, "evaluation (switchable)")
     config["mcp_servers"]["kubernetes"]["call_timeout"] = EVAL_CALL_TIMEOUT_S
+    # One attempt: a scenario's faults (a hang, an error) are what the investigation must
+    # cope with; the executor's retries would absorb them (tests/integration/test_mcp_retries.py).
+    config["mcp_servers"]["kubernetes"]["retry"] = {"max_attempts": 1}
     return config
 
 

@@ -1,0 +1,130 @@
+"""Routing a native alert to a chain from its labels: the ``alert_routes`` section.
+
+A native sender names its alerts its own way (``KubePodCrashLooping``), not
+by a chain, so the alert type alone would send every Prometheus alert to the
+``default`` chain, which has no tools. The chain of an alert is therefore
+decided in this order, and the session records which step decided it
+(:class:`~tarsy.models.ChainRouting`), so that a person can tell why a chain ran:
+
+1. a chain whose ``alert_types`` lists the alert type (an explicit claim);
+2. the first enabled rule of ``alert_routes`` whose conditions the alert's
+   labels meet: the user's rules first, in their order, then the built-in
+   ones (``builtin.yaml``: the kube-prometheus ``Kube*`` alerts, and any alert
+   naming a ``pod``, ``deployment`` or ``namespace``, go to ``kubernetes``);
+3. the ``default`` chain.
+
+A rule's conditions all hold at once: ``match_labels`` (each label present
+and matching its shell-style pattern, case-sensitive: ``Kube*``,
+``critical``), ``has_labels`` (each present), ``has_any_label`` (at least
+one present). Labels are the alert's ``labels`` mapping (Alertmanager,
+Grafana, or a ``POST /alerts`` whose ``data`` carries one); an alert without
+labels meets no rule. A user rule with a built-in rule's name replaces it,
+and ``enabled: false`` turns one off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+NAME_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_\-]*$"
+
+
+class AlertRoute(BaseModel):
+    """One rule: alerts whose labels meet every condition go to ``chain``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=NAME_PATTERN)
+    chain: str | None = Field(default=None, min_length=1, description="the chain it chooses")
+    enabled: bool = True
+    match_labels: dict[str, str] = Field(
+        default_factory=dict, description="label -> shell-style pattern (all must match)"
+    )
+    has_labels: list[str] = Field(default_factory=list, description="labels that must all be set")
+    has_any_label: list[str] = Field(
+        default_factory=list, description="labels of which at least one must be set"
+    )
+
+    @model_validator(mode="after")
+    def _something_to_match(self) -> AlertRoute:
+        if not self.enabled:
+            return self
+        if self.chain is None:
+            raise ValueError("an enabled rule needs 'chain'")
+        if not (self.match_labels or self.has_labels or self.has_any_label):
+            raise ValueError(
+                "a rule needs at least one of 'match_labels', 'has_labels', 'has_any_label'"
+            )
+        return self
+
+    def explain(self, labels: Mapping[str, str]) -> str | None:
+        """Why ``labels`` meet this rule, in words; None when they do not.
+
+        Args:
+            labels: The alert's labels.
+
+        Returns:
+            E.g. ``alertname 'KubePodCrashLooping' matches 'Kube*'``, or None.
+        """
+        if not self.enabled:
+            return None
+        reasons: list[str] = []
+        for label, pattern in self.match_labels.items():
+            value = labels.get(label)
+            if value is None or not fnmatchcase(value, pattern):
+                return None
+            reasons.append(f"{label} {value!r} matches {pattern!r}")
+        for label in self.has_labels:
+            if label not in labels:
+                return None
+            reasons.append(f"{label} is set")
+        if self.has_any_label:
+            present = [label for label in self.has_any_label if label in labels]
+            if not present:
+                return None
+            reasons.append(f"{present[0]} is set")
+        return ", ".join(reasons)
+
+
+def alert_labels(data: object) -> dict[str, str]:
+    """The labels of an alert's data: its ``labels`` mapping's text values, else none.
+
+    Args:
+        data: The normalized alert's data, or a ``POST /alerts`` payload.
+
+    Returns:
+        The labels whose values are strings (alert data is untrusted: anything else is dropped).
+    """
+    labels = data.get("labels") if isinstance(data, Mapping) else None
+    if not isinstance(labels, Mapping):
+        return {}
+    return {str(k): v for k, v in labels.items() if isinstance(v, str)}
+
+
+def merge_routes(builtin: Any, user: Any) -> Any:
+    """The user's rules, then the built-in ones the user did not name (raw YAML values).
+
+    Anything but two lists is returned as the user gave it, for validation to report.
+    """
+    if not (isinstance(builtin, list) and isinstance(user, list)):
+        return user
+    named = {rule.get("name") for rule in user if isinstance(rule, dict)}
+    kept = [rule for rule in builtin if not (isinstance(rule, dict) and rule.get("name") in named)]
+    return [*user, *kept]
+
+
+def route_errors(routes: list[AlertRoute], chains: Mapping[str, object]) -> list[tuple[str, str]]:
+    """``(location, message)`` for each rule naming an unknown chain, and each repeated name."""
+    problems: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for index, route in enumerate(routes):
+        if route.name in seen:
+            problems.append((f"alert_routes.{index}.name", f"rule {route.name!r} is given twice"))
+        seen.add(route.name)
+        if route.chain is not None and route.chain not in chains:
+            problems.append((f"alert_routes.{index}.chain", f"unknown chain {route.chain!r}"))
+    return problems
