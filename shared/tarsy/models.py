@@ -184,6 +184,9 @@ class Session(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
     # Where the alert came from (Alertmanager, ...); "api" for tarsy's own POST /alerts.
     source: str = "api"
+    # The W3C trace context of the request that created it: every later hop (a chat,
+    # a resume, a re-score, the sweeper's re-publishes) continues this trace.
+    trace_context: dict[str, str] = Field(default_factory=dict)
     chain_id: str
     # How chain_id was chosen (absent on sessions created before routing was recorded).
     routing: ChainRouting | None = None

@@ -141,6 +141,16 @@ class Settings(BaseSettings):
         ),
         json_schema_extra=_used_by("step", "api"),
     )
+    step_cancel_poll_seconds: float = Field(
+        default=2.0,
+        validation_alias="TARSY_STEP_CANCEL_POLL_SECONDS",
+        gt=0,
+        description=(
+            "How often a running step reads its execution for a cancel; a cancel then "
+            "cuts its model call, retries, backoff sleeps and tool calls short."
+        ),
+        json_schema_extra=_used_by("step"),
+    )
     step_due_seconds: int = Field(
         default=60,
         validation_alias="TARSY_STEP_DUE_SECONDS",

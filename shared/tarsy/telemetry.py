@@ -43,6 +43,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
@@ -377,6 +378,30 @@ def extract_trace_context(carrier: Mapping[str, str]) -> Context:
     Malformed or missing values give an empty context (a new trace starts).
     """
     return _W3C.extract({k: carrier[k] for k in TRACE_CONTEXT_KEYS if k in carrier})
+
+
+@contextmanager
+def in_session_trace(carrier: Mapping[str, str]) -> Iterator[None]:
+    """Make the session's trace (its stored ``carrier``) current for the block.
+
+    A publish inside it (a chat, a resume, a re-score, a sweeper's re-publish)
+    is then a span of the session's trace, not of the request that caused it.
+    """
+    if not carrier.get("traceparent"):
+        yield
+        return
+    token = otel_context.attach(extract_trace_context(carrier))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def link_current_span(carrier: Mapping[str, str]) -> None:
+    """Link the current span (a sweep, say) to the trace of the session in ``carrier``."""
+    linked = trace.get_current_span(extract_trace_context(carrier)).get_span_context()
+    if linked.is_valid:
+        trace.get_current_span().add_link(linked)
 
 
 # ─── spans ────────────────────────────────────────────────────────────────────

@@ -24,14 +24,18 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoi
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
 from tarsy import telemetry
+from tarsy.api import handlers
 from tarsy.app import Deps
 from tarsy.bus import Bus, decode, pushed_message
 from tarsy.engine import steps
+from tarsy.engine.sweeper import sweep
+from tarsy.engine.transitions import ExecutionUpdate
 from tarsy.http.request import HttpRequest
 from tarsy.intake import ingest
-from tarsy.models import ExecutionStatus
+from tarsy.models import ExecutionStatus, utcnow
 from tarsy.persistence.store import Store
 from tarsy.tools.mcp_client import MCPToolExecutor
 from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply, FakeToolCall
@@ -162,3 +166,99 @@ async def test_a_session_is_one_trace_across_ingest_steps_model_and_tool_calls(
         if isinstance(p, NumberDataPoint)
     ]
     assert ended == [1]
+
+
+# ─── every later hop continues the session's trace (issue 26, item 3) ─────────
+
+
+async def run_queue(publisher: QueuePublisher, deps: Deps) -> None:
+    """Deliver every queued message as the step function does."""
+    while publisher.queue:
+        data, attributes, message_id = publisher.queue.pop(0)
+        pushed = pushed_message(
+            {"message": {"data": base64.b64encode(data).decode(), "attributes": attributes,
+                         "messageId": message_id}}
+        )  # fmt: skip
+        message = decode(pushed.data)
+        with telemetry.step_span(
+            "tarsy-steps", pushed.trace_context, session_id=message.session_id,
+            execution_id=message.execution_id, kind=message.kind, step=message.step,
+            stage=message.stage, message_id=pushed.message_id,
+        ):  # fmt: skip
+            await steps.handle(message, deps)
+
+
+async def ingested(deps: Deps, store: Store, body: dict[str, object]) -> str:
+    assert deps.settings.api_key is not None
+    request = HttpRequest(
+        method="POST",
+        path="/alerts",
+        headers={
+            "content-type": "application/json",
+            "x-api-key": deps.settings.api_key.get_secret_value(),
+        },
+        body=json.dumps(body).encode(),
+    )
+    with telemetry.server_span("POST", "/alerts"):
+        response = await ingest.handle(request, deps.settings, deps.config, store, deps.bus)
+    assert response.status == 202, response.body
+    return str(response.body["session_id"])
+
+
+def trace_of(span: ReadableSpan) -> int:
+    assert span.context is not None
+    return int(span.context.trace_id)
+
+
+async def test_chat_resume_and_the_sweeper_continue_the_sessions_trace(
+    deps: Deps,
+    store: Store,
+    fake_gemini: FakeGemini,
+    spans: tuple[InMemorySpanExporter, InMemoryMetricReader],
+) -> None:
+    exporter, _ = spans
+    publisher = QueuePublisher()
+    local = replace(deps, bus=Bus(publisher, TOPIC))
+    fake_gemini.responder = lambda call: FakeReply(
+        tool_calls=[FakeToolCall(name="kubernetes__pods_list", args={})]
+    )
+    session_id = await ingested(local, store, {"alert_type": "test-pause", "data": "api-0"})
+    await run_queue(publisher, local)
+    paused = await store.get_session(session_id)
+    assert paused is not None and paused.status is ExecutionStatus.PAUSED
+    [root] = [s for s in exporter.get_finished_spans() if s.name == "POST /alerts"]
+    session_trace = trace_of(root)
+    exporter.clear()
+
+    fake_gemini.responder = lambda call: FakeReply(text="the config map lost DB_URL")
+    with telemetry.server_span("POST", "/sessions/{session_id}/resume"):
+        await handlers.resume(local, session_id, handlers.ResumeRequest(extra_iterations=1))
+    await run_queue(publisher, local)
+    with telemetry.server_span("POST", "/sessions/{session_id}/chat"):
+        await handlers.chat(local, session_id, handlers.ChatRequest(question="which key?"))
+    await run_queue(publisher, local)
+    done = await store.get_session(session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED
+    # A chat whose next step was lost: the sweeper publishes it again.
+    [chat] = [e for e in await store.list_executions(session_id) if e.role == "chat"]
+    await store.update_execution(chat.execution_id, ExecutionUpdate(due_at=utcnow()))
+    with telemetry.server_span("POST", "/sweep"):
+        report = await sweep(local)
+    assert chat.execution_id in report.republished
+    await run_queue(publisher, local)
+
+    finished = list(exporter.get_finished_spans())
+    requests = [s for s in finished if s.kind is SpanKind.SERVER]
+    hops = [s for s in finished if s.kind is not SpanKind.SERVER]
+    assert {s.name for s in requests} == {
+        "POST /sessions/{session_id}/resume",
+        "POST /sessions/{session_id}/chat",
+        "POST /sweep",
+    }
+    sends = [s for s in hops if s.name == "send tarsy-steps"]
+    assert len(sends) >= 3  # the resume, the chat, the sweeper's re-publish
+    # Every publish and every step they led to is a span of the session's one trace.
+    assert {trace_of(s) for s in hops} == {session_trace}
+    assert all(trace_of(r) != session_trace for r in requests)
+    [sweeping] = [r for r in requests if r.name == "POST /sweep"]
+    assert [link.context.trace_id for link in sweeping.links] == [session_trace]

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tarsy import telemetry
 from tarsy.api.session_list import parse_query
 from tarsy.app import Deps
 from tarsy.engine import transitions
@@ -142,7 +143,8 @@ async def rescore(deps: Deps, session_id: str) -> dict[str, Any]:
     scorings = [e for e in await deps.store.list_executions(session_id) if e.role == "scoring"]
     if any(not e.status.is_terminal for e in scorings):
         raise InputError(f"session {session_id} is being scored; try again shortly", status=409)
-    execution = await start_scoring(session, len(scorings), deps)
+    with telemetry.in_session_trace(session.trace_context):
+        execution = await start_scoring(session, len(scorings), deps)
     return {"session_id": session_id, "execution_id": execution.execution_id}
 
 
@@ -197,7 +199,8 @@ async def resume(deps: Deps, session_id: str, request: ResumeRequest) -> dict[st
         )
         if rules(execution.role).pauses == "stage_and_session":
             await deps.store.update_stage(session_id, execution.stage, transitions.resume_stage())
-        await deps.bus.publish(iterate_message(execution, execution.step))
+        with telemetry.in_session_trace(session.trace_context):
+            await deps.bus.publish(iterate_message(execution, execution.step))
         resumed.append(execution.execution_id)
     # The pause did not use the session's time: it gets a whole timeout again.
     deadline = utcnow() + timedelta(seconds=deps.config.session_timeout(session.chain_id))
@@ -231,7 +234,8 @@ async def chat(deps: Deps, session_id: str, request: ChatRequest) -> dict[str, A
             "not finished; ask when it has",
             status=409,
         )
-    execution = await start_chat(session, request.question, deps)
+    with telemetry.in_session_trace(session.trace_context):
+        execution = await start_chat(session, request.question, deps)
     return {"session_id": session_id, "execution_id": execution.execution_id}
 
 

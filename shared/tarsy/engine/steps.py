@@ -25,13 +25,14 @@ the reason and the message is acknowledged (see :mod:`tarsy.errors`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from datetime import datetime, timedelta
-from typing import Literal, assert_never
+from typing import Any, Literal, TypeVar, assert_never
 
 from tarsy import telemetry
 from tarsy.agent.strategies.base import IterationOutcome
@@ -76,6 +77,8 @@ from tarsy.tools.base import ToolListing
 from tarsy.tools.selection import restrict_listing
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Thought signatures are only useful while an execution runs; the TTL policy deletes them.
 PROVIDER_STATE_TTL = timedelta(hours=1)
@@ -135,7 +138,10 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
         return
     claim = await claim_step(message, state.update_time, deps)
     running = execution.model_copy(update={"status": ExecutionStatus.ACTIVE})
-    async with Heartbeat(deps.store, message.execution_id, claim, _lease(deps)) as heartbeat:
+    async with Heartbeat(
+        deps.store, message.execution_id, claim, _lease(deps),
+        deps.settings.step_cancel_poll_seconds,
+    ) as heartbeat:  # fmt: skip
         with telemetry.agent_span(
             execution.agent,
             session_id=message.session_id,
@@ -148,7 +154,11 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
                 provider_name=telemetry.genai_provider_name(turn.config.provider, deps.settings),
                 model=turn.config.provider.model,
             )
-            done = await run_iteration(turn, message.step, live_ports(turn, message.step, deps))
+            ports = live_ports(turn, message.step, deps)
+            done = await heartbeat.unless_cancelled(run_iteration(turn, message.step, ports))
+    if done is None:  # cancelled while the model or the tools ran: end it now
+        await after_lost_commit(message, deps)
+        return
     call, tools, outcome = done.call, done.tools, done.outcome
     if tools.dispatches:
         await wait_for_sub_agents(message, turn, call, tools, outcome, heartbeat.claim, deps)
@@ -267,22 +277,34 @@ def _lease(deps: Deps) -> timedelta:
 
 
 class Heartbeat:
-    """Renews a running step's lease every third of it, so a slow step is never stolen.
+    """Renews a running step's lease, and cuts the step short when it is cancelled.
 
-    The lease can then be short (a minute), and a step whose process died is
+    The lease is renewed every third of it, so a slow step is never stolen:
+    the lease can then be short (a minute), and a step whose process died is
     re-run soon after it expires. Each renewal is conditional on the claim's
     update time and yields the one the commit must present; once a renewal
     finds the execution changed (a cancel, a takeover), it stops, and the
     commit will fail the same way.
+
+    Meanwhile :meth:`unless_cancelled` reads the execution every
+    ``cancel_poll`` seconds: a cancel of the session or of this execution marks
+    it, and the work in flight (the model call with its retries and backoff
+    sleeps, the tool calls) is cancelled at once instead of running on.
     """
 
     def __init__(
-        self, store: LeaseRenewal, execution_id: str, claim: Claim, lease: timedelta
+        self,
+        store: LeaseRenewal,
+        execution_id: str,
+        claim: Claim,
+        lease: timedelta,
+        cancel_poll: float,
     ) -> None:
         self.claim = claim
         self._store = store
         self._execution_id = execution_id
         self._lease = lease
+        self._cancel_poll = cancel_poll
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -295,6 +317,21 @@ class Heartbeat:
         self._stop.set()
         if self._task is not None:
             await self._task
+
+    async def unless_cancelled(self, work: Coroutine[Any, Any, T]) -> T | None:
+        """Run ``work``; None if a cancel of this execution arrived first (work cancelled)."""
+        task = asyncio.ensure_future(work)
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=self._cancel_poll)
+            if done:
+                return task.result()
+            current = await self._store.get_execution(self._execution_id)
+            if current is None or current.cancel_requested or current.status.is_terminal:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                logger.info("step of %s cut short: cancelled", self._execution_id)
+                return None
 
     async def _beat(self) -> None:
         interval = self._lease.total_seconds() / 3

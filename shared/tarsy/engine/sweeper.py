@@ -23,6 +23,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from tarsy import telemetry
 from tarsy.app import Deps
 from tarsy.engine.lifecycle import time_out
 from tarsy.engine.messages import iterate_message, start_stage_message
@@ -40,6 +41,17 @@ class SweepReport(BaseModel):
     timed_out: list[str] = Field(default_factory=list, description="session ids")
 
 
+async def _trace_of(
+    session_id: str, known: dict[str, dict[str, str]], deps: Deps
+) -> dict[str, str]:
+    """The session's trace context (read once per sweep), the sweep's span linked to it."""
+    if session_id not in known:
+        session = await deps.store.get_session(session_id)
+        known[session_id] = session.trace_context if session is not None else {}
+        telemetry.link_current_span(known[session_id])
+    return known[session_id]
+
+
 def message_for_due(execution: AgentExecution) -> StepMessage:
     """The message that gets an overdue execution going again (pure)."""
     if execution.status.is_terminal:
@@ -53,18 +65,25 @@ async def sweep(deps: Deps, now: datetime | None = None) -> SweepReport:
     now = now or utcnow()
     report = SweepReport()
     for session in await deps.store.overdue_sessions(now):
+        telemetry.link_current_span(session.trace_context)
         await time_out(session, deps)
         await on_session_end(session.session_id, deps)
         report.timed_out.append(session.session_id)
+    traces: dict[str, dict[str, str]] = {}
     for execution in await deps.store.due_executions(now):
         if execution.session_id in report.timed_out:
             continue
-        await deps.bus.publish(message_for_due(execution))
+        carrier = await _trace_of(execution.session_id, traces, deps)
+        with telemetry.in_session_trace(carrier):
+            await deps.bus.publish(message_for_due(execution))
         report.republished.append(execution.execution_id)
     for session in await deps.store.due_sessions(now):
         if session.status.is_terminal or session.session_id in report.timed_out:
             continue
-        await deps.bus.publish(start_stage_message(session.session_id, session.awaiting_stage or 0))
+        telemetry.link_current_span(session.trace_context)
+        with telemetry.in_session_trace(session.trace_context):
+            message = start_stage_message(session.session_id, session.awaiting_stage or 0)
+            await deps.bus.publish(message)
         report.restarted.append(session.session_id)
     if report.republished or report.restarted or report.timed_out:
         logger.warning(

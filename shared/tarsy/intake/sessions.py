@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from tarsy import telemetry
 from tarsy.config.routing import alert_labels
 from tarsy.config.schema import TarsyConfig
 from tarsy.http.request import HttpResponse
@@ -61,6 +62,7 @@ def new_session(
         due_at=now + timedelta(seconds=settings.step_due_seconds),
         source=source,
         created_at=now,
+        trace_context=telemetry.inject_trace_context(),
     )
 
 

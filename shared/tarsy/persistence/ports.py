@@ -23,10 +23,14 @@ __all__ = ["LeaseRenewal", "ProgressStore", "SessionReader", "ToolListCache"]
 
 
 class LeaseRenewal(Protocol):
-    """What a running step's heartbeat writes: its lease, under its claim."""
+    """What a running step's heartbeat writes (its lease, under its claim) and reads."""
 
     async def renew(self, execution_id: str, claim: Claim, until: datetime) -> Claim | None:
         """Extend the lease; None when the execution changed since the claim."""
+        ...
+
+    async def get_execution(self, execution_id: str) -> AgentExecution | None:
+        """The execution as it is now (a cancel marks it)."""
         ...
 
 
