@@ -9,6 +9,7 @@ api and the sweeper all depend on it and none of them on each other.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 from dataclasses import dataclass
 
@@ -42,9 +43,15 @@ def _tool_executor(config: TarsyConfig, settings: Settings, store: Store) -> Too
     """The MCP executor when any MCP server is configured (imported only then)."""
     if not config.mcp_servers:
         return None
+    from tarsy.runtime import run_sync
     from tarsy.tools.mcp_client import MCPToolExecutor
 
-    return MCPToolExecutor(config, settings, store)
+    # Warm: each server's connection is opened once per process and reused by every step.
+    executor = MCPToolExecutor(config, settings, store, warm=True)
+    if executor.pool is not None:
+        pool = executor.pool
+        atexit.register(lambda: run_sync(pool.close()))
+    return executor
 
 
 async def get_deps() -> Deps:

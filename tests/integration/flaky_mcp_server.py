@@ -5,8 +5,11 @@ Cloud Run service does while it starts or is overloaded: the HTTP request of a
 ``tools/call`` answered ``503`` (or any status given), before the MCP layer
 sees it. ``--fail-first N`` fails the first N such requests, then the server
 behaves; every ``tools/call`` request is counted, so a test can tell how many
-attempts were made (``GET /calls``). Listing tools and the MCP handshake are
-never failed, so only the call's own retries are measured.
+attempts were made (``GET /calls``); so is every MCP handshake (``initialize``, or
+``server/discover`` since 2026), so a test can tell how many connections were
+opened (``GET /sessions``). Listing
+tools and the handshake are never failed, so only the call's own retries are
+measured.
 
 With ``--audience AUD`` it also stands in for Cloud Run's IAM check: every
 request needs ``Authorization: Bearer`` with an ID token (a JWT) whose ``aud``
@@ -27,6 +30,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 server = MCPServer("flaky")
+# What a client sends first on a new connection: the 2025 protocols' initialize, or
+# the stateless discovery of the protocol revisions since.
+HANDSHAKES = frozenset({"initialize", "server/discover"})
 
 
 @server.tool()
@@ -52,6 +58,7 @@ class FailFirstCalls:
         self.status = status
         self.audience = audience
         self.calls = 0
+        self.sessions = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -59,6 +66,9 @@ class FailFirstCalls:
             return
         if scope["path"] == "/calls":
             await JSONResponse({"calls": self.calls})(scope, receive, send)
+            return
+        if scope["path"] == "/sessions":
+            await JSONResponse({"sessions": self.sessions})(scope, receive, send)
             return
         if self.audience is not None and _audience(scope) != self.audience:
             await PlainTextResponse("no ID token for this audience", 401)(scope, receive, send)
@@ -68,7 +78,9 @@ class FailFirstCalls:
             return
         request = Request(scope, receive)
         body = await request.body()
-        if _is_tool_call(body):
+        if _method(body) in HANDSHAKES:
+            self.sessions += 1
+        if _method(body) == "tools/call":
             self.calls += 1
             if self.calls <= self.failures:
                 response: Response = PlainTextResponse("starting up", status_code=self.status)
@@ -101,12 +113,14 @@ def _audience(scope: Scope) -> str | None:
     return audience if isinstance(audience, str) else None
 
 
-def _is_tool_call(body: bytes) -> bool:
+def _method(body: bytes) -> str | None:
+    """The JSON-RPC method of a request body, if it is one."""
     try:
         message = json.loads(body)
     except ValueError:
-        return False
-    return isinstance(message, dict) and message.get("method") == "tools/call"
+        return None
+    method = message.get("method") if isinstance(message, dict) else None
+    return method if isinstance(method, str) else None
 
 
 def main() -> None:

@@ -78,6 +78,7 @@ def executor(
     sleep: Callable[[float], Awaitable[None]],
     *,
     max_attempts: int = 3,
+    warm: bool = False,
 ) -> MCPToolExecutor:
     config = TarsyConfig.model_validate(
         {
@@ -94,7 +95,7 @@ def executor(
     )
     # call_tools reads nothing from Firestore.
     store: Any = None
-    return MCPToolExecutor(config, Settings(), store, sleep=sleep)
+    return MCPToolExecutor(config, Settings(), store, sleep=sleep, warm=warm)
 
 
 def call(tool: str, arguments: str = "{}") -> ToolCall:
@@ -191,3 +192,49 @@ async def test_no_retry_starts_that_the_step_budget_could_not_hold(servers: Serv
     assert result.is_error
     assert calls_received(url) == 1
     assert backoff.delays == []
+
+
+# ─── warm connections (issue 26, item 5) ──────────────────────────────────────
+
+
+def sessions_opened(mcp_url: str) -> int:
+    count = httpx.get(mcp_url.removesuffix("/mcp") + "/sessions", timeout=5).json()["sessions"]
+    assert isinstance(count, int)
+    return count
+
+
+async def test_a_warm_executor_reuses_one_connection_across_steps(servers: Servers) -> None:
+    url = servers.start(free_port())
+    warm = executor(url, Backoff(), warm=True)
+    assert warm.pool is not None
+    try:
+        for step in range(3):
+            [result] = await warm.call_tools([call("echo", f'{{"text": "{step}"}}')], LISTING)
+            assert result.content == f"echo: {step}", result
+        assert sessions_opened(url) == 1 and warm.pool.opened == 1
+    finally:
+        await warm.pool.close()
+
+
+async def test_a_warm_connection_that_failed_is_replaced_on_the_retry(
+    servers: Servers, tmp_path: Path
+) -> None:
+    port = free_port()
+    url = servers.start(port)
+    restarted = Servers(tmp_path)
+    # The server goes away; while the executor backs off, it comes back.
+    backoff = Backoff(hook=lambda: restarted.start(port))
+    warm = executor(url, backoff, warm=True, max_attempts=3)
+    assert warm.pool is not None
+    try:
+        [first] = await warm.call_tools([call("echo", '{"text": "a"}')], LISTING)
+        assert first.content == "echo: a"
+        stop(servers.started.pop())
+        [second] = await warm.call_tools([call("echo", '{"text": "b"}')], LISTING)
+        assert second.content == "echo: b", second
+        assert len(backoff.delays) == 1  # one failed attempt on the broken connection
+        assert warm.pool.opened == 2  # and the retry on a new one
+    finally:
+        await warm.pool.close()
+        for process in restarted.started:
+            stop(process)

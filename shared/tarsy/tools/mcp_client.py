@@ -23,7 +23,7 @@ import logging
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -45,6 +45,7 @@ from tarsy.settings import Settings
 from tarsy.tools.base import CachedToolList, ToolListing, ToolResult, check_call, error_result
 from tarsy.tools.id_token import IdTokenSource, default_audience, id_tokens
 from tarsy.tools.masking import Masker
+from tarsy.tools.mcp_pool import ConnectionPool, Held
 
 logger = logging.getLogger(__name__)
 
@@ -139,8 +140,13 @@ class MCPToolExecutor:
         tokens: IdTokenSource | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        warm: bool = False,
     ) -> None:
         self._config = config
+        # With ``warm``, connections stay open across steps (one per server, this process).
+        self.pool: ConnectionPool[Client, _Statuses] | None = (
+            ConnectionPool(self._session) if warm else None
+        )
         self._settings = settings
         self._store = store
         self._tokens = tokens or id_tokens()
@@ -194,6 +200,21 @@ class MCPToolExecutor:
         ):
             yield client
 
+    async def _connect(
+        self, server_id: str, server: MCPServerConfig, statuses: _Statuses
+    ) -> _Connection:
+        """A connection for one attempt: the warm one, else a new one (within connect_timeout).
+
+        ``statuses`` collects the HTTP statuses of a new connection's handshake.
+        """
+        if self.pool is not None:
+            held = await self.pool.acquire(server_id, server.connect_timeout, statuses)
+            return _Connection(held.client, held.state, self.pool, server_id, held)
+        opened = self._session(server_id, statuses)
+        async with asyncio.timeout(server.connect_timeout):
+            client = await opened.__aenter__()
+        return _Connection(client, statuses, None, server_id, opened)
+
     def _retrying(
         self, server: MCPServerConfig, budget: float | None, server_id: str
     ) -> AsyncRetrying:
@@ -235,15 +256,20 @@ class MCPToolExecutor:
         server = self._config.mcp_servers[server_id]
         async for attempt in self._retrying(server, budget, server_id):
             with attempt:
+                connection: _Connection | None = None
                 statuses = _Statuses()
                 try:
                     async with asyncio.timeout(server.connect_timeout + server.call_timeout):
-                        async with self._session(server_id, statuses) as client:
-                            listed = await client.list_tools()
+                        connection = await self._connect(server_id, server, statuses)
+                        listed = await connection.client.list_tools()
                 except Exception as e:
+                    if connection is not None:
+                        statuses = connection.statuses
+                        await connection.release(broken=True)
                     if is_transient(e, statuses):
                         raise TransientError(_describe(e)) from e
                     raise
+                await connection.release(broken=False)
         return [
             ToolDefinition(
                 name=f"{server_id}.{tool.name}",
@@ -361,12 +387,10 @@ class MCPToolExecutor:
         batch: list[tuple[ToolCall, dict[str, Any]]],
     ) -> dict[str, tuple[ToolResult, bool]]:
         """One connection, the batch's calls at once: ``{call_id: (result, transient)}``."""
-        statuses = _Statuses()
         started = time.perf_counter()
-        connection = self._session(server_id, statuses)
+        statuses = _Statuses()
         try:
-            async with asyncio.timeout(server.connect_timeout):
-                client = await connection.__aenter__()
+            connection = await self._connect(server_id, server, statuses)
         except Exception as e:
             elapsed = (time.perf_counter() - started) * 1000
             reason = f"cannot connect to MCP server {server_id!r}: {_describe(e)}"
@@ -375,16 +399,19 @@ class MCPToolExecutor:
                 call.id: (error_result(call, reason, duration_ms=elapsed), transient)
                 for call, _ in batch
             }
+        broken = True
         try:
             outcomes = await asyncio.gather(
-                *(self._traced_call(client, server, call, args, statuses) for call, args in batch)
+                *(
+                    self._traced_call(connection.client, server, call, args, connection.statuses)
+                    for call, args in batch
+                )
             )
+            # A transient failure may be the connection's: the retry gets a fresh one.
+            broken = any(transient for _, transient in outcomes)
             return {call.id: outcome for (call, _), outcome in zip(batch, outcomes, strict=True)}
         finally:
-            try:
-                await connection.__aexit__(None, None, None)
-            except Exception:  # closing a broken connection must not lose the results
-                logger.warning("closing MCP connection to %s failed", server_id, exc_info=True)
+            await connection.release(broken=broken)
 
     async def _traced_call(
         self,
@@ -459,3 +486,27 @@ def _describe(error: BaseException) -> str:
     if isinstance(error, BaseExceptionGroup):
         return "; ".join(_describe(e) for e in error.exceptions)
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+@dataclass
+class _Connection:
+    """A client for one attempt, and how to give it back."""
+
+    client: Client
+    statuses: _Statuses
+    pool: ConnectionPool[Client, _Statuses] | None
+    server_id: str
+    handle: Held[Client, _Statuses] | AbstractAsyncContextManager[Client]
+
+    async def release(self, *, broken: bool) -> None:
+        """Keep a warm connection unless ``broken``; close a one-off connection."""
+        if self.pool is not None:
+            assert isinstance(self.handle, Held)
+            if broken:
+                self.pool.discard(self.server_id, self.handle)
+            return
+        assert not isinstance(self.handle, Held)
+        try:
+            await self.handle.__aexit__(None, None, None)
+        except Exception:  # closing a broken connection must not lose the results
+            logger.warning("closing MCP connection to %s failed", self.server_id, exc_info=True)
