@@ -10,7 +10,7 @@ import hmac
 import json
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from tarsy.errors import AuthError, InputError
 from tarsy.http.json_body import JsonValue, parse_json_body
@@ -65,20 +65,32 @@ def presented_key(headers: dict[str, str]) -> str | None:
     return key or None
 
 
-def check_api_key(headers: dict[str, str], settings: Settings) -> None:
-    """Raise AuthError unless the request carries the configured key (constant-time compare)."""
+def required_key(settings: Settings) -> SecretStr | None:
+    """The key requests must carry; None when auth is disabled (local runs only).
+
+    Raises:
+        InputError: 503: no key is configured and auth is not disabled.
+    """
     if settings.auth_disabled:
-        return
+        return None
     if settings.api_key is None:
         raise InputError(
             "authentication is not configured: set TARSY_API_KEY "
             "(or TARSY_AUTH_DISABLED=true for local runs)",
             status=503,
         )
+    return settings.api_key
+
+
+def check_api_key(headers: dict[str, str], settings: Settings) -> None:
+    """Raise AuthError unless the request carries the configured key (constant-time compare)."""
+    required = required_key(settings)
+    if required is None:
+        return
     key = presented_key(headers)
     if key is None:
         raise AuthError("missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'")
-    expected = settings.api_key.get_secret_value().encode()
+    expected = required.get_secret_value().encode()
     if not hmac.compare_digest(key.encode(), expected):
         raise AuthError("invalid API key")
 

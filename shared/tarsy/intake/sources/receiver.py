@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from tarsy.errors import InputError
 from tarsy.http.json_body import JsonValue
-from tarsy.http.request import HttpRequest, HttpResponse, read_json
+from tarsy.http.request import HttpRequest, HttpResponse, read_json, required_key
 from tarsy.intake.sources.basic_auth import check_key
 from tarsy.intake.sources.config import AlertSourcesConfig
 from tarsy.intake.sources.normalized import NormalizedAlert, SourceName
@@ -103,15 +103,9 @@ def check_source_key(request: HttpRequest, settings: Settings) -> None:
         InputError: 503 when no key is configured (and auth is not disabled).
         CredentialsError: A missing (with a Basic challenge), malformed or wrong key (401).
     """
-    if settings.auth_disabled:
-        return
-    if settings.api_key is None:
-        raise InputError(
-            "authentication is not configured: set TARSY_API_KEY "
-            "(or TARSY_AUTH_DISABLED=true for local runs)",
-            status=503,
-        )
-    check_key(request.headers, settings.api_key)
+    required = required_key(settings)
+    if required is not None:
+        check_key(request.headers, required)
 
 
 def check_size(request: HttpRequest, settings: Settings) -> None:
