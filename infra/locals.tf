@@ -110,5 +110,6 @@ locals {
   # a short lease means a step whose process died is re-run within about a minute.
   step_lease_seconds = 45
   # How soon a published step must have been claimed before the sweeper re-publishes it.
-  step_due_seconds = 60
+  # With a sweep every minute, a lost step is re-run within 45 + 60 s: under two minutes.
+  step_due_seconds = 45
 }

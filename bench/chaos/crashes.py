@@ -16,7 +16,7 @@ case), and **lost** (the push gave up for good; only the sweeper can heal it).
 HTTP scenes (ingest, chat) and the sweeper have no redelivery: only the second
 applies. Times are virtual: the clock jumps to the next delivery or sweep, so
 a lease costs nothing to wait for, and recovery times are those the
-production settings give (lease 45 s, due 60 s) plus the real processing time.
+production settings give (lease 45 s, due 45 s) plus the real processing time.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ class Settings(BaseSettings):
         json_schema_extra=_used_by("step"),
     )
     step_due_seconds: int = Field(
-        default=60,
+        default=45,
         validation_alias="TARSY_STEP_DUE_SECONDS",
         ge=1,
         description=(

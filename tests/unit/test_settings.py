@@ -41,7 +41,7 @@ def test_defaults() -> None:
     assert settings.vertex_location == "us-central1"
     assert settings.default_model == "gemini-2.5-flash"
     assert settings.step_lease_seconds == 45
-    assert settings.step_due_seconds == 60
+    assert settings.step_due_seconds == 45
     assert settings.step_timeout_seconds == 540
     assert settings.log_format == "json"
 
