@@ -60,6 +60,8 @@ from tarsy_dev.localstack.stack import PUSH_SUBSCRIPTION_SUFFIX, Stack
 T = TypeVar("T")
 
 SWEEP_EVERY_S = 15.0
+# Terraform's sweep_schedule ("* * * * *"): the recovery bound is measured at it.
+DEPLOYED_SWEEP_EVERY_S = 60.0
 POLL_S = 0.5
 TERMINAL = {"completed", "failed", "timed_out", "cancelled"}
 
@@ -154,7 +156,7 @@ class StackDriver:
         return with_store(self.stack.project_id, read)
 
     def wait_terminal(
-        self, session_ids: Sequence[str], timeout: float
+        self, session_ids: Sequence[str], timeout: float, sweep_every: float = SWEEP_EVERY_S
     ) -> tuple[float, dict[str, str]]:
         """Poll until every session is terminal (sweeping meanwhile); seconds taken and statuses."""
         watch = Stopwatch()
@@ -163,7 +165,7 @@ class StackDriver:
             found = self.statuses(session_ids)
             if all(status in TERMINAL for status in found.values()) or watch() > timeout:
                 return watch(), found
-            if time.monotonic() - self._last_sweep > SWEEP_EVERY_S:
+            if time.monotonic() - self._last_sweep > sweep_every:
                 self.sweep()
             time.sleep(POLL_S)
 
@@ -558,6 +560,7 @@ class KillResults(BaseModel):
     dead_lettered: bool
     due_left: list[str]
     sweeper: dict[str, int]
+    sweep_every: float  # seconds between sweeps while it recovered
 
 
 class _SlowFirstCall:
@@ -599,11 +602,14 @@ def _restart(stack: Stack, name: str) -> None:
     wait_until(http_ok(fresh.url + "/healthz"), timeout=60, what=f"{name} again", process=fresh)
 
 
-def kill_step_function(driver: StackDriver, fake: FakeGemini) -> KillResults:
+def kill_step_function(
+    driver: StackDriver, fake: FakeGemini, sweep_every: float = SWEEP_EVERY_S
+) -> KillResults:
     """The step function SIGKILLed in the middle of a model call, then restarted.
 
     Nothing in this process helps: recovery is up to Pub/Sub's redelivery, the
-    lease running out (``TARSY_STEP_LEASE_SECONDS``, 45 s by default) and ``POST /sweep``.
+    lease running out (``TARSY_STEP_LEASE_SECONDS``, 45 s by default) and ``POST /sweep``
+    every ``sweep_every`` seconds (60 s: Terraform's schedule).
     """
     kind = f"chaos-kill-{uuid.uuid4().hex[:6]}"
     model = _SlowFirstCall(kind, delay=30.0)
@@ -617,7 +623,7 @@ def kill_step_function(driver: StackDriver, fake: FakeGemini) -> KillResults:
     # The claim is written before the model is called: the kill lands inside the call.
     watch = Stopwatch()
     _restart(driver.stack, "step")
-    _, found = driver.wait_terminal([session_id], timeout=400)
+    _, found = driver.wait_terminal([session_id], timeout=400, sweep_every=sweep_every)
     seconds = watch()
     lines = log_since(log, offset)  # the restarted process appends to the same log
     fake.responder = deterministic
@@ -642,4 +648,5 @@ def kill_step_function(driver: StackDriver, fake: FakeGemini) -> KillResults:
         dead_lettered=failure is not None and failure[0] == "dead_letter",
         due_left=facts.due_left,
         sweeper=dict(driver.sweeps - sweeps_before),
+        sweep_every=sweep_every,
     )
