@@ -422,17 +422,18 @@ def test_thought_signatures_expire_by_ttl() -> None:
         (ALERT_FINGERPRINTS, "expire_at"),
         (THOUGHT_SIGNATURES, "expire_at"),
     ]
-    assert "expire_at" in (ROOT / "shared" / "tarsy" / "persistence" / "store.py").read_text()
+    assert "expire_at" in (ROOT / "shared" / "tarsy" / "persistence" / "steps.py").read_text()
     assert "expire_at" in AlertFingerprint.model_fields
 
 
 def _store_queries() -> list[tuple[str, tuple[str, ...]]]:
-    """(collection, filtered fields) of every top-level query in tarsy/persistence/store.py."""
+    """(collection, filtered fields) of every top-level query of tarsy/persistence/."""
     constants = {"EXECUTIONS": EXECUTIONS, "SESSIONS": SESSIONS}
-    tree = ast.parse((ROOT / "shared" / "tarsy" / "persistence" / "store.py").read_text())
+    modules = sorted((ROOT / "shared" / "tarsy" / "persistence").glob("*.py"))
+    nodes = [node for m in modules for node in ast.walk(ast.parse(m.read_text()))]
     queries = []
     inner: set[int] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         if id(node) in inner:

@@ -1,0 +1,161 @@
+"""Firestore persistence: what every aggregate's records share (internal).
+
+The collection names, deterministic ids, typed updates turned into fields,
+and :class:`FirestoreBase`: the client, document references, and the writing
+and reading of large documents (long strings spilled into chunk documents).
+Each aggregate's records are a mixin of their own module; the one
+:class:`~tarsy.persistence.store.Store` is all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from google.cloud import firestore
+from pydantic import BaseModel
+
+from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
+from tarsy.models import (
+    AgentExecution,
+    ConversationMessage,
+    TokenUsage,
+)
+from tarsy.persistence.chunking import CHUNKED_FIELD, CHUNKS, chunk_id, restore, spill
+
+Record = TypeVar("Record", bound=BaseModel)
+
+SESSIONS = "sessions"
+STAGES = "stages"
+EXECUTIONS = "executions"
+MESSAGES = "messages"
+TIMELINE = "timeline"
+LLM_INTERACTIONS = "llm_interactions"
+MCP_INTERACTIONS = "mcp_interactions"
+THOUGHT_SIGNATURES = "thought_signatures"
+TOOL_LISTS = "mcp_tool_lists"
+DONE = "done"  # sessions/{sid}/stages/{NN}/done/{execution_id}: one per finished execution
+MARKERS = "markers"  # sessions/{sid}/stages/{NN}/markers/{name}: claimed once, by create()
+PROGRESS = "progress"  # executions/{eid}/progress/current: the call streaming right now
+PUBLISHED = "published"  # executions/{eid}/published/{step}: that step's message went out
+ALERT_FINGERPRINTS = "alert_fingerprints"  # {dedup_key}: the session an alert started
+# executions/{eid}/sub_agent_turns/{step:04d}: a turn waiting for its sub-agents, with
+# answers/{call_id} (one per message) and markers/answered (claimed once, by create()).
+SUB_AGENT_TURNS = "sub_agent_turns"
+ANSWERS = "answers"
+ANSWERED_MARKER = "answered"
+
+
+def record_id(step: int, n: int) -> str:
+    """Return the deterministic id of the ``n``-th record written by ``step``."""
+    return f"{step:04d}-{n:03d}"
+
+
+def stage_id(index: int) -> str:
+    """Return the document id of a stage."""
+    return f"{index:02d}"
+
+
+def document_of(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="python")
+
+
+def firestore_fields(update: ExecutionUpdate | SessionUpdate | StageUpdate) -> dict[str, Any]:
+    """The Firestore fields of a typed update: exactly the fields it sets."""
+    written = update.written() - {"release_lease"}
+    fields: dict[str, Any] = {}
+    for name in written:
+        value = getattr(update, name)
+        if isinstance(value, StrEnum):
+            value = value.value
+        elif isinstance(value, BaseModel):
+            value = value.model_dump()
+        fields[name] = value
+    if isinstance(update, ExecutionUpdate) and update.release_lease:
+        fields.update(lease_owner=None, lease_until=None)
+    return fields
+
+
+def usage_increments(prefix: str, usage: TokenUsage) -> dict[str, Any]:
+    return {
+        f"{prefix}.{name}": firestore.Increment(value)
+        for name, value in usage.model_dump().items()
+        if value
+    }
+
+
+@dataclass
+class RoundTrips:
+    """Counts Firestore RPCs made by this process (the benchmark reads it)."""
+
+    count: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str) -> None:
+        """Count one round trip of ``kind``."""
+        self.count += 1
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+
+
+class FirestoreBase:
+    """The client, references and large-document I/O every aggregate's records share."""
+
+    def __init__(self, client: firestore.AsyncClient) -> None:
+        self._db = client
+        self.round_trips = RoundTrips()
+
+    def _session(self, session_id: str) -> Any:
+        return self._db.collection(SESSIONS).document(session_id)
+
+    def _stage(self, session_id: str, index: int) -> Any:
+        return self._session(session_id).collection(STAGES).document(stage_id(index))
+
+    def _execution(self, execution_id: str) -> Any:
+        return self._db.collection(EXECUTIONS).document(execution_id)
+
+    @staticmethod
+    def _write(batch: Any, ref: Any, data: dict[str, Any], *, create: bool = False) -> None:
+        """Add a document to ``batch``, its long strings spilled into chunk documents."""
+        document, spilled = spill(data)
+        if create:
+            batch.create(ref, document)
+        else:
+            batch.set(ref, document)
+        for field_name, pieces in spilled.items():
+            for index, text in enumerate(pieces):
+                batch.set(
+                    ref.collection(CHUNKS).document(chunk_id(field_name, index)),
+                    {"field": field_name, "index": index, "text": text},
+                )
+
+    async def _read(self, snap: Any) -> dict[str, Any]:
+        """A document's data with its chunked strings reassembled (one query if any)."""
+        data: dict[str, Any] = snap.to_dict() or {}
+        if CHUNKED_FIELD not in data:
+            return data
+        self.round_trips.add("query")
+        chunks = {
+            chunk.id: str((chunk.to_dict() or {}).get("text", ""))
+            async for chunk in snap.reference.collection(CHUNKS).stream()
+        }
+        return restore(data, chunks)
+
+    def _add_execution(
+        self, batch: Any, execution: AgentExecution, opening: Sequence[ConversationMessage]
+    ) -> Any:
+        """Add the creation of an execution and its opening messages to ``batch``."""
+        ref = self._execution(execution.execution_id)
+        batch.create(ref, document_of(execution))
+        for n, message in enumerate(opening):
+            self._write(
+                batch, ref.collection(MESSAGES).document(record_id(0, n)), document_of(message)
+            )
+        return ref
+
+    def _sub_agent_turn(self, execution_id: str, step: int) -> Any:
+        return self._execution(execution_id).collection(SUB_AGENT_TURNS).document(f"{step:04d}")
+
+    def _alert_fingerprint(self, dedup_key: str) -> Any:
+        return self._db.collection(ALERT_FINGERPRINTS).document(dedup_key)
