@@ -130,6 +130,13 @@ class FirestoreBase:
                     {"field": field_name, "index": index, "text": text},
                 )
 
+    async def _delete_with_chunks(self, batch: Any, ref: Any) -> None:
+        """Add the deletion of a document and of its chunk documents to ``batch``."""
+        self.round_trips.add("query")
+        async for chunk in ref.collection(CHUNKS).stream():
+            batch.delete(chunk.reference)
+        batch.delete(ref)
+
     async def _read(self, snap: Any) -> dict[str, Any]:
         """A document's data with its chunked strings reassembled (one query if any)."""
         data: dict[str, Any] = snap.to_dict() or {}

@@ -16,7 +16,6 @@ from tarsy.persistence._firestore import (
     FirestoreBase,
     document_of,
 )
-from tarsy.persistence.chunking import CHUNKS
 
 
 class AlertRecords(FirestoreBase):
@@ -107,12 +106,8 @@ class AlertRecords(FirestoreBase):
         For a session whose start could not be published: the sender's retry
         then finds no claim and creates the session again.
         """
-        ref = self._session(session_id)
-        self.round_trips.add("query")
         batch = self._db.batch()
-        async for chunk in ref.collection(CHUNKS).stream():
-            batch.delete(chunk.reference)
-        batch.delete(ref)
+        await self._delete_with_chunks(batch, self._session(session_id))
         batch.delete(self._alert_fingerprint(dedup_key))
         self.round_trips.add("commit")
         await batch.commit()

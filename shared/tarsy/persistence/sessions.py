@@ -33,7 +33,6 @@ from tarsy.persistence._firestore import (
     firestore_fields,
     record_id,
 )
-from tarsy.persistence.chunking import CHUNKS
 
 
 class SessionRecords(FirestoreBase):
@@ -48,12 +47,8 @@ class SessionRecords(FirestoreBase):
 
     async def delete_session(self, session_id: str) -> None:
         """Delete a session document, and its chunks, that nothing else refers to yet."""
-        ref = self._session(session_id)
-        self.round_trips.add("query")
         batch = self._db.batch()
-        async for chunk in ref.collection(CHUNKS).stream():
-            batch.delete(chunk.reference)
-        batch.delete(ref)
+        await self._delete_with_chunks(batch, self._session(session_id))
         self.round_trips.add("commit")
         await batch.commit()
 
