@@ -106,7 +106,7 @@ def missing_capabilities(required: Capabilities, offered: Capabilities) -> list[
     return [
         name
         for name, wanted in required.model_dump().items()
-        if wanted and not getattr(offered, name)
+        if wanted is True and not getattr(offered, name)
     ]
 
 
