@@ -37,10 +37,11 @@ from tarsy import chains, sub_agents, telemetry, transitions
 from tarsy.app import Deps
 from tarsy.chains import FIRST_ITERATION_STEP, Advance, iterate_message
 from tarsy.chunking import cap_strings
-from tarsy.config.schema import ModelPrice, ResolvedAgentConfig, TarsyConfig
+from tarsy.config.schema import ResolvedAgentConfig, TarsyConfig
 from tarsy.errors import ConfigError, LeaseHeldError, LLMError, PermanentError, TransientError
 from tarsy.llm import LLMProvider, LLMResult, get_provider
 from tarsy.llm.base import GenerateRequest
+from tarsy.llm.pricing import cost_of, priced
 from tarsy.log import fields
 from tarsy.models import (
     AgentExecution,
@@ -60,6 +61,7 @@ from tarsy.models import (
 from tarsy.notify.session_end import on_session_end
 from tarsy.progress import ProgressWriter
 from tarsy.store import Claim, FollowUp, NewConversation, StepCommit, StepState, Store
+from tarsy.strategies import finish
 from tarsy.strategies.base import IterationOutcome, IterationState, Strategy, budget_crossed
 from tarsy.strategies.registry import get_strategy
 from tarsy.sub_agents import MESSAGE_AGENT, Dispatch, DispatchPlan, PendingTurn
@@ -472,19 +474,13 @@ async def call_model(turn: Turn, step: int, deps: Deps) -> ModelCall:
         interaction.tokens = result.usage
         interaction.attempts = result.attempts
         interaction.metadata = result.metadata
-        interaction.cost = cost_of(deps.config.price_for(config.model), result.usage)
+        interaction.finish_reason = result.raw_finish_reason or result.finish_reason
+        interaction.error = finish.cut_short_error(result)
+        interaction.cost, price_note = priced(deps.config, config, result.usage)
+        if price_note:
+            interaction.metadata = {**result.metadata, "price": price_note}
         return ModelCall(interaction=interaction, result=result)
     raise AssertionError("unreachable: the last candidate returns or records its error")
-
-
-def cost_of(price: ModelPrice | None, usage: TokenUsage) -> float:
-    """USD cost of one call; thinking tokens are billed as output. 0 without a price."""
-    if price is None:
-        return 0.0
-    output = usage.output_tokens + usage.thinking_tokens
-    return (
-        usage.input_tokens * price.input_per_million + output * price.output_per_million
-    ) / 1_000_000
 
 
 # ─── the tools ────────────────────────────────────────────────────────────────
@@ -515,7 +511,7 @@ async def run_tools(turn: Turn, call: ModelCall, deps: Deps) -> ToolRun:
     Under ``tool_choice: none`` (a conclusion call, or an agent's choice) no call
     is ever run, whatever the model returned (seed 001 R6).
     """
-    if call.result is None or turn.request.tool_choice == "none":
+    if call.result is None or call.result.cut_short or turn.request.tool_choice == "none":
         return ToolRun()
     calls = turn.strategy.tool_calls(turn.state, call.result)
     if not calls:
@@ -603,6 +599,11 @@ def decide(turn: Turn, call: ModelCall, tools: ToolRun) -> IterationOutcome:
     if call.result is None:
         assert call.error is not None
         return after_llm_failure(turn.execution, call.error.info)
+    cut = finish.cut_short_error(call.result)
+    if cut is not None:  # never a conclusion, never acted on: a failed attempt
+        outcome = after_llm_failure(turn.execution, cut)
+        outcome.timeline.append(finish.cut_short_event(call.result, cut, turn.state.iteration))
+        return outcome
     outcome = turn.strategy.on_result(turn.state, call.result, tools.results)
     outcome.timeline.extend(tools.summaries)
     if turn.state.tools.unavailable and outcome.timeline:

@@ -141,13 +141,16 @@ def strategy_errors(config: TarsyConfig) -> list[tuple[str, str]]:
                     provider = config.llm_providers[provider_name]
                     missing = missing_capabilities(strategy.requires, capabilities_of(provider))
                     if missing:
+                        kind = f"type {provider.type!r}"
+                        if provider.is_google:
+                            kind += f", backend {provider.backend!r}"
                         role = "" if provider_name == resolved.provider_name else "fallback "
                         problems.append(
                             (
                                 f"{where}.llm_provider",
                                 f"strategy {strategy.name!r} needs {', '.join(missing)}, which "
                                 f"model {provider.model!r} of {role}provider {provider_name!r} "
-                                f"(type {provider.type!r}) lacks",
+                                f"({kind}) lacks",
                             )
                         )
     return problems

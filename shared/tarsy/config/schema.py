@@ -579,7 +579,12 @@ class TarsyConfig(_Strict):
             iteration_strategy=_first(
                 placed.iteration_strategy,
                 definition.iteration_strategy,
-                self.defaults.iteration_strategy,
+                self._default_strategy(
+                    provider_name,
+                    placed.mcp_servers
+                    if placed.mcp_servers is not None
+                    else definition.mcp_servers,
+                ),
             ),
             provider_name=provider_name,
             provider=self.llm_providers[provider_name],
@@ -631,7 +636,8 @@ class TarsyConfig(_Strict):
             instructions=definition.instructions,
             custom_instructions=definition.custom_instructions,
             iteration_strategy=_first(
-                definition.iteration_strategy, self.defaults.iteration_strategy
+                definition.iteration_strategy,
+                self._default_strategy(provider_name, definition.mcp_servers),
             ),
             provider_name=provider_name,
             provider=self.llm_providers[provider_name],
@@ -644,6 +650,21 @@ class TarsyConfig(_Strict):
             max_cost_usd=_maybe(chain.max_cost_usd, self.defaults.max_cost_usd),
             **self._sub_agent_limits(definition),
         )
+
+    def _default_strategy(self, provider_name: str, mcp_servers: list[str]) -> IterationStrategy:
+        """The system default, or the provider type's own for a tool-using agent.
+
+        A self-hosted model (``openai-compatible``) calls tools through
+        schema-constrained replies unless the agent says otherwise.
+        """
+        from tarsy.llm.backends import backend_for  # the backends import this module
+
+        provider = self.llm_providers.get(provider_name)
+        if mcp_servers and provider is not None:
+            preferred = backend_for(provider.type).default_tool_strategy
+            if preferred is not None:
+                return preferred
+        return self.defaults.iteration_strategy
 
     def _loop_threshold(self, definition: AgentDefinition) -> int:
         return _first(definition.loop_detection_threshold, self.defaults.loop_detection_threshold)

@@ -39,6 +39,7 @@ from langchain_google_genai import ChatGoogleGenerativeAI
 
 from tarsy.config.schema import LLMProviderConfig
 from tarsy.errors import ConfigError, FailureKind, LLMError
+from tarsy.llm.backends.google import is_partner_model
 from tarsy.llm.base import (
     Chunk,
     FinalChunk,
@@ -50,7 +51,6 @@ from tarsy.llm.base import (
     UsageChunk,
     finish_reason,
 )
-from tarsy.llm.backends.google import is_partner_model
 from tarsy.llm.endpoint import Endpoint, resolve_endpoint
 from tarsy.llm.provider import StreamingProvider
 from tarsy.llm.retry import classify_status, parse_retry_after

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from tarsy import secrets
 from tarsy.config.schema import LLMProviderConfig
 from tarsy.errors import ConfigError
-
 from tarsy.llm.base import Budget, Chunk, GenerateRequest, LLMResult, Progress
 from tarsy.llm.retry import call_with_retries
 from tarsy.settings import Settings

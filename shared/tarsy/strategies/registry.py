@@ -5,8 +5,13 @@ from __future__ import annotations
 from tarsy.errors import ConfigError
 from tarsy.strategies.base import Strategy
 from tarsy.strategies.judge import JudgeStrategy
-from tarsy.strategies.native_thinking import ChatStrategy, NativeThinkingStrategy
+from tarsy.strategies.native_thinking import (
+    ChatStrategy,
+    NativeThinkingStrategy,
+    NativeToolsStrategy,
+)
 from tarsy.strategies.react import ReActStrategy
+from tarsy.strategies.schema_actions import SchemaActionsStrategy
 from tarsy.strategies.single_call import (
     ExecutiveSummaryStrategy,
     NativeThinkingSynthesisStrategy,
@@ -19,6 +24,8 @@ _STRATEGIES: dict[str, Strategy] = {
     for strategy in (
         SingleCallStrategy(),
         NativeThinkingStrategy(),
+        NativeToolsStrategy(),
+        SchemaActionsStrategy(),
         ReActStrategy(),
         SynthesisStrategy(),
         NativeThinkingSynthesisStrategy(),

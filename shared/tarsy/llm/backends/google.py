@@ -72,7 +72,7 @@ def _problem(model: str, library: str, partner_ok: bool) -> str | None:
             return None
         return (
             f"{model!r} is a Vertex AI partner model, which the {library!r} backend cannot "
-            "call; use type: vertexai with backend: langchain"
+            "call; use backend: langchain (on type: vertexai)"
         )
     if partner_ok:
         served += ", Claude on Vertex AI (claude-sonnet-4@20250514)"
