@@ -205,19 +205,9 @@ def test_a_repeated_call_with_default_arguments_is_a_loop_and_is_not_run() -> No
         ConversationMessage(role="user", content="Pod api-0 crash loops."),
     ]
     for n, arguments in enumerate([{"name": "api-0"}, {"name": "api-0", "previous": False}]):
-        earlier.append(
-            ConversationMessage(
-                role="assistant",
-                content=json.dumps(
-                    {
-                        "thought": "",
-                        "action": "call_tool",
-                        "tool": "cluster.pods_log",
-                        "arguments": arguments,
-                    }
-                ),
-            )  # fmt: skip
-        )
+        action = {"thought": "", "action": "call_tool", "tool": "cluster.pods_log"}
+        content = json.dumps({**action, "arguments": arguments})
+        earlier.append(ConversationMessage(role="assistant", content=content))
         earlier.append(ConversationMessage(role="user", content=f"Observation {n}"))
     st = state(iteration=2, messages=earlier)
     llm = reply(action="call_tool", tool="cluster.pods_log", arguments={"name": "api-0"})
