@@ -41,7 +41,8 @@ from tarsy.config.schema import ResolvedAgentConfig, TarsyConfig
 from tarsy.errors import ConfigError, LeaseHeldError, LLMError, PermanentError, TransientError
 from tarsy.llm import LLMProvider, LLMResult, get_provider
 from tarsy.llm.base import GenerateRequest
-from tarsy.llm.pricing import cost_of, priced
+from tarsy.llm.pricing import cost_of as cost_of  # re-exported: replay and tests use it
+from tarsy.llm.pricing import priced
 from tarsy.log import fields
 from tarsy.models import (
     AgentExecution,

@@ -13,6 +13,7 @@ import base64
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -99,6 +100,7 @@ def schema_investigator(call: RecordedCall) -> ScriptedReply:
     if "response_format" not in call.body:
         return ScriptedReply(text="Summary: database password rotated.")
     seen = json.dumps(call.body["messages"])
+    action: dict[str, Any]
     if "Observation from kubernetes.pods_list" in seen:
         action = {"thought": "The pods crash.", "action": "final_answer", "answer": FINAL}
     else:
@@ -200,7 +202,7 @@ async def test_a_500_storm_longer_than_the_retries_fails_the_session_with_the_re
         session_id = await investigate(local, store)
     done = await store.get_session(session_id)
     assert done is not None and done.status is ExecutionStatus.FAILED
-    assert done.error is not None and "consecutive failed iterations" in done.error
+    assert done.error is not None and "consecutive failed iterations" in done.error.message
 
 
 async def test_a_malformed_tool_call_gets_an_error_observation_and_the_investigation_goes_on(

@@ -101,7 +101,7 @@ def judge_named(args: argparse.Namespace, models: Sequence[ModelUnderTest]) -> s
         return "off (--no-judge)"
     if args.judge_model is None:
         return "none (no --judge-model given; the model under test never grades itself)"
-    return args.judge_model
+    return str(args.judge_model)
 
 
 def run(args: argparse.Namespace, console: Console, errors: Console) -> int:

@@ -140,7 +140,7 @@ def parse_action(text: str, schema: dict[str, Any]) -> Action | str:
     raw = match.group(1) if match else text.strip()
     try:
         value = json.loads(raw)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         return f"the reply is not one JSON object ({e.msg} at character {e.pos})"
     try:
         jsonschema.validate(value, schema)

@@ -23,7 +23,7 @@ def _event(kind: str, data: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
 
 
-class FakeAnthropic(LoopbackFake["FakeAnthropic"]):
+class FakeAnthropic(LoopbackFake):
     """Anthropic messages on loopback; ``calls[n].body`` is what the SDK sent."""
 
     paths = ("/v1/messages",)

@@ -30,7 +30,7 @@ def _usage(reply: ScriptedReply) -> dict[str, int]:
     }
 
 
-class FakeOpenAI(LoopbackFake["FakeOpenAI"]):
+class FakeOpenAI(LoopbackFake):
     """OpenAI chat completions on loopback; ``calls[n].body`` is what the SDK sent."""
 
     paths = ("/chat/completions",)

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Generic, TypeVar
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -62,7 +62,6 @@ class RecordedCall(BaseModel):
 
 
 Responder = Callable[[RecordedCall], ScriptedReply]
-Fake = TypeVar("Fake", bound="LoopbackFake")
 
 
 def split_text(text: str, pieces: int) -> list[str]:
@@ -73,7 +72,7 @@ def split_text(text: str, pieces: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-class LoopbackFake(Generic[Fake]):
+class LoopbackFake:
     """A scripted vendor on 127.0.0.1: start it, script replies, read what the SDK sent."""
 
     # Paths (exact, after any prefix) this vendor serves.
@@ -94,7 +93,7 @@ class LoopbackFake(Generic[Fake]):
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def start(self: Fake) -> Fake:
+    def start(self) -> Self:
         """Serve in a background thread."""
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -107,7 +106,7 @@ class LoopbackFake(Generic[Fake]):
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self: Fake) -> Fake:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *_: object) -> None:
@@ -144,7 +143,7 @@ class LoopbackFake(Generic[Fake]):
         raise NotImplementedError
 
 
-def _handler_for(fake: LoopbackFake[Any]) -> type[BaseHTTPRequestHandler]:
+def _handler_for(fake: LoopbackFake) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 

@@ -12,6 +12,7 @@ configured provider, so a backend module imports no SDK at module level.
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
@@ -52,7 +53,7 @@ class Backend(ABC):
 
     type: ClassVar[ProviderType]
     # The type's own settings (fields of LLMProviderConfig beyond COMMON_SETTINGS).
-    settings_model: ClassVar[type[BaseModel]] = NoSettings
+    settings_model: ClassVar[builtins.type[BaseModel]] = NoSettings
     # ``gen_ai.provider.name`` (OpenTelemetry GenAI semantic conventions).
     telemetry_name: ClassVar[str]
     # A server the user runs: no per-token price, calls cost 0 (and records say why).
