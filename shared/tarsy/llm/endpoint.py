@@ -40,6 +40,8 @@ def endpoint_for(config: LLMProviderConfig, settings: Settings) -> Endpoint:
     """
     if config.api_key is not None:
         api_key: SecretStr | None = SecretStr(secrets.resolve(config.api_key, settings))
+    elif config.type == "vertexai":
+        api_key = None
     elif config.vertex_project is None and config.vertex_location is None:
         api_key = settings.gemini_api_key
     else:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from tarsy.config.schema import LLMProviderConfig
 from tarsy.errors import FailureKind, LLMError
-from tarsy.llm.base import Budget, Capabilities, GenerateRequest, LLMProvider, LLMResult, Progress
+from tarsy.llm.base import Budget, GenerateRequest, LLMProvider, LLMResult, Progress
 from tarsy.models import FailedProvider
 
 # How each candidate's call is observed (a telemetry span); the identity by default.
@@ -70,9 +70,7 @@ class FallbackProvider:
         self.candidates = list(candidates)
         self.fallback_on = frozenset(fallback_on)
         self._observe = observe
-        first = self.candidates[0].provider
-        self.name: str = first.name
-        self.capabilities: Capabilities = first.capabilities
+        self.name: str = self.candidates[0].provider.name
 
     async def generate(
         self, request: GenerateRequest, progress: Progress | None = None, *, budget: Budget = None

@@ -32,8 +32,8 @@ from tarsy.llm.base import (
     ToolCallChunk,
     ToolDefinition,
     UsageChunk,
+    finish_reason,
 )
-from tarsy.llm.capabilities import BACKEND_CAPABILITIES
 from tarsy.llm.endpoint import Endpoint, resolve_endpoint
 from tarsy.llm.provider import StreamingProvider
 from tarsy.llm.retry import classify_status, parse_retry_after
@@ -298,7 +298,6 @@ class GoogleNativeProvider(StreamingProvider):
     """Gemini via google-genai: streaming, function calling, thinking, native tools."""
 
     name = "google-native"
-    capabilities = BACKEND_CAPABILITIES["google-native"]
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -312,6 +311,9 @@ class GoogleNativeProvider(StreamingProvider):
             config["temperature"] = provider.temperature
         if provider.max_output_tokens is not None:
             config["max_output_tokens"] = provider.max_output_tokens
+        if request.response_schema is not None:
+            config["response_mime_type"] = "application/json"
+            config["response_json_schema"] = request.response_schema
         thinking = thinking_config(provider)
         if thinking is not None:
             config["thinking_config"] = thinking
@@ -339,6 +341,7 @@ class GoogleNativeProvider(StreamingProvider):
         parts: list[types.Part] = []
         usage: TokenUsage | None = None
         grounding: list[dict[str, Any]] = []
+        raw_finish: str | None = None
         try:
             stream = await client.aio.models.generate_content_stream(
                 model=request.config.model, contents=contents, config=config
@@ -349,12 +352,18 @@ class GoogleNativeProvider(StreamingProvider):
                 for candidate in response.candidates or []:
                     if candidate.content and candidate.content.parts:
                         parts.extend(candidate.content.parts)
+                    if candidate.finish_reason is not None:
+                        raw_finish = str(candidate.finish_reason.value)
                     if candidate.grounding_metadata is not None:
                         grounding.append(
                             candidate.grounding_metadata.model_dump(mode="json", exclude_none=True)
                         )
                 if response.usage_metadata is not None:
                     usage = _usage(response.usage_metadata)
+                feedback = response.prompt_feedback
+                if feedback is not None and feedback.block_reason is not None:
+                    # The prompt itself was blocked: no candidate carries a reason.
+                    raw_finish = str(feedback.block_reason.value)
         except Exception as exc:
             error = llm_error(exc)
             if error is None:
@@ -369,4 +378,9 @@ class GoogleNativeProvider(StreamingProvider):
             state[turn_key(assistant_turns)] = turn.model_dump_json(exclude_defaults=True)
         if grounding:
             metadata["grounding"] = grounding
-        yield FinalChunk(provider_state=state, metadata=metadata)
+        yield FinalChunk(
+            provider_state=state,
+            metadata=metadata,
+            finish_reason=finish_reason(raw_finish),
+            raw_finish_reason=raw_finish,
+        )

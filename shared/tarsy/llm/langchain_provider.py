@@ -39,6 +39,7 @@ from langchain_google_genai import ChatGoogleGenerativeAI
 
 from tarsy.config.schema import LLMProviderConfig
 from tarsy.errors import ConfigError, FailureKind, LLMError
+from tarsy.llm.backends.google import is_partner_model
 from tarsy.llm.base import (
     Chunk,
     FinalChunk,
@@ -48,10 +49,9 @@ from tarsy.llm.base import (
     ToolCallChunk,
     ToolDefinition,
     UsageChunk,
+    finish_reason,
 )
-from tarsy.llm.capabilities import BACKEND_CAPABILITIES
 from tarsy.llm.endpoint import Endpoint, resolve_endpoint
-from tarsy.llm.model_names import is_partner_model
 from tarsy.llm.provider import StreamingProvider
 from tarsy.llm.retry import classify_status, parse_retry_after
 from tarsy.llm.tool_names import from_function_name, to_function_name
@@ -332,7 +332,6 @@ class LangChainProvider(StreamingProvider):
     """LangChain chat models: streaming, function calling via ``bind_tools``, or plain text."""
 
     name = "langchain"
-    capabilities = BACKEND_CAPABILITIES["langchain"]
 
     def __init__(self, settings: Settings, *, credentials: Any = None) -> None:
         self._settings = settings
@@ -364,6 +363,7 @@ class LangChainProvider(StreamingProvider):
             else model.bind(**kwargs)
         )
         whole: AIMessageChunk | None = None
+        raw_finish: str | None = None
         try:
             async for piece in runnable.astream(to_messages(request.messages)):
                 if not isinstance(piece, AIMessageChunk):
@@ -388,7 +388,13 @@ class LangChainProvider(StreamingProvider):
             usage = _usage(whole)
             if usage is not None:
                 yield UsageChunk(usage=usage)
-        yield FinalChunk(metadata=metadata)
+            reported = whole.response_metadata.get("finish_reason") or whole.response_metadata.get(
+                "stop_reason"
+            )
+            raw_finish = str(reported) if reported else None
+        yield FinalChunk(
+            metadata=metadata, finish_reason=finish_reason(raw_finish), raw_finish_reason=raw_finish
+        )
 
 
 def _canonical(function_name: str) -> str:

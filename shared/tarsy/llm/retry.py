@@ -34,7 +34,15 @@ from tenacity import (
 
 from tarsy.config.schema import RetryPolicy
 from tarsy.errors import FailureKind, LLMError
-from tarsy.llm.base import Budget, Chunk, LLMResult, Progress, assemble, has_content
+from tarsy.llm.base import (
+    Budget,
+    Chunk,
+    FinalChunk,
+    LLMResult,
+    Progress,
+    assemble,
+    has_content,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +112,13 @@ async def _one_attempt(
     except TimeoutError as e:
         raise LLMError("timeout", f"no complete answer within {seconds:g}s", code="timeout") from e
     if not has_content(chunks):
+        final = next((c for c in chunks if isinstance(c, FinalChunk)), None)
+        if final is not None and final.finish_reason == "blocked":
+            raise LLMError(
+                "empty",
+                f"the model's answer was blocked ({final.raw_finish_reason})",
+                code="blocked",
+            )
         raise LLMError("empty", "the model returned no content", code="empty_response")
     return chunks
 

@@ -10,11 +10,16 @@ from __future__ import annotations
 import argparse
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from tarsy_dev.evals.subjects import ModelUnderTest
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_OUT = ".local/eval"
@@ -37,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="standin, sloppy (scripted) or a Gemini model such as gemini-2.5-pro (repeatable; "
+        help="standin, sloppy (scripted), local (make local-model) or a Gemini model such as "
+        "gemini-2.5-pro (repeatable; "
         "default: TARSY_DEFAULT_MODEL with GEMINI_API_KEY or TARSY_VERTEX_PROJECT set, "
         "else standin and sloppy)",
     )
@@ -55,7 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-judge", action="store_true", help="skip the LLM judge on real models' runs"
     )
-    parser.add_argument("--judge-model", help="the judge's model (default: the model under test)")
+    parser.add_argument(
+        "--judge-model",
+        help="the LLM judge's Gemini model, a setting of its own (default: no judge; the "
+        "model under test never grades itself unless named here)",
+    )
     parser.add_argument(
         "--fail-under",
         type=float,
@@ -83,6 +93,17 @@ def scenario_list() -> Table:
     return table
 
 
+def judge_named(args: argparse.Namespace, models: Sequence[ModelUnderTest]) -> str:
+    """How the report names the judge: its model, or why the runs were not judged."""
+    if all(m.scripted for m in models):
+        return "none (scripted models are scored by the scorer alone)"
+    if args.no_judge:
+        return "off (--no-judge)"
+    if args.judge_model is None:
+        return "none (no --judge-model given; the model under test never grades itself)"
+    return str(args.judge_model)
+
+
 def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     """Run ``tarsy eval``; return the exit code.
 
@@ -104,19 +125,27 @@ def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
         select_scenarios,
     )
     from tarsy_dev.evals.report import build_report, scenario_table, summary_table, write_report
-    from tarsy_dev.evals.subjects import HARNESS_NOTE, resolve_models
+    from tarsy_dev.evals.subjects import HARNESS_NOTE, LOCAL, resolve_models
+    from tarsy_dev.localstack import local_model
 
     settings = get_settings()
     if args.repeat < 1:
         errors.print("tarsy eval: --repeat must be at least 1", style="red", markup=False)
         return EXIT_USAGE
+    local = None
     try:
         models = resolve_models(args.models, settings)
+        if any(m.name == LOCAL for m in models):
+            local = local_model.start(Path(args.root).resolve(), say=errors.print)
+            models = [
+                m.model_copy(update={"label": f"local: {local.model}"}) if m.name == LOCAL else m
+                for m in models
+            ]
         scenarios = select_scenarios(args.patterns)
         given = args.config or settings.config_path
         config_path = Path(given).resolve() if given else None
         check_config(config_path)
-    except (ValueError, EvalProblem) as e:
+    except (ValueError, EvalProblem, local_model.Unavailable) as e:
         errors.print(f"tarsy eval: {e}", style="red", markup=False, highlight=False)
         return EXIT_USAGE
     options = EvalOptions(
@@ -129,6 +158,7 @@ def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
         run_timeout=args.timeout,
         judge=not args.no_judge,
         judge_model=args.judge_model,
+        local_model=local,
     )
     errors.print(
         f"evaluating {len(scenarios)} scenarios x {len(models)} models "
@@ -164,6 +194,7 @@ def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
         duration_s=time.monotonic() - started,
         repeat=args.repeat,
         priced_as=settings.default_model if scripted else "each model's own",
+        judge=judge_named(args, models),
     )
     json_path, md_path = write_report(report, Path(args.out))
     # Piped or captured, the tables keep their columns rather than wrapping at 80.

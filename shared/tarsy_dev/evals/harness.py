@@ -33,8 +33,9 @@ from tarsy_dev.demo_cluster.models import Scenario
 from tarsy_dev.evals.judging import judge_session
 from tarsy_dev.evals.observation import RunObservation, observe
 from tarsy_dev.evals.scorer import RunScore, score_run
-from tarsy_dev.evals.subjects import ModelUnderTest
+from tarsy_dev.evals.subjects import LOCAL, ModelUnderTest
 from tarsy_dev.fakes.fake_gemini import FakeGemini
+from tarsy_dev.localstack.local_model import LocalModel, local_config
 from tarsy_dev.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
 from tarsy_dev.localstack.stack import (
     Stack,
@@ -76,7 +77,10 @@ class EvalOptions(BaseModel):
     config_path: Path | None = Field(default=None, description="The user's config, if any.")
     run_timeout: float = Field(default=RUN_TIMEOUT_S, gt=0)
     judge: bool = Field(default=True, description="Score real models' runs with the LLM judge.")
-    judge_model: str | None = Field(default=None, description="Default: the model under test.")
+    # A setting of its own: never the model under test unless named so. None: no judge.
+    judge_model: str | None = Field(default=None, description="The judge's Gemini model.")
+    # The running local model, when ``local`` is among the models.
+    local_model: LocalModel | None = None
 
 
 def select_scenarios(patterns: Sequence[str]) -> list[str]:
@@ -232,12 +236,19 @@ def run_evaluation(
             fake: FakeGemini | None = None
             if group[0].scripted:
                 fake = cleanup.enter_context(FakeGemini())
+            local = options.local_model if group[0].name == LOCAL else None
+            if local is not None:
+                config = eval_config(local_config(local, user_config), cluster)
+                config_path.write_text(yaml.safe_dump(config))
             stack_options = StackOptions(
                 root=options.root,
                 state_dir=state_dir,
                 config_path=config_path,
                 gemini_base_url=fake.url if fake is not None else None,
-                function_env={} if fake is not None else {"TARSY_DEFAULT_MODEL": group[0].name},
+                function_env={}
+                if fake is not None or local is not None
+                else {"TARSY_DEFAULT_MODEL": group[0].name},
+                model_label=local.label if local is not None else None,
             )
             names = ", ".join(m.name for m in group)
             progress(f"starting the local stack for {names}")
@@ -259,10 +270,9 @@ def run_evaluation(
                             client, scenario, model, attempt, timeout=options.run_timeout
                         )
                         score = score_run(scenario, observation)
-                        if not model.scripted and options.judge and view is not None:
-                            score = _judged(
-                                score, view, options.judge_model or model.name, settings
-                            )
+                        judge = options.judge_model if options.judge else None
+                        if not model.scripted and judge is not None and view is not None:
+                            score = _judged(score, view, judge, settings)
                         result = RunResult(observation=observation, score=score)
                         results.append(result)
                         on_result(result)

@@ -84,6 +84,9 @@ class EvalReport(BaseModel):
     duration_s: float
     repeat: int
     priced_as: str = Field(description="The model whose prices the scripted runs' costs use.")
+    judge: str = Field(
+        default="none", description="Who judged the real models' runs, or why no one did."
+    )
     note: str | None = Field(default=None, description="Set when scripted models ran.")
     expectation_failures: list[str] = Field(
         default_factory=list, description="Scripted models that did not score as they must."
@@ -137,6 +140,7 @@ def build_report(
     duration_s: float,
     repeat: int,
     priced_as: str,
+    judge: str = "none",
 ) -> EvalReport:
     """Aggregate the runs into the report.
 
@@ -147,6 +151,7 @@ def build_report(
         duration_s: Wall time of the whole evaluation.
         repeat: Runs per scenario and model.
         priced_as: The model whose price the scripted runs' costs use.
+        judge: The LLM judge's model, or why there was none.
 
     Returns:
         The report.
@@ -181,6 +186,7 @@ def build_report(
         duration_s=round(duration_s, 1),
         repeat=repeat,
         priced_as=priced_as,
+        judge=judge,
         note=HARNESS_NOTE if any(m.scripted for m in models) else None,
         expectation_failures=failures,
         models=[_summary(m, by_model[m.name]) for m in models],
@@ -247,6 +253,8 @@ def to_markdown(report: EvalReport) -> str:
     lines += [
         f"{scenarios} scenarios, {report.repeat} run(s) each per model, "
         f"{report.duration_s:.0f}s in all; costs at {report.priced_as} prices.",
+        "",
+        f"LLM judge: {report.judge}.",
         "",
         "## Model summary",
         "",

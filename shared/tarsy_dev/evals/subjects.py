@@ -3,8 +3,10 @@
 ``standin`` follows each scenario's playbook and must pass every scenario;
 ``sloppy`` calls irrelevant tools and concludes wrongly and must fail every
 one. Together they test the harness and the scorer, not a model: whatever they
-score is known in advance. Any other name is a Gemini model (``gemini-2.5-pro``)
-reached with the credentials of the environment (``GEMINI_API_KEY`` or Vertex AI).
+score is known in advance. ``local`` is the real open-weights model of
+``make local-model`` (llama.cpp on this machine). Any other name is a Gemini
+model (``gemini-2.5-pro``) reached with the credentials of the environment
+(``GEMINI_API_KEY`` or Vertex AI).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tarsy_dev.fakes.standin import ScenarioStandIn
 STANDIN = "standin"
 SLOPPY = "sloppy"
 SCRIPTED_NAMES = (STANDIN, SLOPPY)
+LOCAL = "local"
 
 HARNESS_NOTE = (
     "The scripted models (standin, sloppy) follow written scripts: their results measure the "
@@ -91,6 +94,8 @@ def resolve_models(names: list[str], settings: Settings) -> list[ModelUnderTest]
             models.append(
                 ModelUnderTest(name=name, scripted=True, label="sloppy (scripted)", expected="fail")
             )
+        elif name == LOCAL:
+            models.append(ModelUnderTest(name=name, scripted=False, label="local (llama.cpp)"))
         elif not real_credentials:
             raise ValueError(
                 f"model {name!r} needs GEMINI_API_KEY or TARSY_VERTEX_PROJECT; "

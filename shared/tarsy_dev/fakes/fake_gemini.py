@@ -66,6 +66,8 @@ class FakeReply(BaseModel):
     grounding: dict[str, Any] | None = None
     # A 200 answer with no candidates at all (the SDK sees an empty response).
     empty: bool = False
+    # The last candidate's finishReason (MAX_TOKENS: cut at the limit; SAFETY: blocked).
+    finish_reason: str = "STOP"
     input_tokens: int = 10
     output_tokens: int = 20
     thinking_tokens: int = 0
@@ -219,7 +221,7 @@ def response_bodies(reply: FakeReply, model: str, *, streaming: bool) -> list[di
         candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
         body: dict[str, Any] = {"candidates": [candidate], "modelVersion": model}
         if index == len(parts_per_body) - 1:
-            candidate["finishReason"] = "STOP"
+            candidate["finishReason"] = reply.finish_reason
             body["usageMetadata"] = _usage(reply)
             if reply.grounding is not None:
                 candidate["groundingMetadata"] = reply.grounding

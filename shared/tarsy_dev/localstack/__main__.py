@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import yaml
 from rich.console import Console
 
 from tarsy.errors import ApiError
@@ -29,11 +30,13 @@ from tarsy_dev.localstack.stack import (
     StackOptions,
     has_real_model,
     load_stack,
+    read_user_config,
     start_stack,
     stop_stack,
 )
 
 DEMO_TIMEOUT_S = 300.0
+LOCAL_DEMO_TIMEOUT_S = 1800.0
 SWEEP_INTERVAL_S = 60.0  # as the Cloud Scheduler job in infra/
 EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
 # soft_wrap: a message (an error, a path) stays on one line whatever the width.
@@ -109,7 +112,7 @@ def _start(options: StackOptions) -> Stack:
         if stopped:
             console.print(f"[yellow]stopped a previous stack: {', '.join(stopped)}[/]")
     settings = get_settings()
-    if not has_real_model(settings):
+    if not has_real_model(settings) and options.model_label is None:
         console.print(
             "[bold yellow]No GEMINI_API_KEY or TARSY_VERTEX_PROJECT set: LLM calls go to a "
             "scripted stand-in, not a real model.[/]"
@@ -120,10 +123,32 @@ def _start(options: StackOptions) -> Stack:
 
 
 def _checked_options(args: argparse.Namespace) -> StackOptions:
-    """The stack's options, its config checked (raises InputProblem)."""
+    """The stack's options, its config checked (raises InputProblem).
+
+    With ``--model local`` the local model is obtained and started first (see
+    :mod:`tarsy_dev.localstack.local_model`), and the config the functions load is
+    the user's with every provider pointed at it.
+    """
     options = _options(args)
     check_config(options.config_path)
+    if getattr(args, "model", None) == "local":
+        options = _with_local_model(options)
+        check_config(options.config_path)
     return options
+
+
+def _with_local_model(options: StackOptions) -> StackOptions:
+    from tarsy_dev.localstack import local_model
+
+    try:
+        local = local_model.start(options.root, say=_say)
+    except local_model.Unavailable as e:
+        raise InputProblem(f"local model unavailable: {e}") from e
+    config = local_model.local_config(local, read_user_config(options.config_path))
+    path = options.state_dir / "local-model-config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return options.model_copy(update={"config_path": path, "model_label": local.label})
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -210,7 +235,9 @@ def _demo(args: argparse.Namespace) -> int:
                 f"submitted [bold]{alert.get('alert_type')}[/] alert → {submitted.session_id}"
             )
             # The watch prints every timeline event, the final analysis among them.
-            return watch_session(client, submitted.session_id, out, timeout=DEMO_TIMEOUT_S)
+            # A CPU model takes minutes where a hosted one takes seconds.
+            timeout = DEMO_TIMEOUT_S if options.model_label is None else LOCAL_DEMO_TIMEOUT_S
+            return watch_session(client, submitted.session_id, out, timeout=timeout)
     except ApiError as e:
         console.print(f"demo failed: {e}", style="red", markup=False)
         if stack is not None:
@@ -249,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
             default=DEFAULT_SCENARIO,
             choices=scenario_names(),
             help=f"demo-cluster incident served as the kubernetes MCP server ({DEFAULT_SCENARIO})",
+        )
+        command.add_argument(
+            "--model",
+            choices=["local"],
+            help="run on the local model (make local-model) instead of Gemini or the stand-in",
         )
     commands.choices["demo"].add_argument("--alert", help="alert JSON (default: bundled sample)")
     commands.add_parser("down")

@@ -97,6 +97,9 @@ class StackOptions(BaseModel):
     scenario: str | None = None
     # Call POST /sweep this often, as Cloud Scheduler does in the cloud (None: never).
     sweep_interval: float | None = None
+    # A real model the config already points at (the local model): no stand-in starts,
+    # and the banner names it.
+    model_label: str | None = None
 
 
 class Stack(BaseModel):
@@ -133,6 +136,8 @@ def has_real_model(settings: Settings) -> bool:
 
 def _model_env(settings: Settings, options: StackOptions) -> tuple[dict[str, str], str]:
     """Environment for the step function's model, and a description for the banner."""
+    if options.model_label is not None:
+        return {}, options.model_label
     if options.gemini_base_url is not None:
         return (
             {"GEMINI_API_KEY": "local-fake-key", "GEMINI_BASE_URL": options.gemini_base_url},

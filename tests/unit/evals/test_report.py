@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -9,8 +10,10 @@ import pytest
 
 from tarsy.agent.scoring import parse_judge_reply
 from tarsy.settings import Settings
+from tarsy_dev.cli import _parser
 from tarsy_dev.demo_cluster import load_scenario
 from tarsy_dev.demo_cluster.models import Scenario
+from tarsy_dev.evals.cli import judge_named
 from tarsy_dev.evals.harness import RunResult
 from tarsy_dev.evals.report import build_report, percentile, to_markdown, write_report
 from tarsy_dev.evals.scorer import score_run
@@ -135,3 +138,31 @@ def test_a_real_model_report_has_no_harness_note_and_shows_the_judge(tmp_path: P
     assert json.loads(json_path.read_text())["models"][0]["judge_avg"] == 64
     assert json.loads(json_path.read_text())["runs"][0]["score"]["passed"] is True
     assert md_path.read_text() == markdown
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return _parser().parse_args(["eval", *argv])
+
+
+def test_the_judge_is_a_setting_of_its_own_and_never_silently_the_model_under_test() -> None:
+    real = [ModelUnderTest(name="local", scripted=False, label="local: qwen")]
+    assert judge_named(_args("--model", "local"), real).startswith("none (no --judge-model")
+    assert judge_named(_args("--no-judge"), real) == "off (--no-judge)"
+    named = _args("--model", "local", "--judge-model", "gemini-2.5-pro")
+    assert judge_named(named, real) == "gemini-2.5-pro"
+    assert judge_named(_args(), resolve_models(["standin"], Settings())).startswith("none")
+
+
+def test_the_report_names_the_judge() -> None:
+    report = build_report(
+        scripted_results(),
+        resolve_models([], Settings()),
+        scenarios(),
+        duration_s=1.0,
+        repeat=1,
+        priced_as="gemini-2.5-flash",
+        judge="gemini-2.5-pro",
+    )
+    assert report.judge == "gemini-2.5-pro"
+    assert "LLM judge: gemini-2.5-pro." in to_markdown(report)
+    assert json.loads(report.model_dump_json())["judge"] == "gemini-2.5-pro"

@@ -106,7 +106,7 @@ def missing_capabilities(required: Capabilities, offered: Capabilities) -> list[
     return [
         name
         for name, wanted in required.model_dump().items()
-        if wanted and not getattr(offered, name)
+        if wanted is True and not getattr(offered, name)
     ]
 
 
@@ -138,7 +138,7 @@ def conclusion_reason(
         return "budget"
     if state.is_conclusion:
         return "max_iterations"
-    if state.loop_threshold and len(looped_in(history, state.loop_threshold)) >= 2:
+    if state.loop_threshold and len(looped_in(history, state.loop_threshold, state.tools)) >= 2:
         return "loop_detected"
     return None
 
@@ -183,21 +183,43 @@ def budget_crossed(tokens: int, cost: float, config: Budget) -> str | None:
 # ─── loop detection ───────────────────────────────────────────────────────────
 
 
-def call_key(call: ToolCall) -> tuple[str, str]:
-    """What makes two calls the same: the tool and its arguments, key order ignored."""
+def effective_arguments(call: ToolCall, tools: ToolListing | None = None) -> dict[str, Any] | None:
+    """The call's arguments with its tool's schema defaults filled in (None: not a JSON object).
+
+    ``{"previous": false}`` and an omitted ``previous`` whose default is false
+    are the same call: the tool does the same thing for both.
+    """
     try:
-        arguments = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+        arguments = json.loads(call.arguments or "{}")
     except ValueError:
-        arguments = call.arguments.strip()
-    return call.name, arguments
+        return None
+    if not isinstance(arguments, dict):
+        return None
+    tool = tools.get(call.name) if tools is not None else None
+    properties = tool.parameters.get("properties") if tool is not None else None
+    if isinstance(properties, dict):
+        for name, schema in properties.items():
+            if isinstance(schema, dict) and "default" in schema and name not in arguments:
+                arguments[name] = schema["default"]
+    return arguments
 
 
-def looped_in(history: Sequence[ToolCall], threshold: int) -> list[int]:
+def call_key(call: ToolCall, tools: ToolListing | None = None) -> tuple[str, str]:
+    """What makes two calls the same: the tool and its effective arguments, key order ignored."""
+    arguments = effective_arguments(call, tools)
+    if arguments is None:
+        return call.name, call.arguments.strip()
+    return call.name, json.dumps(arguments, sort_keys=True)
+
+
+def looped_in(
+    history: Sequence[ToolCall], threshold: int, tools: ToolListing | None = None
+) -> list[int]:
     """Positions in ``history`` of calls made for the ``threshold``-th time or later."""
     seen: Counter[tuple[str, str]] = Counter()
     looped: list[int] = []
     for n, call in enumerate(history):
-        key = call_key(call)
+        key = call_key(call, tools)
         seen[key] += 1
         if threshold and seen[key] >= threshold:
             looped.append(n)
@@ -242,11 +264,11 @@ def detect_loops(
     threshold = state.loop_threshold
     if not threshold:
         return {}
-    seen = Counter(call_key(call) for call in history)
-    earlier = len(looped_in(history, threshold))
+    seen = Counter(call_key(call, state.tools) for call in history)
+    earlier = len(looped_in(history, threshold, state.tools))
     hits: dict[str, LoopHit] = {}
     for call in calls:
-        key = call_key(call)
+        key = call_key(call, state.tools)
         seen[key] += 1
         if seen[key] < threshold:
             continue

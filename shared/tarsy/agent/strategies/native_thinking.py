@@ -143,3 +143,14 @@ class ChatStrategy(NativeThinkingStrategy):
     """``chat``: a follow-up question on a finished session, with the same tool loop."""
 
     name = "chat"
+
+
+class NativeToolsStrategy(NativeThinkingStrategy):
+    """``native-tools``: the same loop on any backend with native function calling.
+
+    Thinking is used where the model offers it and not required: OpenAI,
+    Anthropic, xAI and compatible servers run this strategy too.
+    """
+
+    name = "native-tools"
+    requires = Capabilities(function_calling=True)

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from tarsy.agent.strategies.base import Strategy
 from tarsy.agent.strategies.judge import JudgeStrategy
-from tarsy.agent.strategies.native_thinking import ChatStrategy, NativeThinkingStrategy
+from tarsy.agent.strategies.native_thinking import (
+    ChatStrategy,
+    NativeThinkingStrategy,
+    NativeToolsStrategy,
+)
 from tarsy.agent.strategies.react import ReActStrategy
+from tarsy.agent.strategies.schema_actions import SchemaActionsStrategy
 from tarsy.agent.strategies.single_call import (
     ExecutiveSummaryStrategy,
     NativeThinkingSynthesisStrategy,
@@ -19,6 +24,8 @@ _STRATEGIES: dict[str, Strategy] = {
     for strategy in (
         SingleCallStrategy(),
         NativeThinkingStrategy(),
+        NativeToolsStrategy(),
+        SchemaActionsStrategy(),
         ReActStrategy(),
         SynthesisStrategy(),
         NativeThinkingSynthesisStrategy(),

@@ -1,0 +1,44 @@
+"""A reply that did not finish: cut at the output-token limit, or blocked by a filter.
+
+Design constraint: such a reply is never taken as a conclusion or acted on.
+Every backend reports why a reply ended (``LLMResult.finish_reason``, from
+Gemini's ``finishReason``, OpenAI's ``finish_reason``, Anthropic's
+``stop_reason``); when it is ``length`` or ``blocked``, the step records the
+reply on the interaction (its ``error``) and on the timeline (an
+``llm_response`` marked ``cut_short``), runs none of its tool calls, and
+treats it as a failed attempt: the iteration is tried again in the next step,
+and a second failure in a row fails the execution with the reason in its error.
+"""
+
+from __future__ import annotations
+
+from tarsy.llm.base import LLMResult
+from tarsy.models import ErrorInfo, TimelineEvent, TimelineEventType
+
+
+def cut_short_error(result: LLMResult) -> ErrorInfo | None:
+    """Why ``result`` is not a whole answer, or None when it is."""
+    if not result.cut_short:
+        return None
+    raw = result.raw_finish_reason or result.finish_reason
+    if result.finish_reason == "length":
+        message = f"the model's reply was cut at its output-token limit (finish reason {raw!r})"
+        code = "truncated"
+    else:
+        message = f"the model's reply was blocked by a safety or content filter ({raw!r})"
+        code = "blocked"
+    return ErrorInfo(message=message, code=code, retryable=True)
+
+
+def cut_short_event(result: LLMResult, error: ErrorInfo, iteration: int) -> TimelineEvent:
+    """The timeline's record of a reply that did not finish (what there was of it)."""
+    return TimelineEvent(
+        type=TimelineEventType.LLM_RESPONSE,
+        content=result.text,
+        metadata={
+            "iteration": iteration,
+            "cut_short": error.code,
+            "finish_reason": result.raw_finish_reason or result.finish_reason,
+            "error": error.message,
+        },
+    )

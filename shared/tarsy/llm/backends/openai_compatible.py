@@ -1,0 +1,71 @@
+"""The ``openai-compatible`` type: any server speaking OpenAI chat completions.
+
+vLLM, Ollama, llama.cpp's ``llama-server``, a LiteLLM proxy. Design constraint:
+the server is the user's, so nothing about its model is assumed from the name
+(every name is accepted) and what the model can do is said in the config
+(``tool_calling``, ``structured_output``, ``context_window``). The API key is
+optional. Small self-hosted models call tools reliably only through replies
+constrained by a JSON schema, so a tool-using agent that names no strategy of
+its own gets ``schema-actions``. A self-hosted model has no per-token price.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tarsy.config.schema import IterationStrategy, LLMProviderConfig, ProviderType
+from tarsy.llm.backends.base import Backend
+from tarsy.llm.base import Capabilities, LLMProvider
+from tarsy.settings import Settings
+
+
+class CompatibleSettings(BaseModel):
+    """What the served model can do, when it differs from the type's assumptions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool_calling: bool | None = None
+    structured_output: bool | None = None
+    context_window: int | None = Field(default=None, gt=0)
+
+
+class OpenAICompatibleBackend(Backend):
+    """A self-hosted or proxied OpenAI-compatible server (``base_url`` required)."""
+
+    type: ClassVar[ProviderType] = "openai-compatible"
+    settings_model = CompatibleSettings
+    telemetry_name = "openai_compatible"
+    self_hosted = True
+    default_tool_strategy: ClassVar[IterationStrategy | None] = "schema-actions"
+
+    def capabilities(self, config: LLMProviderConfig) -> Capabilities:
+        """Tool calling and structured output unless the config says the model lacks them."""
+        return Capabilities(
+            function_calling=config.tool_calling is not False,
+            structured_output=config.structured_output is not False,
+            context_window=config.context_window,
+        )
+
+    def model_problem(self, model: str) -> str | None:
+        """Every name: the server decides what it serves."""
+        return None
+
+    def config_problems(self, config: LLMProviderConfig) -> list[tuple[str, str]]:
+        """Also: the server's URL is required."""
+        problems = super().config_problems(config)
+        if not config.base_url:
+            problems.append(
+                ("base_url", "an openai-compatible provider needs the server's URL (…/v1)")
+            )
+        return problems
+
+    def create(self, config: LLMProviderConfig, settings: Settings) -> LLMProvider:
+        """The OpenAI chat-completions adapter at the server's URL."""
+        from tarsy.llm.openai_chat import OpenAIChatProvider
+
+        return OpenAIChatProvider(self, settings)
+
+
+OPENAI_COMPATIBLE = OpenAICompatibleBackend()

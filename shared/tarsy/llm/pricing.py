@@ -1,0 +1,34 @@
+"""What a model call costs in USD: configured prices per model, 0 for a self-hosted model.
+
+Design constraint: prices are configuration (``pricing:``, keyed by model name
+or prefix), never guessed; a call without a price costs 0, and a self-hosted
+model's records say why rather than looking like a forgotten price.
+"""
+
+from __future__ import annotations
+
+from tarsy.config.schema import LLMProviderConfig, ModelPrice, TarsyConfig
+from tarsy.llm.backends import backend_for
+from tarsy.models import TokenUsage
+
+SELF_HOSTED_NOTE = "self-hosted model: no per-token price (add one under pricing to count it)"
+
+
+def cost_of(price: ModelPrice | None, usage: TokenUsage) -> float:
+    """USD cost of one call; thinking tokens are billed as output. 0 without a price."""
+    if price is None:
+        return 0.0
+    output = usage.output_tokens + usage.thinking_tokens
+    return (
+        usage.input_tokens * price.input_per_million + output * price.output_per_million
+    ) / 1_000_000
+
+
+def priced(
+    config: TarsyConfig, provider: LLMProviderConfig, usage: TokenUsage
+) -> tuple[float, str]:
+    """USD cost of a call and, for a self-hosted model without a configured price, why it is 0."""
+    price = config.price_for(provider.model)
+    if price is None and backend_for(provider.type).self_hosted:
+        return 0.0, SELF_HOSTED_NOTE
+    return cost_of(price, usage), ""

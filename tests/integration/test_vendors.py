@@ -1,0 +1,271 @@
+"""Every provider type runs a whole investigation with tools, through its real SDK and its fake.
+
+In process, on the local stack's emulators, with the bundled demo cluster as a
+real MCP server (stdio): the openai, xai and anthropic types with
+``native-tools``, the openai-compatible type with its default ``schema-actions``;
+then a 429 and a 500 storm inside an investigation, a malformed tool call, and
+a fallback from Gemini to OpenAI that carries no thought signature across.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from tarsy.app import Deps
+from tarsy.config import load_config
+from tarsy.models import ExecutionStatus, StepMessage
+from tarsy.persistence.store import Store
+from tarsy.settings import Settings
+from tarsy.tools.mcp_client import MCPToolExecutor
+from tarsy_dev.fakes.fake_anthropic import FakeAnthropic
+from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.fakes.fake_openai import FakeOpenAI
+from tarsy_dev.fakes.loopback import RecordedCall, ScriptedReply, ScriptedToolCall
+
+from . import in_process
+from .in_process import drive
+
+FAST = "{max_retries: 2, initial_delay: 0.01, max_delay: 2.0}"
+FINAL = "The payments-api pods crash because the database password was rotated."
+
+
+@pytest.fixture
+def openai_fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture
+def anthropic_fake() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def vendor_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "XAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.setenv(name, "test-key")
+
+
+async def with_config(deps: Deps, store: Store, user: str) -> AsyncIterator[Deps]:
+    settings: Settings = deps.settings.model_copy(update={"config_path": None})
+    config = load_config(settings, user_text=user)
+    yield replace(deps, config=config, tools=MCPToolExecutor(config, settings, store))
+
+
+def provider_yaml(provider_type: str, model: str, url: str, extra: str = "") -> str:
+    return (
+        "defaults: {llm_provider: vendor}\n"
+        "llm_providers:\n"
+        f"  vendor: {{type: {provider_type}, model: {model}, base_url: '{url}', retry: {FAST}"
+        f"{extra}}}\n"
+    )
+
+
+def agent_yaml(strategy: str | None) -> str:
+    chosen = f"iteration_strategy: {strategy}, " if strategy else ""
+    return f"agents:\n  investigator: {{{chosen}mcp_servers: [kubernetes], max_iterations: 4}}\n"
+
+
+def native_investigator(call: RecordedCall) -> ScriptedReply:
+    """List the pods once, then conclude; a call without tools is the executive summary."""
+    body = call.body
+    if not body.get("tools"):
+        return ScriptedReply(text="Summary: database password rotated.")
+    turns = body.get("messages", [])
+    answered = any(
+        m.get("role") == "tool"
+        or any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in m.get("content") or []
+        )
+        for m in turns
+        if isinstance(m, dict)
+    )
+    if answered:
+        return ScriptedReply(text=FINAL)
+    return ScriptedReply(
+        text="Listing the pods.",
+        tool_calls=[ScriptedToolCall(name="kubernetes__pods_list", args={"namespace": "checkout"})],
+    )
+
+
+def schema_investigator(call: RecordedCall) -> ScriptedReply:
+    """JSON actions while a response_format is asked for; plain text for the summary."""
+    if "response_format" not in call.body:
+        return ScriptedReply(text="Summary: database password rotated.")
+    seen = json.dumps(call.body["messages"])
+    action: dict[str, Any]
+    if "Observation from kubernetes.pods_list" in seen:
+        action = {"thought": "The pods crash.", "action": "final_answer", "answer": FINAL}
+    else:
+        action = {
+            "thought": "List the pods first.",
+            "action": "call_tool",
+            "tool": "kubernetes.pods_list",
+            "arguments": {"namespace": "checkout"},
+        }
+    return ScriptedReply(text=json.dumps(action))
+
+
+async def investigate(local: Deps, store: Store) -> str:
+    session = await in_process.new_session(
+        store, alert_type="generic", alert_data="pods of payments-api crash looping in checkout"
+    )
+    await drive(local, StepMessage(session_id=session.session_id, kind="start_session"))
+    return session.session_id
+
+
+async def assert_investigated(store: Store, session_id: str, provider_name: str) -> None:
+    done = await store.get_session(session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED, done and done.error
+    assert done.final_analysis == FINAL
+    [agent] = [e for e in await store.list_executions(session_id) if e.role == "agent"]
+    records = await store.list_llm_interactions(agent.execution_id)
+    assert all(r.provider_name == provider_name for r in records)
+    mcp = await store.list_mcp_interactions(agent.execution_id)
+    assert [(m.server, m.tool) for m in mcp] == [("kubernetes", "pods_list")]
+    assert "payments-api" in mcp[0].result  # the real demo cluster answered
+    assert done.tokens.total_tokens > 0
+
+
+@pytest.mark.parametrize(
+    ("provider_type", "model"),
+    [("openai", "gpt-4.1"), ("xai", "grok-4")],
+)
+async def test_an_openai_style_vendor_investigates_with_native_tools(
+    deps: Deps, store: Store, openai_fake: FakeOpenAI, provider_type: str, model: str
+) -> None:
+    openai_fake.responder = native_investigator
+    user = provider_yaml(provider_type, model, openai_fake.base_url) + agent_yaml("native-tools")
+    async for local in with_config(deps, store, user):
+        session_id = await investigate(local, store)
+    await assert_investigated(store, session_id, "vendor")
+    assert openai_fake.calls[0].body["tools"][0]["type"] == "function"
+
+
+async def test_anthropic_investigates_with_native_tools(
+    deps: Deps, store: Store, anthropic_fake: FakeAnthropic
+) -> None:
+    anthropic_fake.responder = native_investigator
+    user = provider_yaml("anthropic", "claude-sonnet-5", anthropic_fake.url)
+    async for local in with_config(deps, store, user + agent_yaml("native-tools")):
+        session_id = await investigate(local, store)
+    await assert_investigated(store, session_id, "vendor")
+
+
+async def test_an_openai_compatible_server_investigates_with_schema_actions_by_default(
+    deps: Deps, store: Store, openai_fake: FakeOpenAI
+) -> None:
+    openai_fake.responder = schema_investigator
+    user = provider_yaml("openai-compatible", "qwen2.5-coder-1.5b", openai_fake.base_url)
+    async for local in with_config(deps, store, user + agent_yaml(None)):
+        session_id = await investigate(local, store)
+    await assert_investigated(store, session_id, "vendor")
+    first = openai_fake.calls[0].body
+    assert first["response_format"]["type"] == "json_schema"
+    assert "tools" not in first  # tools are described in the prompt, not offered natively
+    assert "authorization" in openai_fake.calls[0].headers
+    [agent] = [e for e in await store.list_executions(session_id) if e.role == "agent"]
+    records = await store.list_llm_interactions(agent.execution_id)
+    assert all(r.cost == 0.0 and r.metadata.get("price") for r in records)
+
+
+async def test_a_429_and_a_500_storm_inside_an_investigation_are_retried_by_the_transport(
+    deps: Deps, store: Store, openai_fake: FakeOpenAI
+) -> None:
+    openai_fake.script(
+        ScriptedReply(status=429, error_message="slow down", retry_after=0.1),
+        ScriptedReply(status=500, error_message="boom"),
+    )
+    openai_fake.responder = native_investigator
+    user = provider_yaml("openai", "gpt-4.1", openai_fake.base_url) + agent_yaml("native-tools")
+    async for local in with_config(deps, store, user):
+        session_id = await investigate(local, store)
+    await assert_investigated(store, session_id, "vendor")
+    [agent] = [e for e in await store.list_executions(session_id) if e.role == "agent"]
+    first = (await store.list_llm_interactions(agent.execution_id))[0]
+    assert first.attempts == 3
+
+
+async def test_a_500_storm_longer_than_the_retries_fails_the_session_with_the_reason(
+    deps: Deps, store: Store, openai_fake: FakeOpenAI
+) -> None:
+    openai_fake.responder = lambda call: ScriptedReply(status=500, error_message="down")
+    user = provider_yaml("openai", "gpt-4.1", openai_fake.base_url) + agent_yaml("native-tools")
+    async for local in with_config(deps, store, user):
+        session_id = await investigate(local, store)
+    done = await store.get_session(session_id)
+    assert done is not None and done.status is ExecutionStatus.FAILED
+    assert done.error is not None and "consecutive failed iterations" in done.error.message
+
+
+async def test_a_malformed_tool_call_gets_an_error_observation_and_the_investigation_goes_on(
+    deps: Deps, store: Store, openai_fake: FakeOpenAI
+) -> None:
+    broken = ScriptedToolCall(name="kubernetes__pods_list", raw_arguments='{"namespace": "chec')
+    openai_fake.script(ScriptedReply(tool_calls=[broken]))
+    openai_fake.responder = native_investigator
+    user = provider_yaml("openai", "gpt-4.1", openai_fake.base_url) + agent_yaml("native-tools")
+    async for local in with_config(deps, store, user):
+        session_id = await investigate(local, store)
+    done = await store.get_session(session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED
+    second = openai_fake.calls[1].body["messages"]
+    [tool_turn] = [m for m in second if m["role"] == "tool"]
+    assert "not valid JSON" in tool_turn["content"]
+
+
+async def test_gemini_fails_openai_answers_the_record_names_both_and_no_signature_crosses(
+    deps: Deps, store: Store, fake_gemini: FakeGemini, openai_fake: FakeOpenAI
+) -> None:
+    signature = b"gemini-only-signature"
+    turns = iter(
+        [
+            FakeReply(
+                tool_calls=[FakeToolCall(name="kubernetes__pods_list", args={}, id="g1",
+                                         thought_signature=signature)],
+                thinking="List the pods.",
+            ),
+        ]
+    )  # fmt: skip
+
+    def gemini(call: object) -> FakeReply:
+        return next(turns, FakeReply(status=503, error_message="overloaded"))
+
+    fake_gemini.responder = gemini
+    openai_fake.responder = native_investigator
+    user = (
+        "defaults: {llm_provider: primary}\n"
+        "llm_providers:\n"
+        f"  primary: {{type: google, backend: google-native, model: gemini-2.5-flash, "
+        f"base_url: '{fake_gemini.url}', retry: {FAST}, fallback: [backup]}}\n"
+        f"  backup: {{type: openai, model: gpt-4.1, base_url: '{openai_fake.base_url}', "
+        f"retry: {FAST}}}\n" + agent_yaml("native-tools")
+    )
+    async for local in with_config(deps, store, user):
+        session_id = await investigate(local, store)
+    done = await store.get_session(session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED, done and done.error
+    assert done.final_analysis == FINAL
+    [agent] = [e for e in await store.list_executions(session_id) if e.role == "agent"]
+    records = await store.list_llm_interactions(agent.execution_id)
+    assert records[0].provider_name == "primary"
+    answered = records[1]
+    assert (answered.provider_name, answered.model) == ("backup", "gpt-4.1")
+    [failed] = answered.failed_providers
+    assert (failed.provider, failed.model, failed.error.code) == (
+        "primary",
+        "gemini-2.5-flash",
+        "503",
+    )
+    # The Gemini turn (with its signature) is replayed to OpenAI as plain tool calls.
+    sent = json.dumps([c.body for c in openai_fake.calls])
+    assert "thought_signature" not in sent and "gemini-only-signature" not in sent
+    assert "thoughtSignature" not in sent
+    assert base64.b64encode(signature).decode() not in sent
