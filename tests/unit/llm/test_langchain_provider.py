@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import time
@@ -361,20 +360,6 @@ def test_retry_info_in_a_google_error_body_gives_the_delay() -> None:
 
 def test_unknown_exceptions_are_not_classified() -> None:
     assert llm_error(KeyError("bug")) is None
-
-
-@pytest.mark.skipif(
-    importlib.util.find_spec("anthropic") is not None, reason="anthropic is installed here"
-)
-async def test_partner_model_without_its_sdk_is_a_configuration_error(
-    fake: FakeGemini,
-) -> None:
-    with pytest.raises(ConfigError) as raised:
-        await provider(fake).generate(request(model="claude-sonnet-4@20250514"))
-
-    assert "anthropic" in str(raised.value)
-    assert fake.calls == []
-    assert fake.calls == []
 
 
 # ─── credentials and caching ──────────────────────────────────────────────────
