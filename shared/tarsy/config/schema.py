@@ -466,54 +466,8 @@ class TarsyConfig(_Strict):
 
     def reference_errors(self) -> list[tuple[str, str]]:
         """Return ``(location, message)`` for every reference to something undefined."""
-        problems: list[tuple[str, str]] = []
-
-        def check_provider(location: str, name: str | None) -> None:
-            if name is not None and name not in self.llm_providers:
-                problems.append((location, f"unknown LLM provider {name!r}"))
-
-        def check_servers(location: str, names: list[str] | None) -> None:
-            for n, name in enumerate(names or []):
-                if name not in self.mcp_servers:
-                    problems.append((f"{location}.{n}", f"unknown MCP server {name!r}"))
-
-        check_provider("defaults.llm_provider", self.defaults.llm_provider)
-        for name, provider in self.llm_providers.items():
-            for n, fallback in enumerate(provider.fallback):
-                check_provider(f"llm_providers.{name}.fallback.{n}", fallback)
-                if fallback == name:
-                    problems.append(
-                        (
-                            f"llm_providers.{name}.fallback.{n}",
-                            "a provider cannot fall back on itself",
-                        )
-                    )
-        for name in self.mcp_servers:
-            # Gemini function names are server__tool: an id with "__" or a trailing "_"
-            # could not be told apart from its tool names on the way back.
-            if not re.fullmatch(r"[\w\-]+", name) or "__" in name or name.endswith("_"):
-                problems.append(
-                    (
-                        f"mcp_servers.{name}",
-                        "server ids may use letters, digits, _ and - (no '__', no trailing '_')",
-                    )
-                )
-        for name, agent in self.agents.items():
-            check_provider(f"agents.{name}.llm_provider", agent.llm_provider)
-            check_servers(f"agents.{name}.mcp_servers", agent.mcp_servers)
-            for n, sub_agent in enumerate(agent.sub_agents):
-                if sub_agent not in self.agents:
-                    problems.append(
-                        (f"agents.{name}.sub_agents.{n}", f"unknown agent {sub_agent!r}")
-                    )
-            forced_server = agent.tool_choice.split(".", 1)[0]
-            if "." in agent.tool_choice and forced_server not in agent.mcp_servers:
-                problems.append(
-                    (
-                        f"agents.{name}.tool_choice",
-                        f"{agent.tool_choice!r} is not a tool of this agent's MCP servers",
-                    )
-                )
+        problems = self._provider_problems() + self._server_id_problems()
+        problems += self._agent_problems()
         problems.extend(
             (f"agents.{cycle[0]}.sub_agents", "circular sub-agent dependency: " + " → ".join(cycle))
             for cycle in sub_agent_cycles({n: a.sub_agents for n, a in self.agents.items()})
@@ -523,54 +477,109 @@ class TarsyConfig(_Strict):
         problems.extend(route_errors(self.alert_routes, self.agent_chains))
         claimed: dict[str, str] = {}
         for chain_id, chain in self.agent_chains.items():
-            where = f"agent_chains.{chain_id}"
-            routed = any(r.enabled and r.chain == chain_id for r in self.alert_routes)
-            if not chain.alert_types and chain_id != DEFAULT_CHAIN and not routed:
+            problems += self._chain_problems(chain_id, chain, claimed)
+        return problems
+
+    def _unknown_provider(self, location: str, name: str | None) -> list[tuple[str, str]]:
+        if name is not None and name not in self.llm_providers:
+            return [(location, f"unknown LLM provider {name!r}")]
+        return []
+
+    def _unknown_servers(self, location: str, names: list[str] | None) -> list[tuple[str, str]]:
+        return [
+            (f"{location}.{n}", f"unknown MCP server {name!r}")
+            for n, name in enumerate(names or [])
+            if name not in self.mcp_servers
+        ]
+
+    def _unknown_agent(self, location: str, name: str) -> list[tuple[str, str]]:
+        return [] if name in self.agents else [(location, f"unknown agent {name!r}")]
+
+    def _provider_problems(self) -> list[tuple[str, str]]:
+        problems = self._unknown_provider("defaults.llm_provider", self.defaults.llm_provider)
+        for name, provider in self.llm_providers.items():
+            for n, fallback in enumerate(provider.fallback):
+                where = f"llm_providers.{name}.fallback.{n}"
+                problems += self._unknown_provider(where, fallback)
+                if fallback == name:
+                    problems.append((where, "a provider cannot fall back on itself"))
+        return problems
+
+    def _server_id_problems(self) -> list[tuple[str, str]]:
+        # Gemini function names are server__tool: an id with "__" or a trailing "_"
+        # could not be told apart from its tool names on the way back.
+        return [
+            (
+                f"mcp_servers.{name}",
+                "server ids may use letters, digits, _ and - (no '__', no trailing '_')",
+            )
+            for name in self.mcp_servers
+            if not re.fullmatch(r"[\w\-]+", name) or "__" in name or name.endswith("_")
+        ]
+
+    def _agent_problems(self) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        for name, agent in self.agents.items():
+            problems += self._unknown_provider(f"agents.{name}.llm_provider", agent.llm_provider)
+            problems += self._unknown_servers(f"agents.{name}.mcp_servers", agent.mcp_servers)
+            for n, sub_agent in enumerate(agent.sub_agents):
+                problems += self._unknown_agent(f"agents.{name}.sub_agents.{n}", sub_agent)
+            forced_server = agent.tool_choice.split(".", 1)[0]
+            if "." in agent.tool_choice and forced_server not in agent.mcp_servers:
+                problems.append(
+                    (
+                        f"agents.{name}.tool_choice",
+                        f"{agent.tool_choice!r} is not a tool of this agent's MCP servers",
+                    )
+                )
+        return problems
+
+    def _chain_problems(
+        self, chain_id: str, chain: ChainConfig, claimed: dict[str, str]
+    ) -> list[tuple[str, str]]:
+        """One chain's references; ``claimed`` (alert type → chain) grows as chains are read."""
+        where = f"agent_chains.{chain_id}"
+        problems: list[tuple[str, str]] = []
+        routed = any(r.enabled and r.chain == chain_id for r in self.alert_routes)
+        if not chain.alert_types and chain_id != DEFAULT_CHAIN and not routed:
+            problems.append(
+                (f"{where}.alert_types", "the chain matches no alert type and no alert_routes rule")
+            )
+        for alert_type in chain.alert_types:
+            if alert_type in claimed:
                 problems.append(
                     (
                         f"{where}.alert_types",
-                        "the chain matches no alert type and no alert_routes rule",
+                        f"alert type {alert_type!r} is already handled by chain "
+                        f"{claimed[alert_type]!r}",
                     )
                 )
-            for alert_type in chain.alert_types:
-                if alert_type in claimed:
-                    problems.append(
-                        (
-                            f"{where}.alert_types",
-                            f"alert type {alert_type!r} is already handled by chain "
-                            f"{claimed[alert_type]!r}",
-                        )
-                    )
-                claimed.setdefault(alert_type, chain_id)
-            check_provider(f"{where}.llm_provider", chain.llm_provider)
-            if chain.chat_agent not in self.agents:
-                problems.append((f"{where}.chat_agent", f"unknown agent {chain.chat_agent!r}"))
-            if chain.scoring and chain.scoring_agent not in self.agents:
-                problems.append(
-                    (f"{where}.scoring_agent", f"unknown agent {chain.scoring_agent!r}")
-                )
-            if chain.executive_summary and chain.summary_agent not in self.agents:
-                problems.append(
-                    (f"{where}.summary_agent", f"unknown agent {chain.summary_agent!r}")
-                )
-            stage_names = [stage.name for stage in chain.stages]
-            for duplicate in sorted({n for n in stage_names if stage_names.count(n) > 1}):
-                problems.append((f"{where}.stages", f"duplicate stage name {duplicate!r}"))
-            for s, stage in enumerate(chain.stages):
-                if stage.is_parallel:
-                    if stage.synthesis.agent not in self.agents:
-                        problems.append(
-                            (f"{where}.stages.{s}.synthesis.agent",
-                             f"unknown agent {stage.synthesis.agent!r}")
-                        )  # fmt: skip
-                    check_provider(f"{where}.stages.{s}.synthesis.llm_provider",
-                                   stage.synthesis.llm_provider)  # fmt: skip
-                for a, stage_agent in enumerate(stage.agents):
-                    at = f"{where}.stages.{s}.agents.{a}"
-                    if stage_agent.name not in self.agents:
-                        problems.append((f"{at}.name", f"unknown agent {stage_agent.name!r}"))
-                    check_provider(f"{at}.llm_provider", stage_agent.llm_provider)
-                    check_servers(f"{at}.mcp_servers", stage_agent.mcp_servers)
+            claimed.setdefault(alert_type, chain_id)
+        problems += self._unknown_provider(f"{where}.llm_provider", chain.llm_provider)
+        problems += self._unknown_agent(f"{where}.chat_agent", chain.chat_agent)
+        if chain.scoring:
+            problems += self._unknown_agent(f"{where}.scoring_agent", chain.scoring_agent)
+        if chain.executive_summary:
+            problems += self._unknown_agent(f"{where}.summary_agent", chain.summary_agent)
+        stage_names = [stage.name for stage in chain.stages]
+        for duplicate in sorted({n for n in stage_names if stage_names.count(n) > 1}):
+            problems.append((f"{where}.stages", f"duplicate stage name {duplicate!r}"))
+        for n, stage in enumerate(chain.stages):
+            problems += self._stage_problems(f"{where}.stages.{n}", stage)
+        return problems
+
+    def _stage_problems(self, where: str, stage: StageConfig) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        if stage.is_parallel:
+            problems += self._unknown_agent(f"{where}.synthesis.agent", stage.synthesis.agent)
+            problems += self._unknown_provider(
+                f"{where}.synthesis.llm_provider", stage.synthesis.llm_provider
+            )
+        for a, stage_agent in enumerate(stage.agents):
+            at = f"{where}.agents.{a}"
+            problems += self._unknown_agent(f"{at}.name", stage_agent.name)
+            problems += self._unknown_provider(f"{at}.llm_provider", stage_agent.llm_provider)
+            problems += self._unknown_servers(f"{at}.mcp_servers", stage_agent.mcp_servers)
         return problems
 
     def chain(self, chain_id: str) -> ChainConfig:

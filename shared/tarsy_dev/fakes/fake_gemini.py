@@ -337,95 +337,106 @@ class FakeGemini:
         return scripted if scripted is not None else self.responder(call)
 
 
-def _handler_for(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _Handler(BaseHTTPRequestHandler):
+    """The fake's HTTP side; a subclass per fake names it (:func:`_handler_for`)."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            """Stay quiet: tests read :attr:`FakeGemini.calls` instead."""
+    fake: FakeGemini
+    protocol_version = "HTTP/1.1"
 
-        def do_POST(self) -> None:
-            """Serve generateContent and streamGenerateContent."""
-            parsed = urlsplit(self.path)
-            match = _PATH.search(parsed.path)
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            if match is None:
-                self._send_json(404, {"error": {"code": 404, "message": f"no route {parsed.path}"}})
-                return
-            try:
-                body = json.loads(raw or b"{}")
-            except json.JSONDecodeError:
-                self._send_json(400, {"error": {"code": 400, "message": "body is not JSON"}})
-                return
-            call = FakeCall(
-                model=match["model"],
-                method=match["method"],
-                path=parsed.path,
-                body=body,
-                api_key=self.headers.get("x-goog-api-key"),
-            )
-            reply = fake.next_reply(call)
-            if reply.delay:
-                time.sleep(reply.delay)
-            if reply.status != 200:
-                self._send_error(reply)
-            elif call.streaming and "alt=sse" in (parsed.query or ""):
-                bodies = response_bodies(reply, call.model, streaming=True)
-                if reply.chunk_delay:
-                    self._send_sse_paced(bodies, reply.chunk_delay)
-                else:
-                    self._send_sse(bodies)
-            elif call.streaming:
-                self._send_json(200, response_bodies(reply, call.model, streaming=True))
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet: tests read :attr:`FakeGemini.calls` instead."""
+
+    def do_POST(self) -> None:
+        """Serve generateContent and streamGenerateContent."""
+        parsed = urlsplit(self.path)
+        call = self._read_call(parsed.path)
+        if call is None:
+            return
+        reply = self.fake.next_reply(call)
+        if reply.delay:
+            time.sleep(reply.delay)
+        self._answer(call, reply, sse="alt=sse" in (parsed.query or ""))
+
+    def _read_call(self, path: str) -> FakeCall | None:
+        """The request as a call; None once a 404 or 400 has been answered."""
+        match = _PATH.search(path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if match is None:
+            self._send_json(404, {"error": {"code": 404, "message": f"no route {path}"}})
+            return None
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self._send_json(400, {"error": {"code": 400, "message": "body is not JSON"}})
+            return None
+        return FakeCall(
+            model=match["model"],
+            method=match["method"],
+            path=path,
+            body=body,
+            api_key=self.headers.get("x-goog-api-key"),
+        )
+
+    def _answer(self, call: FakeCall, reply: FakeReply, *, sse: bool) -> None:
+        if reply.status != 200:
+            self._send_error(reply)
+        elif call.streaming and sse:
+            bodies = response_bodies(reply, call.model, streaming=True)
+            if reply.chunk_delay:
+                self._send_sse_paced(bodies, reply.chunk_delay)
             else:
-                self._send_json(200, response_bodies(reply, call.model, streaming=False)[0])
+                self._send_sse(bodies)
+        elif call.streaming:
+            self._send_json(200, response_bodies(reply, call.model, streaming=True))
+        else:
+            self._send_json(200, response_bodies(reply, call.model, streaming=False)[0])
 
-        def _send_error(self, reply: FakeReply) -> None:
-            error = {
-                "code": reply.status,
-                "message": reply.error_message or HTTPStatus(reply.status).phrase,
-                "status": _error_status(reply.status),
-            }
-            headers = {}
-            if reply.retry_after is not None:
-                headers["Retry-After"] = f"{reply.retry_after:g}"
-            self._send_json(reply.status, {"error": error}, headers)
+    def _send_error(self, reply: FakeReply) -> None:
+        error = {
+            "code": reply.status,
+            "message": reply.error_message or HTTPStatus(reply.status).phrase,
+            "status": _error_status(reply.status),
+        }
+        headers = {}
+        if reply.retry_after is not None:
+            headers["Retry-After"] = f"{reply.retry_after:g}"
+        self._send_json(reply.status, {"error": error}, headers)
 
-        def _send_json(
-            self, status: int, payload: Any, headers: dict[str, str] | None = None
-        ) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=UTF-8")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
 
-        def _send_sse(self, bodies: list[dict[str, Any]]) -> None:
-            data = b"".join(_sse_events(bodies))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def _send_sse(self, bodies: list[dict[str, Any]]) -> None:
+        data = b"".join(_sse_events(bodies))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
-        def _send_sse_paced(self, bodies: list[dict[str, Any]], delay: float) -> None:
-            # No length is known up front: stream the events and close the connection.
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            for n, event in enumerate(_sse_events(bodies)):
-                if n:
-                    time.sleep(delay)
-                self.wfile.write(event)
-                self.wfile.flush()
-            self.close_connection = True
+    def _send_sse_paced(self, bodies: list[dict[str, Any]], delay: float) -> None:
+        # No length is known up front: stream the events and close the connection.
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for n, event in enumerate(_sse_events(bodies)):
+            if n:
+                time.sleep(delay)
+            self.wfile.write(event)
+            self.wfile.flush()
+        self.close_connection = True
 
-    return Handler
+
+def _handler_for(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (_Handler,), {"fake": fake})
 
 
 def _sse_events(bodies: list[dict[str, Any]]) -> Iterator[bytes]:
