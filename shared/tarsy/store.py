@@ -223,6 +223,11 @@ class Store:
         self._db = client
         self.round_trips = RoundTrips()
 
+    @property
+    def client(self) -> firestore.AsyncClient:
+        """The Firestore client (tarsy.retention walks whole subtrees with it)."""
+        return self._db
+
     # ─── references ──────────────────────────────────────────────────────────
 
     def _session(self, session_id: str) -> Any:

@@ -55,7 +55,7 @@ async def on_session_end(
         What was done (logged as well); nothing raises.
     """
     report = SessionEndReport(session_id=session_id)
-    count = telemetry.exporting()
+    count = telemetry.exporting() or telemetry.metric_logs()
     announce = slack.token_configured(deps.settings)
     if not (count or announce):
         return report
@@ -76,7 +76,12 @@ async def on_session_end(
     if count:
         try:
             if await ledger.claim(session_id, METRICS_NOTIFIER):
-                telemetry.record_session_end(session.status.value, chain_id=session.chain_id)
+                telemetry.record_session_end(
+                    session.status.value,
+                    chain_id=session.chain_id,
+                    total_tokens=session.tokens.total_tokens,
+                    cost_usd=session.cost,
+                )
                 report.counted = True
         except Exception:
             logger.warning("session end not counted", exc_info=True, extra=log)
