@@ -407,9 +407,7 @@ def request_cancel(session: Session) -> SessionUpdate:
 def cancel_session(session: Session, now: datetime) -> SessionUpdate:
     """The session's cancel took effect."""
     _session(session, S.CANCELLED)
-    return SessionUpdate(
-        status=S.CANCELLED, completed_at=now, due_at=None, retention_pending=True
-    )
+    return SessionUpdate(status=S.CANCELLED, completed_at=now, due_at=None, retention_pending=True)
 
 
 def time_out_session(session: Session, error: ErrorInfo, now: datetime) -> SessionUpdate:
