@@ -66,6 +66,22 @@ resource "google_firestore_field" "retention_ttl" {
   index_config {}
 }
 
+# The sweeper's query for session-end notifications to retry (FirestoreLedger.stale):
+# a range on lease_until across every session's notifications, a collection-group
+# query, which needs its single-field index declared.
+resource "google_firestore_field" "notification_leases" {
+  database   = google_firestore_database.main.name
+  collection = "notifications"
+  field      = "lease_until"
+
+  index_config {
+    indexes {
+      order       = "ASCENDING"
+      query_scope = "COLLECTION_GROUP"
+    }
+  }
+}
+
 # The sweeper's deadline query (Store.overdue_sessions): equality on
 # status and a range on a timestamp need a composite index. Its due-time queries
 # (Store.due_executions, Store.due_sessions) filter one field: indexed by default.

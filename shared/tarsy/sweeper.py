@@ -11,6 +11,7 @@ lost, the push gave up), its due time passes, and the sweeper:
   stage's fan-in;
 * re-publishes the awaited stage start of a session past its due time;
 * times out sessions past their deadline, with their unfinished executions;
+* retries session-end notifications whose claim ran out (:mod:`tarsy.notify.ledger`);
 * stamps the expiry of finished sessions and their records (:mod:`tarsy.retention`).
 
 Each action is idempotent (the step's claim and the deterministic creates
@@ -27,7 +28,7 @@ from pydantic import BaseModel, Field
 from tarsy.app import Deps
 from tarsy.chains import iterate_message, start_stage_message, time_out
 from tarsy.models import AgentExecution, StepMessage, utcnow
-from tarsy.notify.session_end import on_session_end
+from tarsy.notify.session_end import on_session_end, retry_stale
 from tarsy.retention import RetentionReport, stamp_finished
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,9 @@ class SweepReport(BaseModel):
     republished: list[str] = Field(default_factory=list, description="execution ids")
     restarted: list[str] = Field(default_factory=list, description="session ids (stage starts)")
     timed_out: list[str] = Field(default_factory=list, description="session ids")
+    notified: list[str] = Field(
+        default_factory=list, description="session ids whose end notification was retried"
+    )
     retention: RetentionReport = Field(
         default_factory=RetentionReport, description="expiry stamped on finished sessions"
     )
@@ -70,6 +74,7 @@ async def sweep(deps: Deps, now: datetime | None = None) -> SweepReport:
             continue
         await deps.bus.publish(start_stage_message(session.session_id, session.awaiting_stage or 0))
         report.restarted.append(session.session_id)
+    report.notified = await retry_stale(deps)
     report.retention = await stamp_finished(deps.store.client, deps.settings, now)
     if report.republished or report.restarted or report.timed_out:
         logger.warning(

@@ -236,6 +236,16 @@ def test_every_collection_group_of_a_session_has_a_ttl_policy() -> None:
     )
 
 
+def test_the_stale_notification_query_has_its_collection_group_index() -> None:
+    field = resources("google_firestore_field")["notification_leases"]
+    assert (field["collection"], field["field"]) == (ledger.NOTIFICATIONS, ledger.LEASE_FIELD)
+    [index] = one(field["index_config"])["indexes"]
+    assert index == {"order": "ASCENDING", "query_scope": "COLLECTION_GROUP"}
+    source = (ROOT / "shared" / "tarsy" / "notify" / "ledger.py").read_text()
+    assert "collection_group(NOTIFICATIONS)" in source
+    assert "FieldFilter(LEASE_FIELD, " in source
+
+
 def test_retention_days_reach_the_sweeper() -> None:
     default = variables()["retention_days"]["default"]
     assert default == Settings.model_fields["retention_days"].default == 90
