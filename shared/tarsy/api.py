@@ -140,7 +140,7 @@ async def rescore(deps: Deps, session_id: str) -> dict[str, Any]:
     if any(not e.status.is_terminal for e in scorings):
         raise InputError(f"session {session_id} is being scored; try again shortly", status=409)
     execution = await start_scoring(session, len(scorings), deps)
-    await deps.store.update_session(session_id, transitions.keep_until_answered(session))
+    await deps.store.update_session(session_id, transitions.keep_until_answered(session, utcnow()))
     return {"session_id": session_id, "execution_id": execution.execution_id}
 
 
@@ -230,7 +230,7 @@ async def chat(deps: Deps, session_id: str, request: ChatRequest) -> dict[str, A
             status=409,
         )
     execution = await start_chat(session, request.question, deps)
-    await deps.store.update_session(session_id, transitions.keep_until_answered(session))
+    await deps.store.update_session(session_id, transitions.keep_until_answered(session, utcnow()))
     return {"session_id": session_id, "execution_id": execution.execution_id}
 
 

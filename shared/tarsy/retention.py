@@ -14,19 +14,23 @@ run for hours, be paused for days and take chat questions long after it
 ended, so no record knows its expiry when it is written. Instead:
 
 * every terminal transition of a session, and every chat question or re-score
-  of a finished one, sets ``retention_pending`` on the session document
-  (:mod:`tarsy.transitions`, in the same write);
-* the sweeper calls :func:`stamp_finished`, which takes the pending sessions,
-  walks each one's documents and its executions' subtrees with recursive
-  queries (so a collection added later is stamped too), and writes
+  of a finished one, sets ``retention_due`` on the session document to its
+  time (:mod:`tarsy.transitions`, in the same write);
+* the sweeper calls :func:`stamp_finished`, which takes the sessions whose
+  ``retention_due`` has passed (a range on one field, oldest first: indexed
+  by default), walks each one's documents and its executions' subtrees with
+  recursive queries (so a collection added later is stamped too), and writes
   ``expire_at = now + retention_days`` on each;
-* the flag is cleared only once no execution of the session is running
-  (a chat still answering is stamped again at the next sweep), and only under
-  a precondition on the session document's update time: a chat question
-  that arrives meanwhile keeps the session pending.
+* a session with an execution still running (a chat answering) is not
+  stamped yet: its ``retention_due`` moves :data:`RECHECK_AFTER` on, so it
+  never holds up the sessions behind it;
+* ``retention_due`` is cleared (with the session's own ``expire_at``) only
+  under a precondition on the session document's update time: a chat
+  question that arrives meanwhile keeps the session due.
 
-A pass that dies half-way leaves the flag set and is redone (each stamp is
-an idempotent write). The emulator does not enforce TTL; tests check the stamps.
+A pass that dies half-way leaves ``retention_due`` set and is redone (each
+stamp is an idempotent write). The emulator does not enforce TTL; tests
+check the stamps.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ from tarsy.store import (
 logger = logging.getLogger(__name__)
 
 TTL_FIELD = "expire_at"
-PENDING_FIELD = "retention_pending"
+DUE_FIELD = "retention_due"
 
 # Every collection group that holds a session's documents; each needs a TTL policy
 # on TTL_FIELD. thought_signatures and alert_fingerprints expire on their own
@@ -95,6 +99,8 @@ COLLECTION_GROUPS = frozenset(
 SESSIONS_PER_PASS = 20
 # Firestore takes at most 500 writes in one batch.
 WRITES_PER_BATCH = 450
+# A session with an execution still running is looked at again this much later.
+RECHECK_AFTER = timedelta(minutes=5)
 
 
 class RetentionReport(BaseModel):
@@ -102,7 +108,7 @@ class RetentionReport(BaseModel):
 
     stamped: list[str] = Field(default_factory=list, description="sessions done with")
     still_running: list[str] = Field(
-        default_factory=list, description="sessions stamped so far, with an execution running"
+        default_factory=list, description="sessions left for later: an execution is running"
     )
     documents: int = 0
 
@@ -141,29 +147,37 @@ async def _stamp(db: firestore.AsyncClient, refs: AsyncIterator[Any], when: date
     return count
 
 
-async def stamp_session(
-    db: firestore.AsyncClient, session_id: str, when: datetime
-) -> tuple[int, bool]:
-    """Stamp the documents under the session and its executions' subtrees.
-
-    The session document itself is stamped when the pass is done with it (in
-    :func:`stamp_finished`, with the flag), so its update time tells whether
-    anything wrote it meanwhile.
-
-    Returns:
-        How many documents were stamped, and whether any execution is still running.
-    """
-    session = db.collection(SESSIONS).document(session_id)
-    count = await _stamp(db, _subtree(session, itself=False), when)
-    running = False
+async def _running(db: firestore.AsyncClient, session_id: str) -> tuple[list[Any], bool]:
+    """The session's execution documents, and whether any of them is still running."""
     query = db.collection(EXECUTIONS).where(
         filter=firestore.FieldFilter("session_id", "==", session_id)
     )
+    refs: list[Any] = []
+    running = False
     async for snap in query.stream():
         execution = AgentExecution.model_validate(snap.to_dict())
         running = running or not execution.status.is_terminal
-        count += await _stamp(db, _subtree(snap.reference), when)
-    return count, running
+        refs.append(snap.reference)
+    return refs, running
+
+
+async def stamp_session(
+    db: firestore.AsyncClient, session_id: str, executions: list[Any], when: datetime
+) -> int:
+    """Stamp the documents under the session and its executions' whole subtrees.
+
+    The session document itself is stamped when the pass is done with it (in
+    :func:`stamp_finished`, with ``retention_due`` cleared), so that its update
+    time tells whether anything wrote it meanwhile.
+
+    Returns:
+        How many documents were stamped.
+    """
+    session = db.collection(SESSIONS).document(session_id)
+    count = await _stamp(db, _subtree(session, itself=False), when)
+    for ref in executions:
+        count += await _stamp(db, _subtree(ref), when)
+    return count
 
 
 async def stamp_finished(
@@ -173,36 +187,37 @@ async def stamp_finished(
     *,
     limit: int = SESSIONS_PER_PASS,
 ) -> RetentionReport:
-    """Stamp ``expire_at`` on up to ``limit`` sessions waiting for it, and their records.
+    """Stamp ``expire_at`` on up to ``limit`` sessions due for it, and on their records.
 
-    Never raises for one session: a failure is logged and the session stays
-    pending for the next sweep.
+    Never raises: a failure is logged and the session stays due for the next sweep.
     """
     now = now or utcnow()
     when = expire_at(now, settings)
     report = RetentionReport()
     query = (
         db.collection(SESSIONS)
-        .where(filter=firestore.FieldFilter(PENDING_FIELD, "==", True))
+        .where(filter=firestore.FieldFilter(DUE_FIELD, "<=", now))
+        .order_by(DUE_FIELD)
         .limit(limit)
     )
     try:
         snaps = [snap async for snap in query.stream()]
     except Exception:
-        logger.warning("cannot list the sessions waiting for their expiry", exc_info=True)
+        logger.warning("cannot list the sessions due for their expiry", exc_info=True)
         return report
     for snap in snaps:
         session_id = snap.id
+        option = db.write_option(last_update_time=snap.update_time)
         try:
-            count, running = await stamp_session(db, session_id, when)
-            report.documents += count
+            executions, running = await _running(db, session_id)
             if running:
+                await snap.reference.update({DUE_FIELD: now + RECHECK_AFTER}, option=option)
                 report.still_running.append(session_id)
                 continue
+            report.documents += await stamp_session(db, session_id, executions, when)
             # Only if nothing wrote the session since it was read (a chat question
-            # would have set the flag again, for records the walk may have missed).
-            option = db.write_option(last_update_time=snap.update_time)
-            await snap.reference.update({PENDING_FIELD: False, TTL_FIELD: when}, option=option)
+            # would have made it due again, for records the walk may have missed).
+            await snap.reference.update({DUE_FIELD: None, TTL_FIELD: when}, option=option)
             report.documents += 1
             report.stamped.append(session_id)
         except (gexc.FailedPrecondition, gexc.NotFound):

@@ -14,7 +14,7 @@ from typing import Any
 from tarsy.api import ChatRequest, chat
 from tarsy.app import Deps
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.retention import COLLECTION_GROUPS, stamp_finished
+from tarsy.retention import COLLECTION_GROUPS, RECHECK_AFTER, stamp_finished
 from tarsy.store import EXECUTIONS, SESSIONS, Store
 from tarsy.sweeper import sweep
 from tarsy.testing.bus import RecordingBus
@@ -70,7 +70,7 @@ async def test_a_finished_session_and_all_its_records_are_stamped_to_expire(
     fake_gemini.responder = replies
     session = await finished_session(deps, store)
     running = await in_process.new_session(store)
-    assert session.retention_pending and session.expire_at is None
+    assert session.retention_due is not None and session.expire_at is None
     before = await documents_of(store, session.session_id)
     assert [path for path, data in before if data.get("expire_at") is not None] == []
 
@@ -87,12 +87,12 @@ async def test_a_finished_session_and_all_its_records_are_stamped_to_expire(
     unstamped = [path for path, data in after if data.get("expire_at") != expiry]
     assert unstamped == []
     stamped = await store.get_session(session.session_id)
-    assert stamped is not None and not stamped.retention_pending
+    assert stamped is not None and stamped.retention_due is None
     assert stamped.expire_at == expiry
     # A session still running is left alone.
     untouched = await store.get_session(running.session_id)
     assert untouched is not None and untouched.expire_at is None
-    assert not untouched.retention_pending
+    assert untouched.retention_due is None
     # Nothing pending is left: the next pass does nothing.
     assert (await stamp_finished(store.client, deps.settings)).documents == 0
 
@@ -107,18 +107,21 @@ async def test_a_chat_question_after_the_stamp_is_stamped_once_it_is_answered(
     bus = RecordingBus()
     body = await chat(replace(deps, bus=bus), session.session_id, ChatRequest(question="Why?"))
     asked = await store.get_session(session.session_id)
-    assert asked is not None and asked.retention_pending
+    assert asked is not None and asked.retention_due is not None
 
-    # The chat has not run yet: what exists is stamped, the session stays pending.
+    # The chat has not run yet: nothing is stamped, the session is looked at again later.
     first: datetime = utcnow()
     early = await stamp_finished(store.client, deps.settings, first)
     assert early.still_running == [session.session_id] and early.stamped == []
+    assert early.documents == 0
+    later_look = await store.get_session(session.session_id)
+    assert later_look is not None and later_look.retention_due == first + RECHECK_AFTER
     for message in bus.published:
         await drive(deps, message)
     answer = await store.get_execution(str(body["execution_id"]))
     assert answer is not None and answer.final_analysis == "the chat's answer"
 
-    later = first + timedelta(minutes=1)
+    later = first + RECHECK_AFTER
     report = (await sweep(deps, later)).retention
     assert report.stamped == [session.session_id]
     documents = await documents_of(store, session.session_id)

@@ -112,7 +112,7 @@ def test_updates_write_exactly_the_fields_they_set() -> None:
     failed = firestore_fields(t.fail_session(session(S.ACTIVE), ERROR, NOW, status=S.TIMED_OUT))
     assert failed == {
         "status": "timed_out", "error": ERROR.model_dump(), "completed_at": NOW, "due_at": None,
-        "retention_pending": True,
+        "retention_due": NOW,
     }  # fmt: skip
 
 
@@ -202,8 +202,8 @@ def test_every_way_a_session_ends_marks_it_for_the_retention_pass() -> None:
         t.cancel_session(session(S.ACTIVE), NOW),
         t.time_out_session(session(S.PAUSED), ERROR, NOW),
         t.dead_letter_session(session(S.ACTIVE), ERROR, NOW),
-        t.keep_until_answered(session(S.COMPLETED)),
+        t.keep_until_answered(session(S.COMPLETED), NOW),
     ]
-    assert [update.retention_pending for update in ended] == [True] * len(ended)
+    assert [update.retention_due for update in ended] == [NOW] * len(ended)
     with pytest.raises(IllegalTransitionError):
-        t.keep_until_answered(session(S.ACTIVE))
+        t.keep_until_answered(session(S.ACTIVE), NOW)
