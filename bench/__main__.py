@@ -23,9 +23,11 @@ Firestore transaction that reads one document and writes four (p50).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,6 +57,9 @@ from tarsy_dev.localstack.stack import Stack, StackOptions, start_stack, stop_st
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"
+# A session that ends anything but completed leaves its view and the stack's logs here,
+# one directory per failure, never overwritten (the stack's own logs go with it).
+FAILURES = ROOT / "bench" / "failures"
 STEP_SAMPLES = 40
 BASELINE_SAMPLES = 60
 MIDDLE_SAMPLES = 20
@@ -229,16 +234,18 @@ def bench_orchestration_share(stack: Stack, fake: FakeGemini) -> dict[str, Any]:
         response.raise_for_status()
         session_id = response.json()["session_id"]
         deadline = time.monotonic() + 300
-        while (session := _session(client, stack, session_id))["status"] not in (
-            "completed",
-            "failed",
-        ):
+        while not _finished(session := _session(client, stack, session_id)):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"session {session_id} did not finish")
+                kept = keep_failure(stack, client, session_id)
+                raise BenchFailure(f"session {session_id} did not finish (kept in {kept})")
             time.sleep(0.2)
+        if session["status"] != "completed":
+            kept = keep_failure(stack, client, session_id)
+            error = (session.get("error") or {}).get("message")
+            raise BenchFailure(
+                f"session {session_id} ended {session['status']}: {error} (kept in {kept})"
+            )
     fake.responder = lambda call: FakeReply(text="bench analysis")
-    if session["status"] != "completed":
-        raise RuntimeError(f"session {session_id} ended {session['status']}")
     end_to_end = (_timestamp(session["completed_at"]) - _timestamp(session["created_at"])) * 1000
     model_ms, tool_ms, iterations = asyncio.run(_spent(stack, session_id))
     share = (end_to_end - model_ms - tool_ms) / end_to_end
@@ -249,6 +256,34 @@ def bench_orchestration_share(stack: Stack, fake: FakeGemini) -> dict[str, Any]:
         "model_calls": iterations,
         "orchestration_share": round(share, 4),
     }
+
+
+class BenchFailure(RuntimeError):
+    """A benchmark session did not complete; its evidence is kept under bench/failures."""
+
+
+def _finished(session: dict[str, Any]) -> bool:
+    return session["status"] in ("completed", "failed", "timed_out", "cancelled")
+
+
+def keep_failure(stack: Stack, client: httpx.Client, session_id: str) -> Path:
+    """Copy the session's whole view (executions, timelines, errors) and the stack's logs.
+
+    Into a new directory under :data:`FAILURES`, named by the time and the
+    session, so that a later run never overwrites the evidence of this one.
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    target = FAILURES / f"{stamp}-{session_id}"
+    target.mkdir(parents=True, exist_ok=True)
+    try:
+        view = client.get(f"{stack.api_url}/sessions/{session_id}")
+        (target / "session.json").write_text(json.dumps(view.json(), indent=2) + "\n")
+    except (httpx.HTTPError, ValueError) as error:
+        (target / "session.json").write_text(json.dumps({"unreadable": str(error)}) + "\n")
+    logs = {Path(process.log_path).parent for process in stack.processes if process.log_path}
+    for directory in logs:
+        shutil.copytree(directory, target / directory.name, dirs_exist_ok=True)
+    return target
 
 
 def _long_investigation(call: FakeCall) -> FakeReply:
@@ -561,7 +596,56 @@ def _table(results: dict[str, Any]) -> Table:
     return table
 
 
-def main() -> int:
+def repeat_orchestration(runs: int) -> int:
+    """Run the in-process figures then the orchestration figure, ``runs`` times on one stack.
+
+    Every failed session is kept (:func:`keep_failure`); the figures are only printed.
+    """
+    failures: list[str] = []
+    shares: list[float] = []
+    with tempfile.TemporaryDirectory() as state, FakeGemini() as fake:
+        fake.responder = lambda call: FakeReply(text="bench analysis")
+        stack = start_stack(
+            StackOptions(
+                root=ROOT, state_dir=Path(state), gemini_base_url=fake.url, scenario=SCENARIO
+            ),
+            Settings(),
+        )
+        saved = dict(os.environ)
+        os.environ.update(stack.client_env())
+        try:
+            for run in range(1, runs + 1):
+                # As make bench runs it: after the in-process figures, on the same emulators.
+                asyncio.run(_in_process(stack, fake))
+                try:
+                    share = bench_orchestration_share(stack, fake)
+                except BenchFailure as failure:
+                    failures.append(str(failure))
+                    console.print(f"run {run}: [red]{failure}[/red]")
+                    continue
+                shares.append(share["orchestration_share"])
+                console.print(f"run {run}: share {share['orchestration_share'] * 100:.2f}%")
+        finally:
+            stop_stack(stack)
+            os.environ.clear()
+            os.environ.update(saved)
+    console.print(f"{len(failures)} of {runs} runs failed; shares {shares}")
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument(
+        "--orchestration-runs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the in-process and orchestration-share figures N times on one stack, "
+        "keeping every failed session's view and logs under bench/failures",
+    )
+    arguments = parser.parse_args(argv)
+    if arguments.orchestration_runs > 0:
+        return repeat_orchestration(arguments.orchestration_runs)
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version}}
     with tempfile.TemporaryDirectory() as state, FakeGemini() as fake:
         fake.responder = lambda call: FakeReply(text="bench analysis")

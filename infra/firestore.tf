@@ -31,6 +31,57 @@ resource "google_firestore_field" "alert_fingerprints_ttl" {
   index_config {}
 }
 
+# Retention: a finished session and every document of it carry expire_at (stamped by
+# the sweeper, var.retention_days after the session ended; shared/tarsy/persistence/retention.py).
+# TTL never cascades to subcollections, so every collection group a session's
+# documents live in has its own policy. Deletion usually follows within a day.
+locals {
+  retention_collection_groups = toset([
+    "sessions",
+    "stages",
+    "done",
+    "markers",
+    "notifications",
+    "executions",
+    "messages",
+    "timeline",
+    "llm_interactions",
+    "mcp_interactions",
+    "progress",
+    "published",
+    "sub_agent_turns",
+    "answers",
+    "chunks",
+  ])
+}
+
+resource "google_firestore_field" "retention_ttl" {
+  for_each = local.retention_collection_groups
+
+  database   = google_firestore_database.main.name
+  collection = each.value
+  field      = "expire_at"
+
+  ttl_config {}
+  index_config {}
+}
+
+# The sweeper's query for session-end notifications to retry (FirestoreLedger.stale):
+# a range on lease_until across every session's notifications, a collection-group
+# query, which needs its single-field index declared.
+resource "google_firestore_field" "notification_leases" {
+  database   = google_firestore_database.main.name
+  collection = "notifications"
+  field      = "lease_until"
+
+  index_config {
+    indexes {
+      order       = "ASCENDING"
+      query_scope = "COLLECTION_GROUP"
+    }
+  }
+}
+
 # The sweeper's deadline query (Store.overdue_sessions): equality on
 # status and a range on a timestamp need a composite index. Its due-time queries
 # (Store.due_executions, Store.due_sessions) filter one field: indexed by default.

@@ -58,6 +58,7 @@ locals {
       TARSY_SLACK_TOKEN_SECRET    = one(google_secret_manager_secret.slack_bot_token[*].secret_id)
       TARSY_LOG_FORMAT            = "json"
       TARSY_LOG_LEVEL             = var.log_level
+      TARSY_METRIC_LOGS           = "true"
 
       # Runbook URLs, fetched by the step that starts a session.
       TARSY_ALLOWED_RUNBOOK_DOMAINS = join(",", var.runbook_domains)
@@ -81,6 +82,8 @@ locals {
       TARSY_SLACK_TOKEN_SECRET    = one(google_secret_manager_secret.slack_bot_token[*].secret_id)
       TARSY_LOG_FORMAT            = "json"
       TARSY_LOG_LEVEL             = var.log_level
+      TARSY_METRIC_LOGS           = "true"
+      TARSY_RETENTION_DAYS        = tostring(var.retention_days)
     }
   }
 

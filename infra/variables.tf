@@ -332,9 +332,50 @@ variable "dead_letter_retention" {
 # ─── sweeper ──────────────────────────────────────────────────────────────────
 
 variable "sweep_schedule" {
-  description = "Cron schedule of the sweeper job (POST {api}/sweep)."
+  description = "Cron schedule of the sweeper job (POST {api}/sweep). Every minute: a lost or stalled step is picked up within its due time (60 s) plus a minute."
   type        = string
-  default     = "*/5 * * * *"
+  default     = "* * * * *"
+}
+
+# ─── retention and monitoring ─────────────────────────────────────────────────
+
+variable "retention_days" {
+  description = "Days a finished session and all its records are kept (TARSY_RETENTION_DAYS); Firestore TTL then deletes them, usually within a day."
+  type        = number
+  default     = 90
+
+  validation {
+    condition     = var.retention_days >= 1 && var.retention_days <= 36500 && floor(var.retention_days) == var.retention_days
+    error_message = "retention_days must be a whole number of days between 1 and 36500."
+  }
+}
+
+variable "notification_channels" {
+  description = "Cloud Monitoring notification channel ids (projects/<p>/notificationChannels/<id>) every TARSy alert policy notifies. Empty: the policies open incidents in the console only."
+  type        = list(string)
+  default     = []
+}
+
+variable "alert_step_failure_ratio" {
+  description = "Alert when more than this share of step messages end in an error over 10 minutes."
+  type        = number
+  default     = 0.1
+
+  validation {
+    condition     = var.alert_step_failure_ratio > 0 && var.alert_step_failure_ratio < 1
+    error_message = "alert_step_failure_ratio is a share: between 0 and 1."
+  }
+}
+
+variable "alert_model_error_ratio" {
+  description = "Alert when more than this share of model calls fail (after their retries) over 10 minutes."
+  type        = number
+  default     = 0.2
+
+  validation {
+    condition     = var.alert_model_error_ratio > 0 && var.alert_model_error_ratio < 1
+    error_message = "alert_model_error_ratio is a share: between 0 and 1."
+  }
 }
 
 # ─── the kubernetes MCP server (kubernetes_mcp.tf, docs/deploy.md) ────────────

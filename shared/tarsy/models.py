@@ -217,6 +217,11 @@ class Session(_Model):
     # When the alert's own source said it is over (Alertmanager/Grafana "resolved",
     # PagerDuty incident.resolved, CloudWatch OK); the investigation itself goes on.
     resolved_at: datetime | None = None
+    # Retention (tarsy.persistence.retention): when the sweeper is next to stamp expire_at on the
+    # session and every record of it (set as it ends or takes a chat question; None once
+    # stamped). Firestore TTL deletes each document after its expire_at.
+    retention_due: datetime | None = None
+    expire_at: datetime | None = None
 
 
 ExecutionRole = Literal["agent", "synthesis", "summary", "chat", "scoring", "sub_agent"]

@@ -273,6 +273,26 @@ class Settings(BaseSettings):
         description="Share of sessions traced, decided once at ingest and kept by every step.",
         json_schema_extra=_used_by(*ALL_FUNCTIONS),
     )
+    metric_logs: bool = Field(
+        default=False,
+        validation_alias="TARSY_METRIC_LOGS",
+        description=(
+            "Also write each step, model call and session end as a structured log line "
+            "(field tarsy_metric), the source of Terraform's log-based metrics and alerts."
+        ),
+        json_schema_extra=_used_by("step", "api"),
+    )
+    retention_days: int = Field(
+        default=90,
+        validation_alias="TARSY_RETENTION_DAYS",
+        ge=1,
+        le=36500,
+        description=(
+            "Days a finished session and all its records are kept: the sweeper stamps "
+            "expire_at on them, and Firestore TTL deletes them after it."
+        ),
+        json_schema_extra=_used_by("api"),
+    )
     log_format: Literal["json", "console"] = Field(
         default="json",
         validation_alias="TARSY_LOG_FORMAT",

@@ -27,6 +27,16 @@ Metrics: ``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration``
 ``tarsy.step.duration`` (per step message) and ``tarsy.sessions.ended`` (per
 session, by terminal status).
 
+Metric log lines (``TARSY_METRIC_LOGS``): the same three events (a step, a
+model call, a session end) also as one structured log line each, with the
+field ``tarsy_metric`` naming the event (:data:`METRIC_STEP`,
+:data:`METRIC_MODEL_CALL`, :data:`METRIC_SESSION_END`). Cloud Logging turns
+them into the log-based metrics that Terraform's alert policies and dashboard
+read (``infra/monitoring.tf``): they exist whether or not an exporter is
+configured, and Terraform creates them, so an alert policy never names a
+metric that no function has written yet. The field names are a contract with
+``infra/monitoring.tf`` (``tests/infra`` checks both sides).
+
 Names checked against the OpenTelemetry semantic-conventions-genai repository
 (gen-ai-spans.md, gen-ai-agent-spans.md, gen-ai-metrics.md, mcp.md) and the
 messaging conventions for Google Cloud Pub/Sub; all of them are still at
@@ -103,6 +113,12 @@ TARSY_STEP_OUTCOME = "tarsy.step.outcome"
 TARSY_STAGE = "tarsy.stage"
 TARSY_ITERATION = "tarsy.iteration"
 TARSY_MCP_SERVER = "tarsy.mcp.server"
+
+# Metric log lines: the event names and their fields (read by infra/monitoring.tf).
+METRIC_FIELD = "tarsy_metric"
+METRIC_STEP = "step"  # kind, outcome, seconds
+METRIC_MODEL_CALL = "model_call"  # model, provider, outcome, error_type, seconds, *_tokens
+METRIC_SESSION_END = "session_end"  # status, chain, total_tokens, cost_usd
 
 # Well-known values.
 OPERATION_INVOKE_AGENT = "invoke_agent"
@@ -211,6 +227,9 @@ _lock = threading.Lock()
 _configured: TelemetryConfig | None = None
 _instruments: _Instruments | None = None
 _exporting = False
+_metric_logs = False
+# Its own logger, kept at INFO whatever the root level: the lines are data, not chatter.
+_metric_logger = logging.getLogger("tarsy.metrics")
 
 
 def _current() -> _Instruments:
@@ -244,8 +263,9 @@ def setup(settings: Settings, service: str) -> TelemetryConfig:
             return _configured
         config = TelemetryConfig.from_settings(settings, service)
         _configured = config
-        if not config.exports:
-            return config
+    enable_metric_logs(settings.metric_logs)
+    if not config.exports:
+        return config
     try:
         installed = _install_sdk(config)
     except Exception:
@@ -337,9 +357,36 @@ def use_providers(
 
 def reset() -> None:
     """Forget what :func:`setup` and :func:`use_providers` installed (tests)."""
-    global _configured, _instruments, _exporting
+    global _configured, _instruments, _exporting, _metric_logs
     with _lock:
-        _configured, _instruments, _exporting = None, None, False
+        _configured, _instruments, _exporting, _metric_logs = None, None, False, False
+
+
+def enable_metric_logs(enabled: bool = True) -> None:
+    """Write (or stop writing) the metric log lines; :func:`setup` applies the setting."""
+    global _metric_logs
+    with _lock:
+        _metric_logs = enabled
+    if enabled:
+        _metric_logger.setLevel(logging.INFO)
+
+
+def metric_logs() -> bool:
+    """Whether the metric log lines are written (``TARSY_METRIC_LOGS``)."""
+    with _lock:
+        return _metric_logs
+
+
+def log_metric(event: str, **values: str | int | float | None) -> None:
+    """Write one metric log line: ``tarsy_metric`` = ``event``, plus ``values``.
+
+    Does nothing unless metric log lines are on. ``None`` values are left out.
+    """
+    if not metric_logs():
+        return
+    entry: dict[str, object] = {METRIC_FIELD: event}
+    entry.update({k: v for k, v in values.items() if v is not None})
+    _metric_logger.info("metric %s", event, extra={"fields": entry})
 
 
 def exporting() -> bool:
@@ -656,6 +703,7 @@ def step_span(
         _current().step_duration.record(
             seconds, {TARSY_STEP_KIND: kind, TARSY_STEP_OUTCOME: outcome}
         )
+        log_metric(METRIC_STEP, kind=kind, outcome=outcome, seconds=round(seconds, 4))
 
     with _operation(
         SpanHandle, f"process {topic}", SpanKind.CONSUMER, attributes,
@@ -753,6 +801,16 @@ def model_call_span(
                 instruments.token_usage.record(
                     count, {**metric_attributes, GEN_AI_TOKEN_TYPE: token_type}
                 )
+        log_metric(
+            METRIC_MODEL_CALL,
+            model=model,
+            provider=provider_name,
+            outcome="ok" if handle.error_type is None else "error",
+            error_type=handle.error_type,
+            seconds=round(seconds, 4),
+            input_tokens=handle.input_tokens,
+            output_tokens=handle.output_tokens,
+        )
 
     with _operation(
         ModelCallSpan, f"{operation} {model}", SpanKind.CLIENT, attributes, on_end=record
@@ -856,9 +914,22 @@ async def traced_model_call(
 # ─── plain functions ──────────────────────────────────────────────────────────
 
 
-def record_session_end(status: str, *, chain_id: str) -> None:
-    """Count one session that reached terminal ``status`` (call once per session)."""
+def record_session_end(
+    status: str, *, chain_id: str, total_tokens: int | None = None, cost_usd: float | None = None
+) -> None:
+    """Count one session that reached terminal ``status`` (call once per session).
+
+    ``total_tokens`` and ``cost_usd`` (what the whole session spent) go into its
+    metric log line.
+    """
     _current().sessions_ended.add(1, {TARSY_SESSION_STATUS: status, TARSY_CHAIN_ID: chain_id})
+    log_metric(
+        METRIC_SESSION_END,
+        status=status,
+        chain=chain_id,
+        total_tokens=total_tokens,
+        cost_usd=cost_usd,
+    )
 
 
 def genai_provider_name(config: LLMProviderConfig, settings: Settings) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.infra import test_monitoring as monitoring
 from tests.infra import test_terraform as checks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +81,26 @@ VIOLATIONS: dict[str, Violation] = {
         'field      = "expire_at"',
         'field      = "expires"',
         checks.test_thought_signatures_expire_by_ttl,
+    ),
+    "a collection group of a session has no TTL policy": (
+        '    "answers",\n',
+        "",
+        monitoring.test_every_collection_group_of_a_session_has_a_ttl_policy,
+    ),
+    "an alert policy notifies nobody": (
+        "notification_channels = var.notification_channels",
+        "notification_channels = []",
+        monitoring.test_alert_policies_cover_dead_letters_deadlines_steps_models_and_the_sweeper,
+    ),
+    "a log-based metric reads a field no metric line carries": (
+        'outcome = "EXTRACT(jsonPayload.outcome)"',
+        'outcome = "EXTRACT(jsonPayload.result)"',
+        monitoring.test_log_based_metrics_read_fields_the_metric_lines_carry,
+    ),
+    "the failure-rate alert counts every step as a failure": (
+        r'steps.name}\" AND metric.labels.outcome=\"error\""',
+        r'steps.name}\""',
+        monitoring.test_alert_policies_cover_dead_letters_deadlines_steps_models_and_the_sweeper,
     ),
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
 from tarsy.models import ErrorInfo, ExecutionStatus, Session, TokenUsage
 from tarsy.notify import slack
+from tarsy.notify.ledger import Claim
 from tarsy.notify.result import NotificationResult
 from tarsy.notify.slack import build_message, find_thread, notify_session_end, score_of
 from tarsy.settings import Settings
@@ -32,26 +34,46 @@ agent_chains:
 
 
 class MemoryLedger:
-    """The ledger's contract in memory: the first claim wins, results are kept."""
+    """The ledger's contract in memory: the first claim wins, results are kept.
+
+    Leases are not modelled (the Firestore ledger's takeovers are tested on the
+    emulator, tests/integration/test_notify.py): a claim is final.
+    """
 
     def __init__(self) -> None:
         self.claims: list[tuple[str, str]] = []
         self.attempts = 0
         self.records: dict[tuple[str, str], NotificationResult] = {}
+        self.retries: dict[tuple[str, str], timedelta | None] = {}
 
-    async def claim(self, session_id: str, notifier: str) -> bool:
+    async def claim(
+        self, session_id: str, notifier: str, *, lease: timedelta | None = None
+    ) -> Claim | None:
         self.attempts += 1
         if (session_id, notifier) in self.claims:
-            return False
+            return None
         self.claims.append((session_id, notifier))
-        return True
+        return Claim(attempt=1)
 
-    async def record(self, session_id: str, notifier: str, result: NotificationResult) -> None:
+    async def record(
+        self,
+        session_id: str,
+        notifier: str,
+        result: NotificationResult,
+        *,
+        retry_after: timedelta | None = None,
+    ) -> None:
         self.records[(session_id, notifier)] = result
+        self.retries[(session_id, notifier)] = retry_after
+
+    async def stale(self, limit: int) -> list[str]:
+        return []
 
 
 class BrokenLedger(MemoryLedger):
-    async def claim(self, session_id: str, notifier: str) -> bool:
+    async def claim(
+        self, session_id: str, notifier: str, *, lease: timedelta | None = None
+    ) -> Claim | None:
         raise ConnectionError("firestore is down")
 
 
@@ -251,7 +273,9 @@ async def test_a_failed_post_is_recorded_and_raises_nothing(
     assert result.status == "failed"
     assert result.detail is not None and detail in result.detail
     assert ledger.records[("sess-1", "slack")] == result
-    # Claimed once: a redelivery does not try again (at most once).
+    # The first attempt failed: claimable again after the retry delay (the sweeper's),
+    # not by a redelivery that comes meanwhile.
+    assert result.attempt == 1 and ledger.retries[("sess-1", "slack")] == slack.RETRY_AFTER
     again = await notify_session_end(session(), settings_for(slack_api), config, ledger)
     assert again.status == "duplicate"
     assert slack_api.posted() == []
@@ -380,3 +404,40 @@ def test_the_score_is_read_tolerantly(holder: object, expected: float | None) ->
 def test_a_score_is_shown_when_the_session_has_one() -> None:
     message = build_message(session(score=91), status_url=None, console_url=None)
     assert "*Score*\\n91" in json.dumps(message.blocks)
+
+
+# ─── found again: the session's marker ────────────────────────────────────────
+
+
+def test_every_message_carries_the_session_in_its_metadata_and_its_text() -> None:
+    message = build_message(session(), status_url=None, console_url=None)
+    assert message.metadata == {
+        "event_type": "tarsy_session_end",
+        "event_payload": {"session_id": "sess-1"},
+    }
+    assert "(session sess-1)" in message.text
+
+
+def test_an_earlier_post_is_found_by_metadata_or_by_text_and_only_for_its_session() -> None:
+    by_metadata: dict[str, Any] = {
+        "ts": "1.000002",
+        "text": "edited by someone",
+        "metadata": {"event_type": "tarsy_session_end", "event_payload": {"session_id": "s-1"}},
+    }
+    by_text: dict[str, Any] = {
+        "ts": "1.000003",
+        "text": ":x: Investigation failed: X (session s-2)",
+    }
+    others: list[dict[str, Any]] = [
+        {"ts": "1.000004", "text": "about (session s-10)"},
+        {
+            "ts": "1.000005",
+            "metadata": {"event_type": "deploy", "event_payload": {"session_id": "s-3"}},
+        },
+        {"ts": "1.000006", "text": "session s-3 without the marker"},
+    ]
+    messages = [*others, by_metadata, by_text]
+    assert slack.find_posted(messages, "s-1") == "1.000002"
+    assert slack.find_posted(messages, "s-2") == "1.000003"
+    assert slack.find_posted(messages, "s-3") is None
+    assert slack.find_posted(messages, "s-1".upper()) is None

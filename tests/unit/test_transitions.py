@@ -112,6 +112,7 @@ def test_updates_write_exactly_the_fields_they_set() -> None:
     failed = firestore_fields(t.fail_session(session(S.ACTIVE), ERROR, NOW, status=S.TIMED_OUT))
     assert failed == {
         "status": "timed_out", "error": ERROR.model_dump(), "completed_at": NOW, "due_at": None,
+        "retention_due": NOW,
     }  # fmt: skip
 
 
@@ -192,3 +193,17 @@ def test_the_field_dict_check_finds_an_offender(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert _raw_field_dicts(offender) == [2]
+
+
+def test_every_way_a_session_ends_marks_it_for_the_retention_pass() -> None:
+    ended = [
+        t.complete_session(session(S.ACTIVE), NOW),
+        t.fail_session(session(S.ACTIVE), ERROR, NOW),
+        t.cancel_session(session(S.ACTIVE), NOW),
+        t.time_out_session(session(S.PAUSED), ERROR, NOW),
+        t.dead_letter_session(session(S.ACTIVE), ERROR, NOW),
+        t.keep_until_answered(session(S.COMPLETED), NOW),
+    ]
+    assert [update.retention_due for update in ended] == [NOW] * len(ended)
+    with pytest.raises(IllegalTransitionError):
+        t.keep_until_answered(session(S.ACTIVE), NOW)

@@ -145,6 +145,7 @@ async def rescore(deps: Deps, session_id: str) -> dict[str, Any]:
         raise InputError(f"session {session_id} is being scored; try again shortly", status=409)
     with telemetry.in_session_trace(session.trace_context):
         execution = await start_scoring(session, len(scorings), deps)
+    await deps.store.update_session(session_id, transitions.keep_until_answered(session, utcnow()))
     return {"session_id": session_id, "execution_id": execution.execution_id}
 
 
@@ -236,6 +237,7 @@ async def chat(deps: Deps, session_id: str, request: ChatRequest) -> dict[str, A
         )
     with telemetry.in_session_trace(session.trace_context):
         execution = await start_chat(session, request.question, deps)
+    await deps.store.update_session(session_id, transitions.keep_until_answered(session, utcnow()))
     return {"session_id": session_id, "execution_id": execution.execution_id}
 
 

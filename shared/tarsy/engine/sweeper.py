@@ -10,7 +10,9 @@ lost, the push gave up), its due time passes, and the sweeper:
   finished agent of a parallel stage, its last step again, which re-runs the
   stage's fan-in;
 * re-publishes the awaited stage start of a session past its due time;
-* times out sessions past their deadline, with their unfinished executions.
+* times out sessions past their deadline, with their unfinished executions;
+* retries session-end notifications whose claim ran out (:mod:`tarsy.notify.ledger`);
+* stamps the expiry of finished sessions and their records (:mod:`tarsy.persistence.retention`).
 
 Each action is idempotent (the step's claim and the deterministic creates
 absorb duplicates), so overlapping sweeps are harmless.
@@ -28,7 +30,8 @@ from tarsy.app import Deps
 from tarsy.engine.lifecycle import time_out
 from tarsy.engine.messages import iterate_message, start_stage_message
 from tarsy.models import AgentExecution, StepMessage, utcnow
-from tarsy.notify.session_end import on_session_end
+from tarsy.notify.session_end import on_session_end, retry_stale
+from tarsy.persistence.retention import RetentionReport, stamp_finished
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +42,12 @@ class SweepReport(BaseModel):
     republished: list[str] = Field(default_factory=list, description="execution ids")
     restarted: list[str] = Field(default_factory=list, description="session ids (stage starts)")
     timed_out: list[str] = Field(default_factory=list, description="session ids")
+    notified: list[str] = Field(
+        default_factory=list, description="session ids whose end notification was retried"
+    )
+    retention: RetentionReport = Field(
+        default_factory=RetentionReport, description="expiry stamped on finished sessions"
+    )
 
 
 async def _trace_of(
@@ -85,6 +94,8 @@ async def sweep(deps: Deps, now: datetime | None = None) -> SweepReport:
             message = start_stage_message(session.session_id, session.awaiting_stage or 0)
             await deps.bus.publish(message)
         report.restarted.append(session.session_id)
+    report.notified = await retry_stale(deps)
+    report.retention = await stamp_finished(deps.store.client, deps.settings, now)
     if report.republished or report.restarted or report.timed_out:
         logger.warning(
             "sweep: re-published %d steps and %d stage starts, timed out %d sessions",

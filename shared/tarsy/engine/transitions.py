@@ -106,6 +106,7 @@ class SessionUpdate(_Update):
     runbook_url: str | None = None
     runbook_text: str | None = None
     runbook_error: str | None = None
+    retention_due: datetime | None = None
 
 
 # ─── executions ───────────────────────────────────────────────────────────────
@@ -344,7 +345,7 @@ def complete_session(
 ) -> SessionUpdate:
     """The investigation is done; ``with_summary`` writes the summary (None when it failed)."""
     _session(session, S.COMPLETED)
-    update = SessionUpdate(status=S.COMPLETED, completed_at=now, due_at=None)
+    update = SessionUpdate(status=S.COMPLETED, completed_at=now, due_at=None, retention_due=now)
     if final_analysis is not None:
         update = update.model_copy(update={"final_analysis": final_analysis})
     if with_summary:
@@ -359,7 +360,22 @@ def fail_session(
     if status is S.COMPLETED or status is S.PAUSED or not status.is_terminal:
         raise IllegalTransitionError(f"session {session.session_id!r}", "failing", status.value)
     _session(session, status)
-    return SessionUpdate(status=status, error=error, completed_at=now, due_at=None)
+    return SessionUpdate(
+        status=status, error=error, completed_at=now, due_at=None, retention_due=now
+    )
+
+
+def keep_until_answered(session: Session, now: datetime) -> SessionUpdate:
+    """A finished session takes a chat question or a re-score: its expiry is stamped again.
+
+    The new records need an ``expire_at`` too; the retention pass runs again
+    once every execution of the session has ended (see :mod:`tarsy.persistence.retention`).
+    """
+    if not session.status.is_terminal:
+        raise IllegalTransitionError(
+            f"session {session.session_id!r}", session.status.value, "retention renewed"
+        )
+    return SessionUpdate(retention_due=now)
 
 
 def pause_session(session: Session, error: ErrorInfo | None) -> SessionUpdate:
@@ -389,19 +405,23 @@ def request_cancel(session: Session) -> SessionUpdate:
 def cancel_session(session: Session, now: datetime) -> SessionUpdate:
     """The session's cancel took effect."""
     _session(session, S.CANCELLED)
-    return SessionUpdate(status=S.CANCELLED, completed_at=now, due_at=None)
+    return SessionUpdate(status=S.CANCELLED, completed_at=now, due_at=None, retention_due=now)
 
 
 def time_out_session(session: Session, error: ErrorInfo, now: datetime) -> SessionUpdate:
     """The session passed its deadline."""
     _session(session, S.TIMED_OUT)
-    return SessionUpdate(status=S.TIMED_OUT, error=error, completed_at=now, due_at=None)
+    return SessionUpdate(
+        status=S.TIMED_OUT, error=error, completed_at=now, due_at=None, retention_due=now
+    )
 
 
 def dead_letter_session(session: Session, error: ErrorInfo, now: datetime) -> SessionUpdate:
     """A step of the session could not be delivered: it fails with the reason."""
     _session(session, S.FAILED)
-    return SessionUpdate(status=S.FAILED, error=error, completed_at=now, due_at=None)
+    return SessionUpdate(
+        status=S.FAILED, error=error, completed_at=now, due_at=None, retention_due=now
+    )
 
 
 # ─── stages ───────────────────────────────────────────────────────────────────

@@ -1,20 +1,32 @@
-"""Once, not once per redelivery: a notification is claimed with ``create()`` before it is sent.
+"""Effectively once: a notification is claimed with a lease before it is sent.
 
 ``sessions/{session_id}/notifications/{notifier}`` is created by the first
 invocation that gets there (every other one gets ``AlreadyExists``: contention
 free, invariant 1) and then holds what the attempt came to, readable in the
-console. The claim comes before the send, so a notification goes out at most
-once: a process that dies between the two leaves ``state: claimed`` with no
-result, and that session is not announced.
+console. A claim for a delivery that can fail carries a lease
+(``lease_until``): a process that dies between the claim and the record leaves
+the claim to run out, and then one other invocation takes it over (an update
+under a ``last_update_time`` precondition, so only one does) as attempt 2, 3,
+... The sweeper finds such claims with one collection-group query on
+``lease_until`` (:meth:`FirestoreLedger.stale`). A failed attempt is recorded
+with a retry time in ``lease_until`` in the same way, until the notifier gives up.
+
+Taking over is safe only if the notifier can tell whether the dead attempt got
+its message out: Slack looks for its own message by the session's marker
+before posting again (:mod:`tarsy.notify.slack`). A claim without a lease (the
+sessions-ended metric) is at most once, as before.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
+from pydantic import BaseModel
 
 from tarsy.models import utcnow
 from tarsy.notify.result import NotificationResult
@@ -22,25 +34,55 @@ from tarsy.settings import Settings
 
 SESSIONS = "sessions"
 NOTIFICATIONS = "notifications"
+LEASE_FIELD = "lease_until"
+
+
+class Claim(BaseModel):
+    """A notification this caller holds: which attempt it is (1, then 2, ... on takeovers)."""
+
+    attempt: int = 1
+
+    @property
+    def takeover(self) -> bool:
+        """Whether an earlier attempt may have got the message out before it died or failed."""
+        return self.attempt > 1
 
 
 class NotificationLedger(Protocol):
-    """Where notifications are claimed once and their results kept."""
+    """Where notifications are claimed and their results kept."""
 
-    async def claim(self, session_id: str, notifier: str) -> bool:
-        """Claim the notification; True for the one caller that got it."""
+    async def claim(
+        self, session_id: str, notifier: str, *, lease: timedelta | None = None
+    ) -> Claim | None:
+        """Claim the notification: the new claim for the one caller that got it, else None.
+
+        With ``lease``, a claim whose lease (or retry time) has passed is taken
+        over by the next caller; without, the first claim is final.
+        """
         ...
 
-    async def record(self, session_id: str, notifier: str, result: NotificationResult) -> None:
-        """Keep what the claimed notification came to."""
+    async def record(
+        self,
+        session_id: str,
+        notifier: str,
+        result: NotificationResult,
+        *,
+        retry_after: timedelta | None = None,
+    ) -> None:
+        """Keep what the claimed attempt came to; ``retry_after``: claimable again then."""
+        ...
+
+    async def stale(self, limit: int) -> list[str]:
+        """Sessions with a claim whose lease or retry time has passed (oldest first)."""
         ...
 
 
 class FirestoreLedger:
     """The ledger in Firestore, beside the session it is about."""
 
-    def __init__(self, db: firestore.AsyncClient) -> None:
+    def __init__(self, db: firestore.AsyncClient, clock: Callable[[], datetime] = utcnow) -> None:
         self._db = db
+        self._clock = clock
 
     def _ref(self, session_id: str, notifier: str) -> Any:
         return (
@@ -50,26 +92,78 @@ class FirestoreLedger:
             .document(notifier)
         )
 
-    async def claim(self, session_id: str, notifier: str) -> bool:
-        """Create the notification document; False when it already exists."""
+    async def claim(
+        self, session_id: str, notifier: str, *, lease: timedelta | None = None
+    ) -> Claim | None:
+        """Create the notification document, or take over one whose lease has run out."""
+        now = self._clock()
+        ref = self._ref(session_id, notifier)
         try:
-            await self._ref(session_id, notifier).create(
-                {"notifier": notifier, "state": "claimed", "claimed_at": utcnow()}
+            await ref.create(
+                {
+                    "notifier": notifier,
+                    "state": "claimed",
+                    "attempt": 1,
+                    "claimed_at": now,
+                    LEASE_FIELD: now + lease if lease is not None else None,
+                }
             )
         except gexc.AlreadyExists:
-            return False
-        return True
+            pass
+        else:
+            return Claim(attempt=1)
+        if lease is None:
+            return None
+        snap = await ref.get()
+        data: dict[str, Any] = snap.to_dict() or {}
+        until = data.get(LEASE_FIELD)
+        if not snap.exists or until is None or until > now:
+            return None
+        attempt = int(data.get("attempt") or 1) + 1
+        try:
+            taken = {"state": "claimed", "attempt": attempt, "claimed_at": now}
+            await ref.update(
+                {**taken, LEASE_FIELD: now + lease},
+                option=self._db.write_option(last_update_time=snap.update_time),
+            )
+        except (gexc.FailedPrecondition, gexc.NotFound):
+            return None  # another caller took it over first
+        return Claim(attempt=attempt)
 
-    async def record(self, session_id: str, notifier: str, result: NotificationResult) -> None:
+    async def record(
+        self,
+        session_id: str,
+        notifier: str,
+        result: NotificationResult,
+        *,
+        retry_after: timedelta | None = None,
+    ) -> None:
         """Write the result into the claimed document (``state`` becomes its status)."""
+        now = self._clock()
         await self._ref(session_id, notifier).set(
             {
-                "state": result.status,
+                "state": "retrying" if retry_after is not None else result.status,
                 "result": result.model_dump(mode="json", exclude_none=True),
-                "recorded_at": utcnow(),
+                "recorded_at": now,
+                LEASE_FIELD: now + retry_after if retry_after is not None else None,
             },
             merge=True,
         )
+
+    async def stale(self, limit: int) -> list[str]:
+        """Sessions whose claim's lease or retry time has passed (a null lease never matches)."""
+        query = (
+            self._db.collection_group(NOTIFICATIONS)
+            .where(filter=firestore.FieldFilter(LEASE_FIELD, "<", self._clock()))
+            .order_by(LEASE_FIELD)
+            .limit(limit)
+        )
+        sessions: list[str] = []
+        async for snap in query.stream():
+            session_id = str(snap.reference.parent.parent.id)
+            if session_id not in sessions:
+                sessions.append(session_id)
+        return sessions
 
 
 _ledger: FirestoreLedger | None = None

@@ -23,6 +23,7 @@ class NotificationResult(BaseModel):
     channel: str | None = None
     ts: str | None = Field(default=None, description="the posted message's Slack timestamp")
     thread_ts: str | None = Field(default=None, description="the thread it replied in, if any")
+    attempt: int | None = Field(default=None, description="1, or more after a takeover or retry")
 
     @property
     def delivered(self) -> bool:

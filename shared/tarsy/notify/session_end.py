@@ -55,7 +55,7 @@ async def on_session_end(
         What was done (logged as well); nothing raises.
     """
     report = SessionEndReport(session_id=session_id)
-    count = telemetry.exporting()
+    count = telemetry.exporting() or telemetry.metric_logs()
     announce = slack.token_configured(deps.settings)
     if not (count or announce):
         return report
@@ -76,7 +76,12 @@ async def on_session_end(
     if count:
         try:
             if await ledger.claim(session_id, METRICS_NOTIFIER):
-                telemetry.record_session_end(session.status.value, chain_id=session.chain_id)
+                telemetry.record_session_end(
+                    session.status.value,
+                    chain_id=session.chain_id,
+                    total_tokens=session.tokens.total_tokens,
+                    cost_usd=session.cost,
+                )
                 report.counted = True
         except Exception:
             logger.warning("session end not counted", exc_info=True, extra=log)
@@ -88,3 +93,30 @@ async def on_session_end(
         elif result.status == "sent":
             logger.info("Slack notification sent to %s", result.channel, extra=log)
     return report
+
+
+# Stale claims picked up per sweep; the rest wait for the next one.
+STALE_PER_SWEEP = 20
+
+
+async def retry_stale(
+    deps: Deps, *, ledger: NotificationLedger | None = None, limit: int = STALE_PER_SWEEP
+) -> list[str]:
+    """Notify again the sessions whose claim's holder died, or whose attempt failed (sweeper).
+
+    Does nothing unless Slack is configured. Never raises.
+
+    Returns:
+        The sessions notified again (each one's outcome is in its ledger entry).
+    """
+    if not slack.token_configured(deps.settings):
+        return []
+    try:
+        ledger = ledger or firestore_ledger(deps.settings)
+        stale = await ledger.stale(limit)
+    except Exception:
+        logger.warning("cannot list the notifications to retry", exc_info=True)
+        return []
+    for session_id in stale:
+        await on_session_end(session_id, deps, ledger=ledger)
+    return stale

@@ -9,6 +9,17 @@ data) is answered in the thread of the channel message that contains that
 text: the last 24 hours of the channel's history, 50 messages at most, matched
 without regard to case or runs of whitespace. No match: a new message.
 
+Effectively once. The notification is claimed in the ledger with a lease
+before it is posted (:mod:`tarsy.notify.ledger`). A process that dies after
+the claim leaves it to run out; the next caller (a redelivered step, or the
+sweeper) takes it over and, before posting, looks for the message the dead
+attempt may have sent: every message carries the session in its metadata
+(``event_type`` :data:`METADATA_EVENT`) and in its text (``(session ID)``),
+and is searched for in the thread it would be in and in the channel's recent
+history. Found: recorded as sent, not posted again. A failed post is retried
+the same way, :data:`MAX_ATTEMPTS` attempts in all. A check that cannot read
+Slack posts nothing (a retry follows): a duplicate is avoided before a loss.
+
 Configured by the settings (a bot token, directly or as a Secret Manager
 secret, and a channel) and per chain (``slack_channel``); off otherwise. The
 client is slack-sdk's ``WebClient`` run in a worker thread: its async client
@@ -24,6 +35,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -47,6 +59,13 @@ HISTORY_LIMIT = 50
 # Slack takes 3,000 characters in a section's text; the rest is a link away.
 MAX_SECTION_CHARS = 2900
 TIMEOUT_SECONDS = 10
+# A claim outlives one attempt (three Slack calls of TIMEOUT_SECONDS at most) by far.
+CLAIM_LEASE = timedelta(seconds=120)
+RETRY_AFTER = timedelta(seconds=60)
+MAX_ATTEMPTS = 3
+METADATA_EVENT = "tarsy_session_end"
+# Replies of a thread searched for an earlier attempt's message.
+REPLIES_LIMIT = 200
 
 _STATUS_LINES: dict[ExecutionStatus, tuple[str, str]] = {
     ExecutionStatus.COMPLETED: (":white_check_mark:", "Investigation completed"),
@@ -68,10 +87,11 @@ class SlackTarget(BaseModel):
 
 
 class SlackMessage(BaseModel):
-    """A message as chat.postMessage takes it: fallback text and Block Kit blocks."""
+    """A message as chat.postMessage takes it: fallback text, Block Kit blocks, metadata."""
 
     text: str
     blocks: list[dict[str, Any]] = Field(default_factory=list)
+    metadata: dict[str, Any] | None = None
 
 
 def token_configured(settings: Settings) -> bool:
@@ -208,8 +228,34 @@ def build_message(
     if console_url:
         links.append(f"<{console_url}|Firestore console>")
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": " · ".join(links)}]})
-    text = f"{emoji} {headline}: {session.alert_type} (session {session.session_id})"
-    return SlackMessage(text=text, blocks=blocks)
+    text = f"{emoji} {headline}: {session.alert_type} {session_marker(session.session_id)}"
+    metadata = {"event_type": METADATA_EVENT, "event_payload": {"session_id": session.session_id}}
+    return SlackMessage(text=text, blocks=blocks, metadata=metadata)
+
+
+def session_marker(session_id: str) -> str:
+    """The text every message about ``session_id`` carries, found again by :func:`find_posted`."""
+    return f"(session {session_id})"
+
+
+def find_posted(messages: Sequence[Mapping[str, Any]], session_id: str) -> str | None:
+    """The ts of a message announcing ``session_id``: by its metadata, else its text (pure)."""
+    marker = session_marker(session_id)
+    for message in messages:
+        metadata = message.get("metadata")
+        by_metadata = False
+        if isinstance(metadata, Mapping):
+            payload = metadata.get("event_payload")
+            by_metadata = (
+                metadata.get("event_type") == METADATA_EVENT
+                and isinstance(payload, Mapping)
+                and payload.get("session_id") == session_id
+            )
+        text = message.get("text")
+        if by_metadata or (isinstance(text, str) and marker in text):
+            ts = message.get("ts")
+            return str(ts) if ts else None
+    return None
 
 
 # ─── the thread ───────────────────────────────────────────────────────────────
@@ -265,14 +311,49 @@ def web_client(token: str, settings: Settings) -> WebClient:
     return WebClient(token=token, base_url=base_url, timeout=TIMEOUT_SECONDS)
 
 
+def already_posted(
+    client: WebClient, channel: str, thread_ts: str | None, session_id: str, oldest: float
+) -> str | None:
+    """The ts of a message an earlier attempt posted for ``session_id``, if Slack has one.
+
+    Looks in the thread (when there is one) and in the channel's recent history
+    (where an unthreaded attempt went). Raises when Slack cannot be read.
+    """
+    if thread_ts is not None:
+        replies = client.conversations_replies(
+            channel=channel, ts=thread_ts, include_all_metadata=True, limit=REPLIES_LIMIT
+        )
+        found = find_posted(replies.get("messages") or [], session_id)
+        if found is not None:
+            return found
+    history = client.conversations_history(
+        channel=channel, oldest=f"{oldest:.6f}", limit=HISTORY_LIMIT, include_all_metadata=True
+    )
+    return find_posted(history.get("messages") or [], session_id)
+
+
 def deliver(
-    target: SlackTarget, message: SlackMessage, settings: Settings, now: float | None = None
+    target: SlackTarget,
+    message: SlackMessage,
+    settings: Settings,
+    now: float | None = None,
+    *,
+    check_posted: str | None = None,
 ) -> NotificationResult:
-    """Find the thread, post the message (blocking: run it in a thread). Raises on failure."""
+    """Find the thread, post the message (blocking: run it in a thread). Raises on failure.
+
+    Args:
+        target: The channel, and the alert's fingerprint to thread under.
+        message: What to post.
+        settings: The token and the API's base URL.
+        now: The clock (epoch seconds), for the history window.
+        check_posted: A session id: first look for a message an earlier attempt
+            posted for it, and post nothing if there is one.
+    """
     client = web_client(bot_token(settings), settings)
     thread_ts: str | None = None
+    oldest = (now if now is not None else time.time()) - HISTORY_WINDOW_SECONDS
     if target.fingerprint:
-        oldest = (now if now is not None else time.time()) - HISTORY_WINDOW_SECONDS
         try:
             history = client.conversations_history(
                 channel=target.channel, oldest=f"{oldest:.6f}", limit=HISTORY_LIMIT
@@ -282,11 +363,22 @@ def deliver(
             logger.warning("Slack history of %s unreadable: %s", target.channel, _describe(exc))
         if thread_ts is None:
             logger.info("no Slack message in %s carries the alert's fingerprint", target.channel)
+    if check_posted is not None:
+        found = already_posted(client, target.channel, thread_ts, check_posted, oldest)
+        if found is not None:
+            return NotificationResult(
+                status="sent",
+                channel=target.channel,
+                ts=found,
+                thread_ts=thread_ts,
+                detail="posted by an earlier attempt",
+            )
     posted = client.chat_postMessage(
         channel=target.channel,
         text=message.text,
         blocks=message.blocks,
         thread_ts=thread_ts,
+        metadata=message.metadata,
         unfurl_links=False,
         unfurl_media=False,
     )
@@ -318,9 +410,12 @@ async def notify_session_end(
     """Announce in Slack that ``session`` ended, once however often this is called.
 
     Skipped when Slack is not configured for the session's chain or the
-    session has not ended; ``duplicate`` when another call claimed it. The
-    claim comes first (at most once), then the post; the result is recorded
-    in the ledger and returned. Nothing raises out of here.
+    session has not ended; ``duplicate`` when another call holds the claim (or
+    it is done). The claim comes first, with a lease; a takeover of a claim
+    whose holder died, or a retry of a failed attempt, first looks for the
+    message in Slack. The result is recorded in the ledger (with a retry time
+    after a failure, while attempts are left) and returned. Nothing raises out
+    of here but a process's own death.
 
     Args:
         session: The session as stored, in its terminal status.
@@ -337,25 +432,29 @@ async def notify_session_end(
     if not session.status.is_terminal:
         return NotificationResult(status="skipped", detail=f"session is {session.status.value}")
     try:
-        claimed = await ledger.claim(session.session_id, NOTIFIER)
+        claim = await ledger.claim(session.session_id, NOTIFIER, lease=CLAIM_LEASE)
     except Exception as exc:
         logger.warning("cannot claim the Slack notification of %s", session.session_id)
         return NotificationResult(
             status="failed", channel=target.channel, detail=f"claim: {_describe(exc)}"
         )
-    if not claimed:
+    if claim is None:
         return NotificationResult(status="duplicate", channel=target.channel)
     message = build_message(
         session,
         status_url=status_url(settings, session.session_id),
         console_url=console_url(settings, session.session_id),
     )
+    check = session.session_id if claim.takeover else None
     try:
-        result = await asyncio.to_thread(deliver, target, message, settings)
+        result = await asyncio.to_thread(deliver, target, message, settings, check_posted=check)
     except Exception as exc:
         result = NotificationResult(status="failed", channel=target.channel, detail=_describe(exc))
+    result = result.model_copy(update={"attempt": claim.attempt})
+    retry = RETRY_AFTER if result.status == "failed" and claim.attempt < MAX_ATTEMPTS else None
     try:
-        await ledger.record(session.session_id, NOTIFIER, result)
+        await ledger.record(session.session_id, NOTIFIER, result, retry_after=retry)
     except Exception:
+        # The claim's lease runs out and a later caller checks Slack before posting again.
         logger.warning("cannot record the Slack notification of %s", session.session_id)
     return result

@@ -106,6 +106,11 @@ class FirestoreBase:
         self._db = client
         self.round_trips = RoundTrips()
 
+    @property
+    def client(self) -> firestore.AsyncClient:
+        """The Firestore client (tarsy.persistence.retention walks whole subtrees with it)."""
+        return self._db
+
     def _session(self, session_id: str) -> Any:
         return self._db.collection(SESSIONS).document(session_id)
 
