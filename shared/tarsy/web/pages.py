@@ -38,7 +38,11 @@ _SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
 }
-_ASSET_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+_ASSET_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
 
 _SESSION_PAGE = re.compile(r"^/ui/sessions/(?P<session_id>[\w\-]+)$")
 _SESSION_DATA = re.compile(r"^/ui/data/sessions/(?P<session_id>[\w\-]+)$")
