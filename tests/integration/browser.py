@@ -73,4 +73,5 @@ def open_page(browser: Browser, url: str, api_key: str) -> Tab:
     page.goto(url)
     page.fill("#key-input", api_key)
     page.click("#key-form button[type=submit]")
+    page.locator("#key-form").wait_for(state="hidden")
     return tab

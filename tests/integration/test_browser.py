@@ -126,6 +126,9 @@ def test_a_submitted_alert_is_watched_live_to_its_end(
     assert len(ids) == len(set(ids)) == event_count(page)
     screenshot(page, "session-page.png")
     no_problems(tab)
+    # The key stays in the tab's sessionStorage and in headers, never in a URL.
+    assert page.evaluate("() => sessionStorage.getItem('tarsy.apiKey')") == stack.api_key
+    assert polls and not any(stack.api_key in url for url in [*polls, page.url])
     # A finished session stops polling: nothing is asked over several poll intervals.
     polled = len(polls)
     page.wait_for_timeout(2500)
