@@ -628,6 +628,21 @@ async def _finish_session(session: Session, summary: AgentExecution, deps: Deps)
     if not completed:
         # The investigation itself succeeded; only its summary did not.
         logger.warning("executive summary of %s failed", session.session_id)
+    if deps.config.chain(session.chain_id).scoring and deps.settings.scoring_off_reason:
+        update = transitions.complete_session(
+            session,
+            utcnow(),
+            executive_summary=summary.final_analysis if completed else None,
+            with_summary=True,
+        )
+        verdict = transitions.record_score(
+            None, None, f"not scored ({deps.settings.scoring_off_reason})"
+        )
+        await deps.store.update_session(
+            session.session_id, update.model_copy(update=verdict.model_dump(exclude_unset=True))
+        )
+        await deps.store.update_executions([summary.execution_id], transitions.fan_in_done())
+        return
     if deps.config.chain(session.chain_id).scoring:
         text = summary.final_analysis if completed else None
         if session.executive_summary is None and text is not None:
