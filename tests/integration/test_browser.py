@@ -11,7 +11,6 @@ With ``TARSY_SCREENSHOT_DIR`` set, the list and a session page are saved there
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,13 @@ from playwright.sync_api import Browser, Page
 
 from tarsy.client import TarsyClient
 from tarsy.localstack.stack import Stack
-from tarsy.testing.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall, StandInResponder
+from tarsy.testing.fake_gemini import (
+    FakeCall,
+    FakeGemini,
+    FakeReply,
+    FakeToolCall,
+    StandInResponder,
+)
 from tarsy.web.links import list_url, session_url
 from tests.integration.browser import WAIT_MS, Tab, browser, open_page
 
@@ -97,7 +102,9 @@ def test_a_submitted_alert_is_watched_live_to_its_end(
     tab = open_page(chromium, session_url(stack.api_url, session_id), stack.api_key)
     page = tab.page
     polls: list[str] = []
-    page.on("request", lambda request: polls.append(request.url) if "/ui/data/" in request.url else None)
+    page.on(
+        "request", lambda request: polls.append(request.url) if "/ui/data/" in request.url else None
+    )
     seen_before_end: list[int] = []
     shown = 0
     while True:
@@ -223,7 +230,9 @@ def test_hostile_alert_tool_and_model_text_show_as_text(
 ) -> None:
     fake_gemini.responder = Investigation(
         first_text=f"tool says {HOSTILE_SCRIPT} {HOSTILE_IMAGE}",
-        final=f"# Cause\n{HOSTILE_SCRIPT}\n\n{HOSTILE_IMAGE}\n\n[click me](javascript:window.pwned=1)",
+        final=(
+            f"# Cause\n{HOSTILE_SCRIPT}\n\n{HOSTILE_IMAGE}\n\n[click me](javascript:window.pwned=1)"
+        ),
     )
     alert = {"alert_type": "test-tools", "data": f"disk full {HOSTILE_SCRIPT} {HOSTILE_IMAGE}"}
     session_id = finished(client, alert)

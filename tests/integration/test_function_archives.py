@@ -189,9 +189,10 @@ def test_the_packaged_api_serves_the_pages_from_its_own_archive(
     assert shell.status_code == 200 and "text/html" in shell.headers["content-type"]
     assert "script-src 'self'" in shell.headers["content-security-policy"]
     script = httpx.get(f"{served['api']}/ui/static/app.js", timeout=30)
-    assert script.status_code == 200 and script.content == (
-        archives["api"] / "tarsy" / "web" / "static" / "app.js"
-    ).read_bytes()
+    assert (
+        script.status_code == 200
+        and script.content == (archives["api"] / "tarsy" / "web" / "static" / "app.js").read_bytes()
+    )
     data_url = f"{served['api']}/ui/data/sessions/{session_id}"
     assert httpx.get(data_url, timeout=30).status_code == 401
     update = httpx.get(data_url, headers=auth, timeout=30)

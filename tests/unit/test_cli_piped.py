@@ -16,6 +16,7 @@ import pytest
 from rich.console import Console
 
 from tarsy import cli
+from tarsy.session_list import SessionPage
 from tests.unit.test_client_cli import API, SID, Recorder, event, ok, serve, view
 
 __all__ = ["serve"]  # the fixture, imported for these tests
@@ -87,7 +88,7 @@ def test_piped_list_never_cuts_a_session_id(
 def test_on_an_80_column_terminal_the_list_folds_other_columns_not_the_id() -> None:
     buffer = io.StringIO()
     console = Console(file=buffer, width=80, force_terminal=True, color_system=None)
-    page = cli.SessionPage.model_validate(
+    page = SessionPage.model_validate(
         {"sessions": [{"session_id": SID, "alert_type": "KubernetesPodCrashLoopingInProduction",
                        "status": "failed", "created_at": "2025-01-01T00:00:00Z"}]}
     )  # fmt: skip

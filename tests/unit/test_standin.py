@@ -32,7 +32,7 @@ def test_summary_is_the_whole_first_paragraph_of_the_analysis(name: str) -> None
                             f"{scenario.playbook.analysis}\n<<<END ANALYSIS>>>"
                         }
                     ],
-                },  # fmt: skip
+                },
             ]
         },
     )
@@ -72,8 +72,10 @@ def test_the_summary_of_another_alert_restates_that_alert_not_the_scenario() -> 
 
 def test_the_chat_answer_quotes_the_question_and_what_the_session_found() -> None:
     prompt = (
-        "Alert type: DiskFull\n\n<<<BEGIN ALERT DATA>>>\ndisk 97% on db-1\n<<<END ALERT DATA>>>\n\n"
-        "Executive summary:\n<<<BEGIN SUMMARY>>>\nThe WAL volume of db-1 is full.\n<<<END SUMMARY>>>"
+        "Alert type: DiskFull\n\n"
+        "<<<BEGIN ALERT DATA>>>\ndisk 97% on db-1\n<<<END ALERT DATA>>>\n\n"
+        "Executive summary:\n"
+        "<<<BEGIN SUMMARY>>>\nThe WAL volume of db-1 is full.\n<<<END SUMMARY>>>"
         "\n\nThe engineer asks:\n<<<BEGIN QUESTION>>>\nCan I delete old WAL files?\n"
         "<<<END QUESTION>>>"
     )

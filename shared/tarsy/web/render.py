@@ -56,7 +56,7 @@ def markdown_html(text: str) -> Markup:
         link_rel="noopener noreferrer nofollow",
         filter_style_properties={"text-align"},
     )
-    return Markup(clean)  # noqa: S704 - sanitized just above
+    return Markup(clean)
 
 
 def pretty_json(value: object) -> str:
@@ -65,7 +65,7 @@ def pretty_json(value: object) -> str:
         try:
             value = json.loads(value)
         except ValueError:
-            return value
+            return str(value)
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 

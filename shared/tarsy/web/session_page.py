@@ -25,6 +25,8 @@ from tarsy.progress import ProgressSnapshot
 from tarsy.store import Store
 
 # How the page names the executions that belong to no stage (tarsy.chains' sentinels).
+# Between a sub-agent's parents and itself: a single right-pointing angle quotation mark.
+PATH_SEPARATOR = " \u203a "
 STAGE_LABELS = {-1: "executive summary", -2: "chat", -3: "scoring"}
 
 
@@ -116,7 +118,9 @@ def _stage_order(index: int) -> tuple[int, int]:
     return (index < 0, abs(index))
 
 
-def build_tree(executions: list[AgentExecution]) -> tuple[list[tuple[int, list[ExecutionNode]]], dict[str, str]]:
+def build_tree(
+    executions: list[AgentExecution],
+) -> tuple[list[tuple[int, list[ExecutionNode]]], dict[str, str]]:
     """The executions as trees per stage (agent above its sub-agents) and each one's path."""
     by_id = {e.execution_id: e for e in executions}
     ordered = sorted(executions, key=lambda e: (e.created_at, e.agent_index, e.execution_id))
@@ -133,9 +137,11 @@ def build_tree(executions: list[AgentExecution]) -> tuple[list[tuple[int, list[E
 
     def node(execution: AgentExecution, prefix: str) -> ExecutionNode:
         placed.add(execution.execution_id)
-        path = f"{prefix} › {execution.agent}" if prefix else execution.agent
+        path = f"{prefix}{PATH_SEPARATOR}{execution.agent}" if prefix else execution.agent
         paths[execution.execution_id] = path
-        below = [c for c in children.get(execution.execution_id, []) if c.execution_id not in placed]
+        below = [
+            c for c in children.get(execution.execution_id, []) if c.execution_id not in placed
+        ]
         return ExecutionNode(
             execution=execution, path=path, children=[node(c, path) for c in below]
         )

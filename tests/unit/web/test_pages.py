@@ -27,7 +27,7 @@ from tarsy.store import Store
 from tarsy.web.links import session_url
 from tarsy.web.pages import CONTENT_SECURITY_POLICY, WebResponse, handle
 from tarsy.web.render import markdown_html
-from tarsy.web.session_page import CursorEntry, TimelineCursor, new_events
+from tarsy.web.session_page import PATH_SEPARATOR, CursorEntry, TimelineCursor, new_events
 
 KEY = "unit-key"
 SCRIPT = "<script>alert('alert')</script>"
@@ -110,9 +110,12 @@ def hostile_store() -> MemoryStore:
             TimelineEvent(
                 type=TimelineEventType.LLM_TOOL_CALL,
                 content="kubernetes.pods_log",
-                metadata={"tool_name": "pods_log", "server_name": "kubernetes",
-                          "arguments": json.dumps({"name": IMAGE})},
-            ),  # fmt: skip
+                metadata={
+                    "tool_name": "pods_log",
+                    "server_name": "kubernetes",
+                    "arguments": json.dumps({"name": IMAGE}),
+                },
+            ),
         ),
         (
             "0001-002",
@@ -211,7 +214,7 @@ async def test_the_tree_puts_a_sub_agent_under_its_parent_with_a_cancel_button()
     assert tree.index("KubernetesAgent") < tree.index("LogReader")
     assert tree.count("data-cancel-execution=") == 2
     assert [s["id"] for s in update["sections"]] == ["e-1", "e-2"]
-    assert "KubernetesAgent › LogReader" in update["sections"][1]["head"]
+    assert f"KubernetesAgent{PATH_SEPARATOR}LogReader" in update["sections"][1]["head"]
     assert "streaming now" in update["sections"][1]["live"]
     assert update["finished"] is False and update["actions"]["cancel"] is True
 
