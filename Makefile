@@ -11,7 +11,7 @@ SCENARIO ?=
 CONFIG ?=
 
 .PHONY: local-model local-model-down
-.PHONY: help venv test test-unit test-integration demo up down lint format typecheck bench chaos eval clean
+.PHONY: help venv browser test test-unit test-integration demo up down lint format typecheck bench chaos eval clean
 
 help:
 	@echo "make demo      run one investigation locally (emulators + stand-in model unless GEMINI_API_KEY)"
@@ -36,14 +36,19 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
+# The browser tests drive Debian's chromium (installed once, with apt-get; Playwright
+# never downloads a browser of its own).
+browser:
+	@scripts/install_chromium.sh
+
 # pytest exits 5 when it collected nothing: a non-zero exit, so make fails, as CI must.
-test: venv infra-check
+test: venv infra-check browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-unit: venv
 	$(BIN)/python -m pytest -q -m "not integration" $(PYTEST_ARGS)
 
-test-integration: venv
+test-integration: venv browser
 	$(BIN)/python -m pytest -q -m integration $(PYTEST_ARGS)
 
 # CONFIG=file.yaml (else TARSY_CONFIG_PATH) adds agents, chains and MCP servers; ALERT and

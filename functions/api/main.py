@@ -1,4 +1,4 @@
-"""Cloud Function ``api`` (HTTP): read sessions; cancel, resume, chat and sweep."""
+"""Cloud Function ``api`` (HTTP): read sessions; cancel, resume, chat and sweep; the pages."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tarsy.api import handlers as api_endpoint
 from tarsy.app import get_deps
 from tarsy.http.request import read_request, to_framework_response
 from tarsy.runtime import run_sync
+from tarsy.web.links import is_web_path
 
 # The api takes JSON bodies: chat questions (up to 100,000 characters), resume options.
 # Room for a 100,000-character question (up to 4 bytes each in UTF-8, escaped in JSON).
@@ -19,13 +20,22 @@ _MAX_BODY_BYTES = 1024 * 1024
 
 
 # A span name must not carry the session id: /sessions/{session_id}[/action].
-_SESSION_SEGMENT = re.compile(r"^/sessions/[^/]+")
+_SESSION_SEGMENT = re.compile(r"^(/ui(?:/data)?)?/sessions/[^/]+")
 
 
-async def _serve(request: Request) -> tuple[str, int, dict[str, str]]:
+async def _serve(request: Request) -> tuple[str | bytes, int, dict[str, str]]:
     deps = await get_deps()
     telemetry.setup(deps.settings, "tarsy-api")
     http_request = read_request(request, _MAX_BODY_BYTES)
+    if is_web_path(http_request.path):
+        # Imported here: only the pages need the templates and the Markdown renderer.
+        from tarsy.web import pages
+
+        route = _SESSION_SEGMENT.sub(r"\1/sessions/{session_id}", http_request.path)
+        with telemetry.server_span(http_request.method, route, incoming=http_request.headers) as s:
+            page = await pages.handle(http_request, deps)
+            s.set_response(page.status, None)
+        return page.to_framework()
     path = http_request.path.rstrip("/") or "/"
     route = _SESSION_SEGMENT.sub("/sessions/{session_id}", path)
     with telemetry.server_span(http_request.method, route, incoming=http_request.headers) as span:
@@ -36,8 +46,8 @@ async def _serve(request: Request) -> tuple[str, int, dict[str, str]]:
 
 
 @functions_framework.http
-def api(request: Request) -> tuple[str, int, dict[str, str]]:
-    """Entry point: GET /sessions[/{id}], POST /sessions/{id}/cancel|resume, GET /healthz."""
+def api(request: Request) -> tuple[str | bytes, int, dict[str, str]]:
+    """Entry point: GET /sessions[/{id}], POST /sessions/{id}/cancel|resume, GET /healthz, /ui/."""
     try:
         return run_sync(_serve(request))
     finally:

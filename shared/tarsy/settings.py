@@ -68,6 +68,16 @@ class Settings(BaseSettings):
         ),
         json_schema_extra=_used_by(*ALL_FUNCTIONS),
     )
+    scoring_off_reason: str | None = Field(
+        default=None,
+        validation_alias="TARSY_SCORING_OFF_REASON",
+        description=(
+            "When set, chains that score sessions do not: the session records "
+            "'not scored (<reason>)' instead of running a judge (the local stack sets "
+            "'stand-in model', which cannot judge)."
+        ),
+        json_schema_extra=_used_by("step", "api"),
+    )
     max_alert_bytes: int = Field(
         default=1024 * 1024,
         validation_alias="TARSY_MAX_ALERT_BYTES",

@@ -19,7 +19,8 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -64,6 +65,10 @@ AGENT_PATH_SEPARATOR = " \u203a "  # a single right-pointing angle quotation mar
 
 # The native alert sources `tarsy submit --source` replays to (POST /alerts/{source}).
 SOURCES = ("alertmanager", "grafana", "pagerduty", "sns")
+
+# The width of stdout when it is not a terminal: no line of the timeline, a table or a
+# tree is that long, so none is wrapped or cut (Rich's default would be 80 columns).
+PIPED_WIDTH = 10_000
 
 # The connection flags: (flag, environment variable it overrides).
 CONNECTION_FLAGS = (
@@ -136,14 +141,18 @@ def consoles() -> tuple[Console, Console]:
     """The stdout console for the timeline, and the stderr console for errors.
 
     Error lines never wrap (Rich would cut them at 80 columns when stderr is not
-    a terminal), so they stay whole in logs and for grep; nor do timeline lines
-    when stdout is a pipe or a file (panels still take the console's width).
+    a terminal), so they stay whole in logs and for grep. On a terminal the
+    timeline wraps to its width; piped or redirected, nothing is wrapped or cut:
+    tables take the width their content needs and Markdown prints as written.
 
     Returns:
         ``(console, errors)``.
     """
     console = _Console(stderr=False)
-    console.soft_wrap = not console.is_terminal
+    if not console.is_terminal:
+        # Piped or redirected: lines as long as their content (tables, ids, JSON lines);
+        # Markdown prints as written (print_markdown), so nothing is wrapped or cropped.
+        console = _Console(stderr=False, width=PIPED_WIDTH, soft_wrap=True)
     return console, _Console(stderr=True, soft_wrap=True)
 
 
@@ -415,7 +424,9 @@ def print_sessions(console: Console, page: SessionPage, now: datetime) -> None:
         now: What ages count from.
     """
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("session", no_wrap=True, overflow="fold")
+    # Ids are never cut: pasted into `tarsy show`, a cut id is a 404.
+    longest = max((len(row.session_id) for row in page.sessions), default=7)
+    table.add_column("session", min_width=longest, overflow="fold")
     table.add_column("status", no_wrap=True)
     table.add_column("age", justify="right", no_wrap=True)
     table.add_column("alert type", overflow="fold")
@@ -567,19 +578,49 @@ def stage_label(stage: object) -> str:
     return f"stage {stage}"
 
 
-def print_event(console: Console, event: dict[str, Any]) -> None:
-    """Print one timeline event."""
+def print_markdown(console: Console, content: str, title: str | None = None) -> None:
+    """Model Markdown: in a panel on a terminal (wrapped to it); as written when piped.
+
+    Piped, a panel would take the pipe's width and wrap or cut the text in it;
+    the Markdown itself reads well as plain text, and every line stays whole.
+    """
+    if console.is_terminal:
+        console.print(Panel(LiteralMarkdown(content), border_style="green", title=title))
+        return
+    if title:
+        console.print(f"── {title} ──", markup=False, highlight=False)
+    console.print(content, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_event(console: Console, event: dict[str, Any], told: set[str] | None = None) -> None:
+    """Print one timeline event, whole.
+
+    Args:
+        console: Where to print.
+        event: The event, with its ``stage`` and ``agent``.
+        told: MCP servers already reported unavailable (each is reported once).
+    """
     kind = str(event.get("type", "?"))
     style = _EVENT_STYLE.get(kind, "white")
     where = f"{stage_label(event.get('stage'))} · {event.get('agent')}"
     console.print(f"[{style}]● {kind}[/] [dim]{escape(where)}[/]")
+    metadata = event.get("metadata") or {}
+    unavailable = metadata.get("unavailable_servers") or {}
+    for server, reason in unavailable.items():
+        if told is not None and server in told:
+            continue
+        console.print(
+            f"⚠ MCP server {server} is unavailable: {reason}; the agent goes on without its tools",
+            style="yellow", markup=False, highlight=False, soft_wrap=True,
+        )  # fmt: skip
+        if told is not None:
+            told.add(server)
     content = str(event.get("content", ""))
     if kind in ("final_analysis", "executive_summary"):
-        console.print(Panel(LiteralMarkdown(content), border_style="green"))
+        print_markdown(console, content)
     elif content:
         # Model and tool text is not Rich markup: "[/data]" must print as written.
-        text = content if len(content) < 2000 else content[:2000] + " …"
-        console.print(text, style=style, markup=False)
+        console.print(content, style=style, markup=False, highlight=False)
 
 
 def _new_events(view: SessionView, seen: dict[str, int]) -> list[dict[str, Any]]:
@@ -652,7 +693,11 @@ def routing_line(session: dict[str, Any]) -> str | None:
 def score_lines(session: dict[str, Any]) -> list[str]:
     """The judge's verdict on a session as printed lines (none when it was not scored)."""
     if session.get("score_error"):
-        return [f"score: none ({session['score_error']})"]
+        reason = str(session["score_error"])
+        # "not scored (stand-in model)" says it all; a judge's failure says why there is none.
+        return [
+            f"score: {reason}" if reason.startswith("not scored") else f"score: none ({reason})"
+        ]
     if session.get("score") is None:
         return []
     lines = [f"score: {session['score']}/100"]
@@ -665,6 +710,32 @@ def score_lines(session: dict[str, Any]) -> list[str]:
     return lines
 
 
+class StoppedWatching(Exception):
+    """Ctrl-C while watching: the watch stops, the session does not."""
+
+    def __init__(self, session_id: str) -> None:
+        """Remember which session goes on."""
+        super().__init__(session_id)
+        self.session_id = session_id
+
+
+@contextmanager
+def watching(session_id: str) -> Iterator[None]:
+    """Turn Ctrl-C inside the block into :class:`StoppedWatching` for ``session_id``."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise StoppedWatching(session_id) from None
+
+
+def stopped_watching_message(session_id: str) -> str:
+    """What Ctrl-C on a watch says: the investigation runs on in the cloud (or the stack)."""
+    return (
+        f"stopped watching; session {session_id} goes on. Follow it again: "
+        f"tarsy watch {session_id}   stop it: tarsy cancel {session_id}"
+    )
+
+
 def watch_session(
     client: TarsyClient,
     session_id: str,
@@ -675,15 +746,16 @@ def watch_session(
 ) -> int:
     """Print the timeline as it grows, with a spinner, until the session ends."""
     seen: dict[str, int] = {}
+    told: set[str] = set()
     view: SessionView | None = None
     runbook_told = False
-    with console.status(f"waiting for session {session_id}…") as spinner:
+    with watching(session_id), console.status(f"waiting for session {session_id}…") as spinner:
         for view in client.watch(session_id, poll_interval=interval, timeout=timeout):
             if not runbook_told and (line := runbook_line(view.session)):
                 console.print(line, style="dim", markup=False, soft_wrap=True)
                 runbook_told = True
             for event in _new_events(view, seen):
-                print_event(console, event)
+                print_event(console, event, told)
             stage = view.session.get("current_stage")
             spinner.update(
                 f"session {session_id}: {view.status.value}"
@@ -790,7 +862,10 @@ def follow_chat(
     printed = 0
     answer = LiveAnswer()
     # Transient: once the step commits, the real events replace the streamed text.
-    with Live(answer, console=console, transient=True, refresh_per_second=8) as live:
+    with (
+        watching(session_id),
+        Live(answer, console=console, transient=True, refresh_per_second=8) as live,
+    ):
         while True:
             view = client.session(session_id)
             execution = next(
@@ -1021,25 +1096,29 @@ def print_tree(console: Console, view: SessionView) -> None:
     console.print(tree)
 
 
-def show_session(view: SessionView, console: Console) -> int:
-    """Print a whole session once."""
+def show_session(view: SessionView, console: Console, page: str | None = None) -> int:
+    """Print a whole session once (``page``: its URL in the browser, if known)."""
     session = view.session
     console.print(
-        f"[bold]session[/] {session['session_id']}  [bold]alert[/] {session['alert_type']}  "
-        f"[bold]chain[/] {session['chain_id']}  [bold]status[/] {session['status']}"
+        f"[bold]session[/] {escape(session['session_id'])}  "
+        f"[bold]alert[/] {escape(session['alert_type'])}  "
+        f"[bold]chain[/] {escape(session['chain_id'])}  [bold]status[/] {session['status']}"
     )
     if line := routing_line(session):
         console.print(line, style="dim", markup=False, soft_wrap=True)
+    if page:
+        console.print(f"[bold]page[/] {escape(page)}", highlight=False)
     if session.get("resolved_at"):
         console.print(f"[bold]resolved by its source[/] {session['resolved_at']}")
     if line := runbook_line(session):
         console.print(line, style="dim", markup=False, soft_wrap=True)
+    told: set[str] = set()
     for event in _new_events(view, {}):
-        print_event(console, event)
+        print_event(console, event, told)
     if session.get("final_analysis") and not any(
         e.get("type") == "final_analysis" for e in view.timeline
     ):
-        console.print(Panel(LiteralMarkdown(session["final_analysis"]), title="final analysis"))
+        print_markdown(console, session["final_analysis"], title="final analysis")
     if view.executions:
         print_tree(console, view)
     return print_outcome(console, view) if view.is_finished else EXIT_OK
@@ -1085,6 +1164,8 @@ def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
             submitted = client.submit(alert)
             print(submitted.session_id, flush=True)
             errors.print(f"status: {submitted.status_url}", style="dim", markup=False)
+            if page := client.page_url(submitted.session_id):
+                errors.print(f"page:   {page}", style="dim", markup=False)
             if args.watch:
                 return watch_session(client, submitted.session_id, console)
             return EXIT_OK
@@ -1107,7 +1188,7 @@ def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
         if args.json:
             print(view.model_dump_json(indent=2))
             return EXIT_OK
-        return show_session(view, console)
+        return show_session(view, console, client.page_url(args.session_id))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1126,5 +1207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # no traceback and no "Exception ignored" when Python flushes stdout at exit.
         _silence(sys.stdout)
         return EXIT_OK
+    except StoppedWatching as e:
+        errors.print(stopped_watching_message(e.session_id), style="yellow", markup=False)
+        return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

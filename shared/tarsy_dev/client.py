@@ -14,6 +14,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 from tarsy.api.session_list import SessionPage
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
+from tarsy.web.links import session_url
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -31,6 +32,17 @@ _retry_idempotent = retry(
     stop=stop_after_attempt(3),
     wait=wait_exponential(multiplier=0.1, max=1.0),
     reraise=True,
+)
+
+
+# What to do when no URL is known: locally, `make up` writes them to .local/stack.env.
+NO_INGEST_URL = (
+    "no ingest URL: run `make up` (it writes .local/stack.env, which tarsy reads), "
+    "or pass --ingest-url or set TARSY_INGEST_URL"
+)
+NO_API_URL = (
+    "no api URL: run `make up` (it writes .local/stack.env, which tarsy reads), "
+    "or pass --api-url or set TARSY_API_URL"
 )
 
 
@@ -96,6 +108,10 @@ def _error_message(response: httpx.Response) -> str:
 class TarsyClient:
     """Submit alerts and read sessions over HTTP."""
 
+    def page_url(self, session_id: str) -> str | None:
+        """The session's page in a browser, served by the api (None without an api URL)."""
+        return None if self._api_url is None else session_url(self._api_url, session_id)
+
     def __init__(
         self,
         *,
@@ -128,7 +144,7 @@ class TarsyClient:
     def submit(self, alert: dict[str, Any] | bytes) -> Submitted:
         """POST an alert (a dict, or raw JSON bytes sent as they are)."""
         if self._ingest_url is None:
-            raise ApiError("no ingest URL: pass --ingest-url or set TARSY_INGEST_URL")
+            raise ApiError(NO_INGEST_URL)
         url = f"{self._ingest_url}/alerts"
         try:
             if isinstance(alert, bytes):
@@ -159,7 +175,7 @@ class TarsyClient:
             ApiError: Unreachable, or anything but 200/202.
         """
         if self._ingest_url is None:
-            raise ApiError("no ingest URL: pass --ingest-url or set TARSY_INGEST_URL")
+            raise ApiError(NO_INGEST_URL)
         url = f"{self._ingest_url}/alerts/{source}"
         # As the senders send it: SNS posts its JSON as text/plain.
         content_type = "text/plain; charset=UTF-8" if source == "sns" else "application/json"
@@ -176,7 +192,7 @@ class TarsyClient:
     def session(self, session_id: str) -> SessionView:
         """GET one session."""
         if self._api_url is None:
-            raise ApiError("no api URL: pass --api-url or set TARSY_API_URL")
+            raise ApiError(NO_API_URL)
         url = f"{self._api_url}/sessions/{session_id}"
         try:
             response = self._get(url)
@@ -201,7 +217,7 @@ class TarsyClient:
     ) -> SessionPage:
         """GET one page of sessions, newest first; the api validates the filters (422)."""
         if self._api_url is None:
-            raise ApiError("no api URL: pass --api-url or set TARSY_API_URL")
+            raise ApiError(NO_API_URL)
         url = f"{self._api_url}/sessions"
         given: dict[str, str | int | datetime | None] = {
             "status": status, "alert_type": alert_type, "source": source, "since": since,
@@ -228,7 +244,7 @@ class TarsyClient:
 
     def _post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         if self._api_url is None:
-            raise ApiError("no api URL: pass --api-url or set TARSY_API_URL")
+            raise ApiError(NO_API_URL)
         url = f"{self._api_url}{path}"
         try:
             response = self._http.post(url, json=body or {})

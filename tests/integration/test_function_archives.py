@@ -180,3 +180,35 @@ def test_packaged_ingest_and_api_serve_against_the_emulators(served: dict[str, s
             break
         time.sleep(0.25)
     assert status["status"] == "completed"
+
+
+def test_the_packaged_api_serves_the_pages_from_its_own_archive(
+    served: dict[str, str], archives: dict[str, Path]
+) -> None:
+    names = {p.relative_to(archives["api"]).as_posix() for p in archives["api"].rglob("*")}
+    assert {"tarsy/web/static/app.js", "tarsy/web/templates/session.html"} <= names
+    auth = {"Authorization": f"Bearer {KEY}"}
+    alert = {"alert_type": "generic", "data": "queue depth 9000 on billing"}
+    created = httpx.post(f"{served['ingest']}/alerts", json=alert, headers=auth, timeout=30)
+    session_id = created.json()["session_id"]
+
+    shell = httpx.get(f"{served['api']}/ui/sessions/{session_id}", timeout=30)
+    assert shell.status_code == 200 and "text/html" in shell.headers["content-type"]
+    assert "script-src 'self'" in shell.headers["content-security-policy"]
+    script = httpx.get(f"{served['api']}/ui/static/app.js", timeout=30)
+    assert (
+        script.status_code == 200
+        and script.content == (archives["api"] / "tarsy" / "web" / "static" / "app.js").read_bytes()
+    )
+    data_url = f"{served['api']}/ui/data/sessions/{session_id}"
+    assert httpx.get(data_url, timeout=30).status_code == 401
+    update = httpx.get(data_url, headers=auth, timeout=30)
+    assert update.status_code == 200, update.text
+    assert "queue depth 9000 on billing" in update.json()["overview"]
+    listing = httpx.get(f"{served['api']}/ui/data/sessions", headers=auth, timeout=30)
+    assert f'href="sessions/{session_id}"' in listing.json()["html"]
+    # Let the stack's step function finish it before the next test clears Firestore.
+    deadline = time.monotonic() + 60
+    while not httpx.get(data_url, headers=auth, timeout=30).json()["finished"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.25)

@@ -36,6 +36,12 @@ def big(megabytes: int) -> str:
 
 
 @server.tool()
+def echo(text: str) -> str:
+    """The text it was given: a tool result of the test's choosing."""
+    return text
+
+
+@server.tool()
 def env_dump() -> str:
     """The environment of a pod, secrets included."""
     return ENV_DUMP

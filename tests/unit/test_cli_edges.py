@@ -276,7 +276,7 @@ def test_closed_stdout_in_a_real_process_is_quiet_to_the_end() -> None:
 
 def render(data: dict[str, object]) -> str:
     buffer = io.StringIO()
-    cli.print_event(Console(file=buffer, width=200), data)
+    cli.print_event(Console(file=buffer, width=200, force_terminal=True, color_system=None), data)
     return buffer.getvalue()
 
 

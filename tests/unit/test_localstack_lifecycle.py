@@ -317,3 +317,47 @@ def test_down_without_a_stack(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_the_demo_alert_defaults_still_work() -> None:
     assert localstack.demo_alert(None, None)["alert_type"]
     assert json.dumps(localstack.demo_alert(None, "oom-killed"))
+
+
+# ─── a second `make up` ──────────────────────────────────────────────────────
+
+
+def test_a_second_up_keeps_the_running_stack_its_sessions_and_its_key(
+    sleepers: list[ProcessInfo],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    state_dir = tmp_path / ".local"
+    running = fake_stack(sleepers)
+    save_stack(running, state_dir)
+
+    def restart(options: StackOptions) -> Stack:
+        raise AssertionError("a running stack was restarted")
+
+    monkeypatch.setattr(localstack, "_start", restart)
+    assert localstack.main(["--state-dir", str(state_dir), "up"]) == 0
+    err = capsys.readouterr().err
+    assert "already up" in err and "(API key: k)" in err
+    assert "http://127.0.0.1:4/ui/" in err
+    assert all(is_running(p.pid) for p in sleepers)
+    assert load_stack(state_dir) == running
+
+
+def test_up_over_a_dead_stack_starts_afresh_with_the_same_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state_dir = tmp_path / ".local"
+    gone = spawn("api", ["true"], log_dir=tmp_path / "logs")
+    stop(gone, timeout=5)
+    save_stack(fake_stack([gone]).model_copy(update={"api_key": "kept-key"}), state_dir)
+    started: list[StackOptions] = []
+
+    def start(options: StackOptions, settings: object, progress: object = None) -> Stack:
+        started.append(options)
+        return fake_stack([]).model_copy(update={"api_key": options.api_key})
+
+    monkeypatch.setattr(localstack, "start_stack", start)
+    assert localstack.main(["--state-dir", str(state_dir), "up"]) == 0
+    assert [options.api_key for options in started] == ["kept-key"]
+    assert "(API key: kept-key)" in capsys.readouterr().err

@@ -356,6 +356,7 @@ def test_the_message_says_what_an_on_call_engineer_needs() -> None:
         ended,
         status_url="https://api.example.test/sessions/sess-1",
         console_url="https://console.example.test/sess-1",
+        page_url="https://api.example.test/ui/sessions/sess-1",
     )
     text = json.dumps(message.blocks)
     assert "Investigation completed" in message.text and "sess-1" in message.text
@@ -364,6 +365,7 @@ def test_the_message_says_what_an_on_call_engineer_needs() -> None:
     assert "$0.0123" in text
     assert "The api pod crashes on a bad ConfigMap key." in text
     assert "<https://api.example.test/sessions/sess-1|status>" in text
+    assert "<https://api.example.test/ui/sessions/sess-1|open the investigation>" in text
     assert "Score" not in text
 
 

@@ -140,6 +140,11 @@ async def rescore(deps: Deps, session_id: str) -> dict[str, Any]:
             f"session {session_id} is still {session.status.value}; score it when it has finished",
             status=409,
         )
+    if deps.settings.scoring_off_reason:
+        raise InputError(
+            f"not scored ({deps.settings.scoring_off_reason}): no judge to score it with",
+            status=409,
+        )
     scorings = [e for e in await deps.store.list_executions(session_id) if e.role == "scoring"]
     if any(not e.status.is_terminal for e in scorings):
         raise InputError(f"session {session_id} is being scored; try again shortly", status=409)

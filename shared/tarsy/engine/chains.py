@@ -344,11 +344,23 @@ async def _start_judge(session: Session, summary: AgentExecution, deps: Deps) ->
         # The investigation itself succeeded; only its summary did not.
         logger.warning("executive summary of %s failed", session.session_id)
     text = summary.final_analysis if completed else None
-    if session.executive_summary is None and text is not None:
-        await deps.store.update_session(
-            session.session_id, transitions.record_executive_summary(session, text)
+    if deps.settings.scoring_off_reason:
+        # Nothing here can judge (the scripted stand-in): say so instead of a failed judge.
+        update = transitions.complete_session(
+            session, utcnow(), executive_summary=text, with_summary=True
         )
-    await start_scoring(session.model_copy(update={"executive_summary": text}), 0, deps)
+        verdict = transitions.record_score(
+            None, None, f"not scored ({deps.settings.scoring_off_reason})"
+        )
+        await deps.store.update_session(
+            session.session_id, update.model_copy(update=verdict.model_dump(exclude_unset=True))
+        )
+    else:
+        if session.executive_summary is None and text is not None:
+            await deps.store.update_session(
+                session.session_id, transitions.record_executive_summary(session, text)
+            )
+        await start_scoring(session.model_copy(update={"executive_summary": text}), 0, deps)
     await deps.store.update_executions([summary.execution_id], transitions.fan_in_done())
 
 

@@ -46,6 +46,7 @@ from tarsy.models import ExecutionStatus, Session
 from tarsy.notify.ledger import NotificationLedger
 from tarsy.notify.result import NotificationResult
 from tarsy.settings import Settings
+from tarsy.web.links import session_url
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -163,6 +164,13 @@ def status_url(settings: Settings, session_id: str) -> str | None:
     return f"{settings.public_api_url.rstrip('/')}/sessions/{session_id}"
 
 
+def page_url(settings: Settings, session_id: str) -> str | None:
+    """The session's page in a browser (served by the api), when its public URL is known."""
+    if not settings.public_api_url:
+        return None
+    return session_url(settings.public_api_url, session_id)
+
+
 def console_url(settings: Settings, session_id: str) -> str:
     """The session document in the Google Cloud console's Firestore viewer."""
     database = settings.firestore_database.replace("(default)", "-default-")
@@ -190,7 +198,11 @@ def _cost(cost: float) -> str:
 
 
 def build_message(
-    session: Session, *, status_url: str | None, console_url: str | None
+    session: Session,
+    *,
+    status_url: str | None,
+    console_url: str | None,
+    page_url: str | None = None,
 ) -> SlackMessage:
     """The message announcing that ``session`` ended (pure)."""
     emoji, headline = _STATUS_LINES.get(session.status, (":grey_question:", "Investigation ended"))
@@ -223,6 +235,8 @@ def build_message(
         body = f"*Error*\n{_escape(session.error.message)}"
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _truncate(body)}})
     links = [f"session `{session.session_id}`"]
+    if page_url:
+        links.append(f"<{page_url}|open the investigation>")
     if status_url:
         links.append(f"<{status_url}|status>")
     if console_url:
@@ -444,6 +458,7 @@ async def notify_session_end(
         session,
         status_url=status_url(settings, session.session_id),
         console_url=console_url(settings, session.session_id),
+        page_url=page_url(settings, session.session_id),
     )
     check = session.session_id if claim.takeover else None
     try:

@@ -69,9 +69,11 @@ class ScriptedInvestigator:
         """The next scripted move for this conversation."""
         offered = call.function_names()
         done = tool_results_so_far(call)
+        if done == 0 and "<<<BEGIN QUESTION>>>" in call.last_user_text():
+            return FakeReply(text=chat_answer(call.last_user_text(), self.label))
         if not offered and done == 0:
             if "<<<BEGIN ANALYSIS>>>" in call.last_user_text():
-                return FakeReply(text=f"{self.label} {self.summary}")
+                return FakeReply(text=f"{self.label} {self.summarize(call.last_user_text())}")
             return self._plain(call)
         if offered and done < len(self.steps):
             step = self.steps[done]
@@ -90,6 +92,10 @@ class ScriptedInvestigator:
             thinking=f"{self.label} The evidence is sufficient; writing the analysis.",
         )
 
+    def summarize(self, prompt: str) -> str:
+        """The executive summary for a summary request (``prompt`` holds the analysis)."""
+        return self.summary
+
 
 class ScenarioStandIn(ScriptedInvestigator):
     """Follows a scenario's playbook: one tool call per turn, then the analysis."""
@@ -104,6 +110,58 @@ class ScenarioStandIn(ScriptedInvestigator):
             summary=f"{self.scenario.title}: {first_paragraph(self.scenario.playbook.analysis)}",
             plain=StandInResponder(),
         )
+
+    def summarize(self, prompt: str) -> str:
+        """The summary of the analysis it was given: the scenario's, or a restated alert.
+
+        The stand-in follows its scenario's playbook only where the scenario's tools
+        are offered; any other alert gets the restating analysis, and its summary
+        must say that, not tell the scenario's story.
+        """
+        analysis = delimited(prompt, "ANALYSIS").replace(self.label, "")
+        headline = first_paragraph(self.scenario.playbook.analysis)
+        if headline and headline in " ".join(analysis.split()):
+            return f"{self.scenario.title}: {headline}"
+        quoted = [line for line in analysis.splitlines() if line.startswith(">")]
+        lead = first_paragraph(analysis) or "The analysis it was given is empty."
+        return "\n".join([lead, "", *quoted[:SUMMARY_QUOTED_LINES]]).rstrip()
+
+
+# How much of a restated alert the stand-in's summary repeats.
+SUMMARY_QUOTED_LINES = 8
+
+
+def delimited(prompt: str, label: str) -> str:
+    """The text between ``<<<BEGIN label>>>`` and ``<<<END label>>>`` ('' when absent)."""
+    begin, end = f"<<<BEGIN {label}>>>", f"<<<END {label}>>>"
+    start = prompt.find(begin)
+    if start < 0:
+        return ""
+    stop = prompt.find(end, start)
+    return prompt[start + len(begin) : stop if stop >= 0 else None].strip()
+
+
+def chat_answer(prompt: str, label: str) -> str:
+    """The stand-in's reply to a follow-up: the question, and what the investigation found.
+
+    It cannot reason about the question, and says so; it quotes the question and
+    points back at the session's own summary (or its investigation).
+    """
+    question = " ".join(delimited(prompt, "QUESTION").split())
+    alert_type = next(
+        (line.removeprefix("Alert type:").strip() for line in prompt.splitlines()
+         if line.startswith("Alert type:")),
+        "this",
+    )  # fmt: skip
+    found = delimited(prompt, "SUMMARY") or delimited(prompt, "INVESTIGATION")
+    gist = first_paragraph(found.replace(label, "")) or "(the investigation left no text)"
+    return (
+        f"{label}\n\n"
+        f"You asked: \u201c{question}\u201d\n\n"
+        "The stand-in does not reason, so it cannot answer that. What the investigation "
+        f"of the {alert_type} alert found:\n\n{gist}\n\n"
+        "Set GEMINI_API_KEY (or Vertex credentials) and run the demo again for a real answer."
+    )
 
 
 def first_paragraph(markdown: str) -> str:

@@ -22,9 +22,11 @@ from rich.console import Console
 
 from tarsy.errors import ApiError
 from tarsy.settings import Settings, get_settings
-from tarsy_dev.cli import watch_session
+from tarsy.web.links import list_url, session_url
+from tarsy_dev.cli import consoles, watch_session
 from tarsy_dev.client import TarsyClient
 from tarsy_dev.demo_cluster.loader import DEFAULT_SCENARIO, scenario_names
+from tarsy_dev.localstack.processes import is_running
 from tarsy_dev.localstack.stack import (
     Stack,
     StackOptions,
@@ -83,6 +85,7 @@ def _options(args: argparse.Namespace) -> StackOptions:
 
 
 def _banner(stack: Stack) -> None:
+    console.print(f"[bold]pages[/]   {list_url(stack.api_url)}  (API key: {stack.api_key})")
     console.print(f"[bold]ingest[/]  {stack.ingest_url}/alerts")
     console.print(f"[bold]api[/]     {stack.api_url}/sessions/<id>")
     console.print(f"[bold]model[/]   {stack.model}")
@@ -105,12 +108,25 @@ def _say(message: str) -> None:
     console.print(message, markup=False, highlight=False)
 
 
+def running_stack(state_dir: Path) -> Stack | None:
+    """The stack recorded in ``state_dir`` if every one of its processes still runs."""
+    existing = load_stack(state_dir)
+    if existing is None or not all(is_running(p.pid) for p in existing.processes):
+        return None
+    return existing
+
+
 def _start(options: StackOptions) -> Stack:
     existing = load_stack(options.state_dir)
     if existing is not None:
         stopped = stop_stack(existing, options.state_dir, _say)
         if stopped:
-            console.print(f"[yellow]stopped a previous stack: {', '.join(stopped)}[/]")
+            console.print(
+                f"[yellow]stopped the previous stack ({', '.join(stopped)}); its sessions were "
+                "in its emulator and are gone[/]"
+            )
+        # The same key as before: scripts and open pages that hold it keep working.
+        options = options.model_copy(update={"api_key": existing.api_key})
     settings = get_settings()
     if not has_real_model(settings) and options.model_label is None:
         console.print(
@@ -157,11 +173,21 @@ def _up(args: argparse.Namespace) -> int:
     except InputProblem as e:
         console.print(f"up: {e}", style="red", markup=False)
         return EXIT_USAGE
-    stack = _start(options)
-    _banner(stack)
     env_file = Path(args.state_dir) / "stack.env"
+    running = running_stack(options.state_dir)
+    if running is not None:
+        # A second `make up` keeps the stack, its sessions and its key.
+        console.print("[green]the local stack is already up[/]: kept as it is, with its sessions")
+        console.print("[dim]to start afresh (sessions lost): make down && make up[/]")
+        _banner(running)
+    else:
+        _banner(_start(options))
     console.print(f"[green]stack is up[/]; URLs and the API key are in {env_file}")
-    console.print("try: .venv/bin/tarsy submit <alert.json> --watch   ·   stop: make down")
+    console.print(
+        f"load them into your shell: set -a; . {env_file}; set +a   ·   "
+        "try: .venv/bin/tarsy submit shared/tarsy_dev/samples/pod-crashloop.json --watch   ·   "
+        "stop: make down"
+    )
     return 0
 
 
@@ -226,13 +252,18 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         stack = _start(options)
         _banner(stack)
-        out = Console()
+        # Full lines when redirected (make demo > file), wrapped to the terminal otherwise.
+        out, _errors = consoles()
         with TarsyClient(
             ingest_url=stack.ingest_url, api_url=stack.api_url, api_key=stack.api_key
         ) as client:
             submitted = client.submit(alert)
             console.print(
                 f"submitted [bold]{alert.get('alert_type')}[/] alert → {submitted.session_id}"
+            )
+            console.print(
+                f"[bold]watch it in a browser[/] {session_url(stack.api_url, submitted.session_id)}"
+                f"  (API key: {stack.api_key}; the page lives while the demo runs)"
             )
             # The watch prints every timeline event, the final analysis among them.
             # A CPU model takes minutes where a hosted one takes seconds.

@@ -93,6 +93,14 @@ def stop(info: ProcessInfo, *, timeout: float = 10.0) -> None:
         os.killpg(info.pid, signal.SIGKILL)
 
 
+def terminate_all(processes: Sequence[ProcessInfo]) -> None:
+    """Send SIGTERM to every running process group at once (their shutdowns then overlap)."""
+    for info in processes:
+        if is_running(info.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(info.pid, signal.SIGTERM)
+
+
 # A stop interrupted this many times in a row is given up, so that the others are still stopped.
 STOP_ATTEMPTS = 3
 

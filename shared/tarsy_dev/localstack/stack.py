@@ -31,9 +31,11 @@ from tarsy_dev.localstack.processes import (
     free_port,
     http_ok,
     interrupts_held,
+    is_running,
     spawn,
     stop,
     stop_all,
+    terminate_all,
     wait_until,
 )
 
@@ -255,7 +257,12 @@ def start_stack(
             fake = spawn("stand-in-model", argv, log_dir=log_dir, url=url)
             started.append(fake)
             wait_until(_port_open(port), timeout=30, what="stand-in model", process=fake)
-            model_env = {"GEMINI_API_KEY": "local-stand-in", "GEMINI_BASE_URL": url}
+            # The stand-in cannot judge an investigation: say so instead of a failed judge.
+            model_env = {
+                "GEMINI_API_KEY": "local-stand-in",
+                "GEMINI_BASE_URL": url,
+                "TARSY_SCORING_OFF_REASON": "stand-in model",
+            }
             model = f"scripted stand-in at {url} (not a real LLM)"
 
         config_path = options.config_path
@@ -452,7 +459,16 @@ def stop_stack(
     """
     held = "Ctrl-C: still stopping the stack, or its processes would keep running"
     with interrupts_held(lambda: progress(held)):
-        stopped, left = stop_all(stack.processes, progress=progress, stop_one=stop_one or stop)
+        alive: Callable[[int], bool] = is_running
+        if stop_one is None:
+            # Every process is asked to stop at once, so their shutdowns overlap (one by
+            # one they took ~2 s each); the stops below wait for each and kill what lingers.
+            running = {p.pid for p in stack.processes if is_running(p.pid)}
+            terminate_all(stack.processes)
+            alive = running.__contains__
+        stopped, left = stop_all(
+            stack.processes, progress=progress, stop_one=stop_one or stop, alive=alive
+        )
         if left:
             progress(f"may still be running: {', '.join(left)}; run `make down` again")
         elif state_dir is not None:

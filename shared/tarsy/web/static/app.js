@@ -1,0 +1,307 @@
+// tarsy's pages: the session list and a session's live page.
+// The API key is asked once and kept in sessionStorage (this tab only), sent in a header,
+// never put in a URL. Every HTML fragment comes escaped and sanitized from the server;
+// text this script makes itself goes in with textContent.
+"use strict";
+
+(function () {
+  const KEY = "tarsy.apiKey";
+  const POLL_MS = 1000;
+  const MAX_BACKOFF_MS = 10000;
+  const root = new URL(document.querySelector('meta[name="tarsy-root"]').content, location.href);
+  const $ = (id) => document.getElementById(id);
+
+  function apiUrl(path) {
+    return new URL(path, root).toString();
+  }
+
+  function showMessage(text, kind) {
+    const box = $("message");
+    box.textContent = text || "";
+    box.className = "message " + (kind || "error");
+    box.hidden = !text;
+  }
+
+  function setConnection(text) {
+    $("connection").textContent = text;
+  }
+
+  // The key form appears when no key is known or the api refused it; resolves once one is given.
+  let keyWaiters = [];
+  function askForKey(reason) {
+    sessionStorage.removeItem(KEY);
+    $("forget-key").hidden = true;
+    const form = $("key-form");
+    form.hidden = false;
+    if (reason) showMessage(reason);
+    $("key-input").focus();
+    return new Promise((resolve) => keyWaiters.push(resolve));
+  }
+
+  function setupKeyForm() {
+    $("key-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const value = $("key-input").value.trim();
+      if (!value) return;
+      sessionStorage.setItem(KEY, value);
+      $("key-input").value = "";
+      $("key-form").hidden = true;
+      $("forget-key").hidden = false;
+      showMessage("");
+      const waiters = keyWaiters;
+      keyWaiters = [];
+      waiters.forEach((resolve) => resolve(value));
+    });
+    $("forget-key").addEventListener("click", () => askForKey("key forgotten"));
+    if (sessionStorage.getItem(KEY)) $("forget-key").hidden = false;
+  }
+
+  async function currentKey() {
+    return sessionStorage.getItem(KEY) || (await askForKey(""));
+  }
+
+  class HttpError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  // One authenticated request; a refused key asks for another and tries again.
+  async function call(method, path, body) {
+    for (;;) {
+      const key = await currentKey();
+      const init = { method, headers: { Authorization: "Bearer " + key }, cache: "no-store" };
+      if (body !== undefined) {
+        init.headers["Content-Type"] = "application/json";
+        init.body = JSON.stringify(body);
+      }
+      const response = await fetch(apiUrl(path), init);
+      if (response.status === 401) {
+        await askForKey("the API key was refused: give the key of this deployment");
+        continue;
+      }
+      let payload = null;
+      try {
+        payload = await response.json();
+      } catch (e) {
+        payload = null;
+      }
+      if (!response.ok) {
+        const message = payload && payload.error ? payload.error.message : response.statusText;
+        throw new HttpError(response.status, message || "HTTP " + response.status);
+      }
+      return payload;
+    }
+  }
+
+  function replaceIfChanged(element, html) {
+    if (element.dataset.html !== html) {
+      element.innerHTML = html;
+      element.dataset.html = html;
+    }
+  }
+
+  // ─── the session list ──────────────────────────────────────────────────────
+
+  function listPage() {
+    const form = $("filters");
+    const params = new URLSearchParams(location.search);
+    for (const name of ["status", "alert_type", "source", "limit"]) {
+      if (params.get(name) && form.elements[name]) form.elements[name].value = params.get(name);
+    }
+    let cursor = params.get("cursor") || "";
+    let refreshTimer = null;
+
+    function query() {
+      const q = new URLSearchParams();
+      for (const name of ["status", "alert_type", "source", "limit"]) {
+        const value = form.elements[name].value.trim();
+        if (value && !(name === "limit" && value === "20")) q.set(name, value);
+      }
+      return q;
+    }
+
+    async function load() {
+      clearTimeout(refreshTimer);
+      const q = query();
+      if (cursor) q.set("cursor", cursor);
+      history.replaceState(null, "", "?" + q.toString());
+      try {
+        const page = await call("GET", "ui/data/sessions?" + q.toString());
+        replaceIfChanged($("rows"), page.html);
+        $("next-page").hidden = !page.next_cursor;
+        $("next-page").dataset.cursor = page.next_cursor || "";
+        $("first-page").hidden = !cursor;
+        setConnection("updated " + new Date().toLocaleTimeString());
+        showMessage("");
+      } catch (e) {
+        showMessage(e.message);
+        setConnection("not connected");
+      }
+      // The newest page follows new sessions; an older page stays as it was read.
+      if (!cursor) refreshTimer = setTimeout(load, 5000);
+    }
+
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      cursor = "";
+      load();
+    });
+    form.addEventListener("reset", () => {
+      cursor = "";
+      setTimeout(load, 0);
+    });
+    $("next-page").addEventListener("click", () => {
+      cursor = $("next-page").dataset.cursor;
+      load();
+    });
+    $("first-page").addEventListener("click", () => {
+      cursor = "";
+      load();
+    });
+    load();
+  }
+
+  // ─── a session ─────────────────────────────────────────────────────────────
+
+  function sessionPage() {
+    const sessionId = document.body.dataset.session;
+    const base = "sessions/" + encodeURIComponent(sessionId);
+    let cursor = "";
+    let timer = null;
+    let failures = 0;
+    let polling = false;
+    let generation = 0; // a restarted poll loop ends the previous one
+
+    function section(update) {
+      let element = document.getElementById("section-" + update.id);
+      if (!element) {
+        element = document.createElement("section");
+        element.id = "section-" + update.id;
+        element.className = "execution";
+        element.dataset.execution = update.id;
+        const head = document.createElement("div");
+        head.className = "execution-head";
+        const events = document.createElement("div");
+        events.className = "events";
+        const live = document.createElement("div");
+        live.className = "live";
+        element.append(head, events, live);
+      }
+      return element;
+    }
+
+    function apply(update) {
+      replaceIfChanged($("header"), update.header);
+      replaceIfChanged($("overview"), update.overview);
+      replaceIfChanged($("tree"), update.tree);
+      $("actions").hidden = false;
+      $("action-cancel").hidden = !update.actions.cancel;
+      $("action-resume").hidden = !update.actions.resume;
+      $("action-score").hidden = !update.actions.score;
+      $("chat-form").hidden = !update.actions.chat;
+      const timeline = $("timeline");
+      // Sections in the server's order (stages, then summary, chat, scoring).
+      for (const one of update.sections) {
+        const element = section(one);
+        replaceIfChanged(element.querySelector(".execution-head"), one.head);
+        replaceIfChanged(element.querySelector(".live"), one.live);
+        timeline.appendChild(element);
+      }
+      for (const id of update.resets) {
+        section({ id }).querySelector(".events").replaceChildren();
+      }
+      for (const event of update.events) {
+        const domId = "event-" + event.id;
+        if (document.getElementById(domId)) continue; // already shown: a poll asked again
+        const holder = document.createElement("div");
+        holder.id = domId;
+        holder.className = "event-holder";
+        holder.innerHTML = event.html;
+        section({ id: event.section }).querySelector(".events").appendChild(holder);
+      }
+      document.body.dataset.status = update.status;
+      document.body.dataset.finished = String(update.finished);
+    }
+
+    async function poll(mine) {
+      timer = null;
+      try {
+        const update = await call("GET", "ui/data/" + base + "?cursor=" + encodeURIComponent(cursor));
+        if (mine !== generation) return;
+        apply(update);
+        cursor = update.cursor; // only after the events are on the page
+        failures = 0;
+        if (update.finished) {
+          polling = false;
+          setConnection(update.status + " · up to date");
+          return;
+        }
+        setConnection("live · " + new Date().toLocaleTimeString());
+        timer = setTimeout(() => poll(mine), POLL_MS);
+      } catch (e) {
+        if (mine !== generation) return;
+        if (e instanceof HttpError && e.status === 404) {
+          polling = false;
+          showMessage(e.message);
+          return;
+        }
+        // Offline or a failing function: try again later from the same cursor.
+        failures += 1;
+        const wait = Math.min(MAX_BACKOFF_MS, POLL_MS * 2 ** failures);
+        setConnection("reconnecting in " + Math.round(wait / 1000) + "s (" + e.message + ")");
+        timer = setTimeout(() => poll(mine), wait);
+      }
+    }
+
+    function startPolling() {
+      if (timer) clearTimeout(timer);
+      polling = true;
+      generation += 1;
+      poll(generation);
+    }
+
+    async function act(path, body, done) {
+      showMessage("");
+      try {
+        await call("POST", path, body === undefined ? {} : body);
+        if (done) done();
+        showMessage("requested: the page follows what happens", "info");
+      } catch (e) {
+        showMessage(e.message);
+      }
+      startPolling();
+    }
+
+    $("action-cancel").addEventListener("click", () => act(base + "/cancel"));
+    $("action-resume").addEventListener("click", () => act(base + "/resume"));
+    $("action-score").addEventListener("click", () => act(base + "/score"));
+    $("tree").addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-cancel-execution]");
+      if (!button) return;
+      const eid = button.dataset.cancelExecution;
+      act(base + "/executions/" + encodeURIComponent(eid) + "/cancel");
+    });
+    $("chat-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const question = $("chat-question").value.trim();
+      if (!question) return;
+      act(base + "/chat", { question }, () => {
+        $("chat-question").value = "";
+      });
+    });
+    // A tab that comes back (sleep, lost network) catches up at once.
+    window.addEventListener("online", () => polling && startPolling());
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible" && polling) startPolling();
+    });
+    startPolling();
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    setupKeyForm();
+    if (document.body.dataset.page === "list") listPage();
+    if (document.body.dataset.page === "session") sessionPage();
+  });
+})();

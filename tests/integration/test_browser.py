@@ -1,0 +1,253 @@
+"""The api's pages in a real browser (Debian's chromium, Playwright), against the local stack.
+
+Each test opens the page the api function serves, gives the API key in the
+page's form as a person would, and reads what the page shows while the step
+function works: a session watched live to its end, a chat answered as it
+streams, a cancel, the list filtered, and hostile text shown as text.
+With ``TARSY_SCREENSHOT_DIR`` set, the list and a session page are saved there
+(``docs/images`` holds the ones the README shows).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page
+
+from tarsy.web.links import list_url, session_url
+from tarsy_dev.client import TarsyClient
+from tarsy_dev.fakes.fake_gemini import (
+    FakeCall,
+    FakeGemini,
+    FakeReply,
+    FakeToolCall,
+    StandInResponder,
+)
+from tarsy_dev.localstack.stack import Stack
+from tests.integration.browser import WAIT_MS, Tab, browser, open_page
+
+WAIT_S = WAIT_MS / 1000
+ANSWER = "First finding. Second finding. Third finding. The conclusion."
+HOSTILE_SCRIPT = "<script>window.pwned = 'script'</script>"
+HOSTILE_IMAGE = "<img src=x onerror=\"window.pwned = 'image'\">"
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    with browser() as launched:
+        yield launched
+
+
+def screenshot(page: Page, name: str) -> None:
+    folder = os.environ.get("TARSY_SCREENSHOT_DIR")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / name), full_page=True)
+
+
+def finished(client: TarsyClient, alert: dict[str, Any]) -> str:
+    session_id = client.submit(alert).session_id
+    *_, last = client.watch(session_id, poll_interval=0.2, timeout=WAIT_S)
+    assert last.status.is_terminal, last.status
+    return session_id
+
+
+def event_count(page: Page) -> int:
+    return int(page.evaluate("document.querySelectorAll('.event-holder').length"))
+
+
+def wait_finished(page: Page) -> None:
+    # A function, not a bare expression: the page's policy forbids evaluating strings.
+    page.wait_for_function("() => document.body.dataset.finished === 'true'", timeout=WAIT_MS)
+
+
+def no_problems(tab: Tab) -> None:
+    assert tab.problems == []
+    assert tab.page.evaluate("window.pwned === undefined")
+
+
+class Investigation:
+    """troubleshooter: two tool calls, then its analysis; each call streams for ~1.5 s."""
+
+    def __init__(self, first_text: str = "step one", final: str = "## Cause\nThe echo.") -> None:
+        self.calls = 0
+        self.first_text = first_text
+        self.final = final
+
+    def __call__(self, call: FakeCall) -> FakeReply:
+        if "You are troubleshooter," not in call.system_text():
+            reply = StandInResponder()(call)
+            return reply.model_copy(update={"stream_chunks": 3, "chunk_delay": 0.5})
+        self.calls += 1
+        if self.calls <= 2:
+            text = self.first_text if self.calls == 1 else "step two"
+            return FakeReply(
+                thinking=f"Checking with echo: {text}",
+                tool_calls=[FakeToolCall(name="trouble__echo", args={"text": text})],
+                stream_chunks=3,
+                chunk_delay=0.5,
+            )
+        return FakeReply(text=self.final, thinking="Concluding.", stream_chunks=3, chunk_delay=0.5)
+
+
+def test_a_submitted_alert_is_watched_live_to_its_end(
+    stack: Stack, fake_gemini: FakeGemini, client: TarsyClient, chromium: Browser
+) -> None:
+    fake_gemini.responder = Investigation()
+    session_id = client.submit({"alert_type": "test-tools", "data": "orders p99 is 2 s"}).session_id
+    tab = open_page(chromium, session_url(stack.api_url, session_id), stack.api_key)
+    page = tab.page
+    polls: list[str] = []
+    page.on(
+        "request", lambda request: polls.append(request.url) if "/ui/data/" in request.url else None
+    )
+    seen_before_end: list[int] = []
+    shown = 0
+    while True:
+        page.wait_for_function(
+            "(n) => document.querySelectorAll('.event-holder').length > n"
+            " || document.body.dataset.finished === 'true'",
+            arg=shown,
+            timeout=WAIT_MS,
+        )
+        if page.evaluate("document.body.dataset.finished") == "true":
+            break
+        shown = event_count(page)
+        seen_before_end.append(shown)
+    # The timeline grew in front of the reader, poll after poll, before the session ended.
+    assert len(seen_before_end) >= 2, seen_before_end
+    assert page.inner_text("#session-status") == "completed"
+    timeline = page.inner_text("#timeline")
+    assert "step one" in timeline and "step two" in timeline and "The echo." in timeline
+    assert "executive summary" in timeline
+    # The tree: the stage, the agent, the summary; the result folded until opened.
+    assert "troubleshooter" in page.inner_text("#tree")
+    folded = page.locator(".event.mcp_tool_call details").first
+    assert folded.get_attribute("open") is None
+    # Every event once, whatever the polls overlapped.
+    ids = page.evaluate("[...document.querySelectorAll('.event-holder')].map(e => e.id)")
+    assert len(ids) == len(set(ids)) == event_count(page)
+    screenshot(page, "session-page.png")
+    no_problems(tab)
+    # The key stays in the tab's sessionStorage and in headers, never in a URL.
+    assert page.evaluate("() => sessionStorage.getItem('tarsy.apiKey')") == stack.api_key
+    assert polls and not any(stack.api_key in url for url in [*polls, page.url])
+    # A finished session stops polling: nothing is asked over several poll intervals.
+    polled = len(polls)
+    page.wait_for_timeout(2500)
+    assert len(polls) == polled
+
+
+def slow_chat(call: FakeCall) -> FakeReply:
+    if "chat-assistant" in call.system_text():
+        return FakeReply(text=ANSWER, thinking="Reading the investigation.", stream_chunks=6,
+                         chunk_delay=0.6)  # fmt: skip
+    return StandInResponder()(call)
+
+
+def test_a_follow_up_is_asked_and_its_answer_streams_onto_the_page(
+    stack: Stack, fake_gemini: FakeGemini, client: TarsyClient, chromium: Browser
+) -> None:
+    fake_gemini.responder = slow_chat
+    session_id = finished(client, {"alert_type": "generic", "data": "error rate 31% on orders"})
+    tab = open_page(chromium, session_url(stack.api_url, session_id), stack.api_key)
+    page = tab.page
+    wait_finished(page)
+    page.fill("#chat-question", "Which finding matters?")
+    page.click("#chat-form button[type=submit]")
+    # The answer while it streams (the running call's progress), then as a committed event.
+    live = page.locator(".live-call .text")
+    live.wait_for(timeout=WAIT_MS)
+    assert ANSWER.startswith(live.inner_text())
+    page.locator(".event.final_analysis", has_text="The conclusion.").last.wait_for()
+    wait_finished(page)
+    chat = page.inner_text("#timeline")
+    assert "Which finding matters?" in chat
+    assert page.locator(".live-call").count() == 0
+    no_problems(tab)
+
+
+def test_a_running_session_is_cancelled_from_its_page(
+    stack: Stack, fake_gemini: FakeGemini, client: TarsyClient, chromium: Browser
+) -> None:
+    fake_gemini.responder = lambda call: FakeReply(
+        text="still thinking", stream_chunks=8, chunk_delay=0.5
+    )
+    session_id = client.submit({"alert_type": "generic", "data": "disk 91% on db-1"}).session_id
+    tab = open_page(chromium, session_url(stack.api_url, session_id), stack.api_key)
+    page = tab.page
+    page.locator("#action-cancel").wait_for(state="visible")
+    page.click("#action-cancel")
+    page.wait_for_function(
+        "() => document.getElementById('session-status')?.textContent === 'cancelled'",
+        timeout=WAIT_MS,
+    )
+    wait_finished(page)
+    assert page.locator("#action-cancel").is_hidden()
+    assert page.locator("#chat-form").is_visible()
+    no_problems(tab)
+
+
+def test_the_list_shows_sessions_and_filters_them(
+    stack: Stack, fake_gemini: FakeGemini, client: TarsyClient, chromium: Browser
+) -> None:
+    disk = finished(client, {"alert_type": "DiskFull", "data": "disk 97% on db-1"})
+    latency = finished(client, {"alert_type": "HighLatency", "data": "p99 2.3 s on orders"})
+    tab = open_page(chromium, list_url(stack.api_url), stack.api_key)
+    page = tab.page
+    page.locator(f"tr[data-session='{latency}']").wait_for()
+    assert page.locator(f"tr[data-session='{disk}']").count() == 1
+    row = page.inner_text(f"tr[data-session='{latency}']")
+    assert "completed" in row and "HighLatency" in row and "api" in row
+    screenshot(page, "session-list.png")
+
+    page.fill("#filter-alert-type", "DiskFull")
+    page.click("#filters button[type=submit]")
+    page.locator(f"tr[data-session='{latency}']").wait_for(state="detached")
+    assert page.locator("#rows tr[data-session]").count() == 1
+    assert "alert_type=DiskFull" in page.url
+
+    page.fill("#filter-alert-type", "")
+    page.select_option("#filter-status", "failed")
+    page.click("#filters button[type=submit]")
+    page.locator("#rows", has_text="no sessions match").wait_for()
+
+    # The row links to the session's page.
+    page.select_option("#filter-status", "completed")
+    page.click("#filters button[type=submit]")
+    page.click(f"tr[data-session='{disk}'] a")
+    page.wait_for_url(f"**/ui/sessions/{disk}")
+    page.locator("#session-status", has_text="completed").wait_for()
+    no_problems(tab)
+
+
+def test_hostile_alert_tool_and_model_text_show_as_text(
+    stack: Stack, fake_gemini: FakeGemini, client: TarsyClient, chromium: Browser
+) -> None:
+    fake_gemini.responder = Investigation(
+        first_text=f"tool says {HOSTILE_SCRIPT} {HOSTILE_IMAGE}",
+        final=(
+            f"# Cause\n{HOSTILE_SCRIPT}\n\n{HOSTILE_IMAGE}\n\n[click me](javascript:window.pwned=1)"
+        ),
+    )
+    alert = {"alert_type": "test-tools", "data": f"disk full {HOSTILE_SCRIPT} {HOSTILE_IMAGE}"}
+    session_id = finished(client, alert)
+    tab = open_page(chromium, session_url(stack.api_url, session_id), stack.api_key)
+    page = tab.page
+    wait_finished(page)
+    page.click(".overview details.alert summary")
+    for result in page.locator(".event.mcp_tool_call summary").all():
+        result.click()
+    text = page.inner_text("main")
+    # The alert, the tool's output, the model's thinking and analysis: all shown, as text.
+    assert text.count(HOSTILE_SCRIPT) >= 4, text
+    assert text.count(HOSTILE_IMAGE) >= 4, text
+    assert page.locator("main img").count() == 0
+    assert page.locator("main script").count() == 0
+    assert page.locator("a[href^='javascript']").count() == 0
+    assert "click me" in text
+    no_problems(tab)

@@ -1,0 +1,286 @@
+"""The api's pages without I/O: routes, security headers, escaping, and the live cursor."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from typing import Any, cast
+
+import pytest
+
+from tarsy.api.session_list import SessionPage, SessionQuery, SessionSummary
+from tarsy.app import Deps
+from tarsy.http.request import HttpRequest
+from tarsy.models import (
+    AgentExecution,
+    ExecutionStatus,
+    Session,
+    Stage,
+    TimelineEvent,
+    TimelineEventType,
+    utcnow,
+)
+from tarsy.persistence.progress import ProgressSnapshot
+from tarsy.persistence.store import Store
+from tarsy.settings import Settings
+from tarsy.web.links import session_url
+from tarsy.web.pages import CONTENT_SECURITY_POLICY, WebResponse, handle
+from tarsy.web.render import markdown_html
+from tarsy.web.session_page import PATH_SEPARATOR, CursorEntry, TimelineCursor, new_events
+
+KEY = "unit-key"
+SCRIPT = "<script>alert('alert')</script>"
+IMAGE = '<img src=x onerror="alert(1)">'
+
+
+class MemoryStore:
+    """The reads the pages make, from dictionaries (the real Store's names and shapes)."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, Session] = {}
+        self.stages: dict[str, list[Stage]] = {}
+        self.executions: dict[str, list[AgentExecution]] = {}
+        self.timelines: dict[str, list[tuple[str, TimelineEvent]]] = {}
+        self.progress: dict[str, ProgressSnapshot] = {}
+        self.timeline_reads: list[str] = []
+
+    async def get_session(self, session_id: str) -> Session | None:
+        return self.sessions.get(session_id)
+
+    async def list_stages(self, session_id: str) -> list[Stage]:
+        return self.stages.get(session_id, [])
+
+    async def list_executions(self, session_id: str) -> list[AgentExecution]:
+        return self.executions.get(session_id, [])
+
+    async def live_progress(self, execution_ids: list[str]) -> dict[str, ProgressSnapshot]:
+        return {e: self.progress[e] for e in execution_ids if e in self.progress}
+
+    async def list_timeline_records(self, execution_id: str) -> list[tuple[str, TimelineEvent]]:
+        self.timeline_reads.append(execution_id)
+        return self.timelines.get(execution_id, [])
+
+    async def list_sessions(self, query: SessionQuery) -> SessionPage:
+        rows = [
+            SessionSummary.model_validate(s.model_dump())
+            for s in self.sessions.values()
+            if query.status is None or s.status is query.status
+        ]
+        return SessionPage(sessions=rows[: query.limit])
+
+
+def deps(store: MemoryStore) -> Deps:
+    settings = Settings(TARSY_API_KEY=KEY)
+    return cast(Deps, type("D", (), {"settings": settings, "store": cast(Store, store)})())
+
+
+def get(path: str, query: str = "", key: str | None = KEY) -> HttpRequest:
+    headers = {} if key is None else {"authorization": f"Bearer {key}"}
+    return HttpRequest(method="GET", path=path, query_string=query, headers=headers)
+
+
+def hostile_store() -> MemoryStore:
+    store = MemoryStore()
+    session = Session(
+        session_id="s-1",
+        alert_type="HighLatency",
+        alert_data=f"latency 2s {SCRIPT} {IMAGE}",
+        chain_id="kubernetes",
+        status=ExecutionStatus.ACTIVE,
+        final_analysis=f"# Cause\n{SCRIPT}\n\n{IMAGE}\n\n[click](javascript:alert(1))",
+        started_at=utcnow() - timedelta(seconds=30),
+    )
+    store.sessions["s-1"] = session
+    store.stages["s-1"] = [Stage(index=0, name="investigate", execution_ids=["e-1", "e-2"])]
+    parent = AgentExecution(
+        execution_id="e-1", session_id="s-1", stage=0, agent="KubernetesAgent",
+        strategy="native-thinking", provider="google", status=ExecutionStatus.ACTIVE,
+    )  # fmt: skip
+    child = AgentExecution(
+        execution_id="e-2", session_id="s-1", stage=0, agent="LogReader", role="sub_agent",
+        strategy="react", provider="google", status=ExecutionStatus.ACTIVE,
+        parent_execution_id="e-1",
+    )  # fmt: skip
+    store.executions["s-1"] = [parent, child]
+    store.timelines["e-1"] = [
+        ("0001-000", TimelineEvent(type=TimelineEventType.LLM_THINKING, content=f"hmm {SCRIPT}")),
+        (
+            "0001-001",
+            TimelineEvent(
+                type=TimelineEventType.LLM_TOOL_CALL,
+                content="kubernetes.pods_log",
+                metadata={
+                    "tool_name": "pods_log",
+                    "server_name": "kubernetes",
+                    "arguments": json.dumps({"name": IMAGE}),
+                },
+            ),
+        ),
+        (
+            "0001-002",
+            TimelineEvent(
+                type=TimelineEventType.MCP_TOOL_CALL,
+                content=f"log line {IMAGE} {SCRIPT}",
+                metadata={"tool_name": "pods_log", "server_name": "kubernetes"},
+            ),
+        ),
+    ]
+    store.progress["e-2"] = ProgressSnapshot(step=1, text=f"so far {SCRIPT}", thinking="", chunks=2)
+    return store
+
+
+async def call(store: MemoryStore, request: HttpRequest) -> WebResponse:
+    return await handle(request, deps(store))
+
+
+def no_markup_from(html: str) -> None:
+    """No hostile tag or handler survived as markup (escaped text is fine)."""
+    assert "<script" not in html.lower()
+    assert "<img" not in html.lower()
+    assert not re.search(r"<[^>]*\bonerror\s*=", html, re.IGNORECASE)
+    assert "javascript:" not in re.sub(r"&[a-z]+;", "", "".join(re.findall(r'href="[^"]*"', html)))
+
+
+async def test_the_shells_need_no_key_and_hold_no_session_data() -> None:
+    store = hostile_store()
+    listing = await call(store, get("/ui/", key=None))
+    page = await call(store, get("/ui/sessions/s-1", key=None))
+    assert listing.status == page.status == 200
+    assert b"HighLatency" not in page.body and b"latency 2s" not in page.body
+    assert b'<meta name="tarsy-root" content="../../">' in page.body
+    assert b'<meta name="tarsy-root" content="../">' in listing.body
+    _, _, headers = page.to_framework()
+    assert headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    assert "'unsafe-inline'" not in CONTENT_SECURITY_POLICY
+    assert headers["X-Frame-Options"] == "DENY"
+
+
+async def test_ui_without_a_slash_redirects_to_the_folder_the_links_are_relative_to() -> None:
+    response = await call(MemoryStore(), get("/ui", key=None))
+    assert (response.status, response.headers["Location"]) == (308, "ui/")
+
+
+async def test_the_assets_are_served_from_the_package_and_nothing_else_is() -> None:
+    script = await call(MemoryStore(), get("/ui/static/app.js", key=None))
+    assert script.status == 200 and script.content_type.startswith("text/javascript")
+    assert b"sessionStorage" in script.body
+    for path in ("/ui/static/..%2fpages.py", "/ui/static/pages.py", "/ui/static/../render.py"):
+        assert (await call(MemoryStore(), get(path, key=None))).status == 404
+
+
+@pytest.mark.parametrize("key", [None, "wrong"])
+async def test_the_data_routes_need_the_api_key(key: str | None) -> None:
+    store = hostile_store()
+    for path in ("/ui/data/sessions", "/ui/data/sessions/s-1"):
+        response = await call(store, get(path, key=key))
+        assert response.status == 401
+        assert b"HighLatency" not in response.body
+
+
+async def test_actions_on_the_pages_are_refused_the_api_routes_take_them() -> None:
+    response = await handle(
+        HttpRequest(method="POST", path="/ui/data/sessions/s-1"), deps(hostile_store())
+    )
+    assert response.status == 405
+
+
+async def test_hostile_alert_tool_and_model_text_render_as_text() -> None:
+    response = await call(hostile_store(), get("/ui/data/sessions/s-1"))
+    assert response.status == 200
+    update: dict[str, Any] = json.loads(response.body)
+    fragments = [update["header"], update["overview"], update["tree"]]
+    fragments += [s["head"] for s in update["sections"]] + [s["live"] for s in update["sections"]]
+    fragments += [e["html"] for e in update["events"]]
+    for html in fragments:
+        no_markup_from(html)
+    everything = "".join(fragments)
+    # Shown, escaped: the alert, the thinking, the tool's arguments and output, the live text.
+    assert everything.count("&lt;script&gt;") >= 4
+    assert "&lt;img src=x onerror=" in everything
+    assert "<h1>Cause</h1>" in update["overview"]
+
+
+def test_markdown_keeps_structure_and_drops_active_content() -> None:
+    html = str(markdown_html("**bold** [ok](https://example.org) [bad](javascript:alert(1))"))
+    assert "<strong>bold</strong>" in html
+    assert '<a href="https://example.org" rel="noopener noreferrer nofollow">ok</a>' in html
+    no_markup_from(html)
+
+
+async def test_the_tree_puts_a_sub_agent_under_its_parent_with_a_cancel_button() -> None:
+    update = json.loads((await call(hostile_store(), get("/ui/data/sessions/s-1"))).body)
+    tree = update["tree"]
+    assert tree.index("KubernetesAgent") < tree.index("LogReader")
+    assert tree.count("data-cancel-execution=") == 2
+    assert [s["id"] for s in update["sections"]] == ["e-1", "e-2"]
+    assert f"KubernetesAgent{PATH_SEPARATOR}LogReader" in update["sections"][1]["head"]
+    assert "streaming now" in update["sections"][1]["live"]
+    assert update["finished"] is False and update["actions"]["cancel"] is True
+
+
+async def test_a_poll_with_the_returned_cursor_brings_only_what_is_new() -> None:
+    store = hostile_store()
+    first = json.loads((await call(store, get("/ui/data/sessions/s-1"))).body)
+    assert [e["id"] for e in first["events"]] == ["e-1/0001-000", "e-1/0001-001", "e-1/0001-002"]
+    again = json.loads(
+        (await call(store, get("/ui/data/sessions/s-1", f"cursor={first['cursor']}"))).body
+    )
+    assert again["events"] == [] and again["resets"] == []
+    store.timelines["e-1"].append(
+        ("0002-000", TimelineEvent(type=TimelineEventType.FINAL_ANALYSIS, content="done"))
+    )
+    later = json.loads(
+        (await call(store, get("/ui/data/sessions/s-1", f"cursor={first['cursor']}"))).body
+    )
+    assert [e["id"] for e in later["events"]] == ["e-1/0002-000"]
+    # A lost answer: the page asks again with the cursor it had and gets the same events.
+    retry = json.loads(
+        (await call(store, get("/ui/data/sessions/s-1", f"cursor={first['cursor']}"))).body
+    )
+    assert retry["events"] == later["events"]
+
+
+async def test_an_ended_execution_is_not_read_again_once_the_page_has_it_all() -> None:
+    store = hostile_store()
+    for execution in store.executions["s-1"]:
+        execution.status = ExecutionStatus.COMPLETED
+    store.sessions["s-1"].status = ExecutionStatus.COMPLETED
+    first = json.loads((await call(store, get("/ui/data/sessions/s-1"))).body)
+    assert first["finished"] is True
+    store.timeline_reads.clear()
+    await call(store, get("/ui/data/sessions/s-1", f"cursor={first['cursor']}"))
+    assert store.timeline_reads == []
+
+
+def test_an_event_written_under_an_earlier_id_resends_the_whole_section() -> None:
+    records = [("0001-000", TimelineEvent(type=TimelineEventType.LLM_RESPONSE, content="a"))]
+    records.insert(
+        0, ("0000-005", TimelineEvent(type=TimelineEventType.USER_QUESTION, content="late"))
+    )
+    shown, reset = new_events("e", records, CursorEntry(last="0001-000", count=1, final=False))
+    assert reset is True and [s.event_id for s in shown] == ["0000-005", "0001-000"]
+
+
+async def test_a_cursor_not_made_here_is_refused() -> None:
+    response = await call(hostile_store(), get("/ui/data/sessions/s-1", "cursor=bm90LWpzb24"))
+    assert response.status == 422
+    assert TimelineCursor.decode(TimelineCursor().encode()) == TimelineCursor()
+
+
+async def test_the_list_fragment_links_each_session_and_shows_its_columns() -> None:
+    store = hostile_store()
+    store.sessions["s-1"].status = ExecutionStatus.COMPLETED
+    store.sessions["s-1"].score = 72
+    store.sessions["s-1"].completed_at = utcnow()
+    page = json.loads((await call(store, get("/ui/data/sessions", "status=completed"))).body)
+    assert '<a href="sessions/s-1">s-1</a>' in page["html"]
+    assert "HighLatency" in page["html"] and ">72<" in page["html"]
+    empty = json.loads((await call(store, get("/ui/data/sessions", "status=failed"))).body)
+    assert "no sessions match" in empty["html"]
+    bad = await call(store, get("/ui/data/sessions", "status=nonsense"))
+    assert bad.status == 422
+
+
+def test_a_session_url_is_under_the_api_url() -> None:
+    assert session_url("https://x.example/api/", "s-1") == "https://x.example/api/ui/sessions/s-1"
