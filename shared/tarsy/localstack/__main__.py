@@ -22,6 +22,7 @@ from rich.console import Console
 from tarsy.cli import watch_session
 from tarsy.client import TarsyClient
 from tarsy.errors import ApiError
+from tarsy.localstack.kubernetes_mcp import KubernetesMcpUnavailable
 from tarsy.localstack.stack import (
     Stack,
     StackOptions,
@@ -86,12 +87,21 @@ def _banner(stack: Stack) -> None:
     if stack.config_path:
         console.print(f"[bold]config[/]  {stack.config_path}")
     demo = next((p for p in stack.processes if p.name == "demo-cluster"), None)
-    if demo is not None:
-        console.print(f"[bold]mcp[/]     kubernetes → demo cluster at {demo.url}")
+    if demo is not None and stack.kubeconfig:
+        console.print(
+            f"[bold]mcp[/]     kubernetes → kubernetes-mcp-server (read-only, stdio) on the "
+            f"demo cluster's Kubernetes API at {demo.url}"
+        )
+        console.print(f"[bold]kubectl[/] {kubectl_line(stack.kubeconfig)}", markup=False)
     console.print(
         f"[bold]firestore[/] {stack.firestore_host} (project {stack.project_id}); "
         f"pubsub {stack.pubsub_host}"
     )
+
+
+def kubectl_line(kubeconfig: str) -> str:
+    """A command a user can paste to look at the demo cluster while the stack runs."""
+    return f"kubectl --kubeconfig {kubeconfig} get pods -A"
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -115,7 +125,10 @@ def _start(options: StackOptions) -> Stack:
             "scripted stand-in, not a real model.[/]"
         )
     with console.status("starting the local stack…") as status:
-        stack = start_stack(options, settings, progress=lambda m: status.update(m))
+        try:
+            stack = start_stack(options, settings, progress=lambda m: status.update(m))
+        except KubernetesMcpUnavailable as e:
+            raise InputProblem(str(e)) from e
     return stack
 
 
@@ -132,7 +145,11 @@ def _up(args: argparse.Namespace) -> int:
     except InputProblem as e:
         console.print(f"up: {e}", style="red", markup=False)
         return EXIT_USAGE
-    stack = _start(options)
+    try:
+        stack = _start(options)
+    except InputProblem as e:
+        console.print(f"up: {e}", style="red", markup=False)
+        return 1
     _banner(stack)
     env_file = Path(args.state_dir) / "stack.env"
     console.print(f"[green]stack is up[/]; URLs and the API key are in {env_file}")
@@ -210,8 +227,15 @@ def _demo(args: argparse.Namespace) -> int:
                 f"submitted [bold]{alert.get('alert_type')}[/] alert → {submitted.session_id}"
             )
             # The watch prints every timeline event, the final analysis among them.
-            return watch_session(client, submitted.session_id, out, timeout=DEMO_TIMEOUT_S)
-    except ApiError as e:
+            status = watch_session(client, submitted.session_id, out, timeout=DEMO_TIMEOUT_S)
+        if stack.kubeconfig:
+            console.print(
+                "look at the incident yourself: `make up` keeps the demo cluster running, then "
+                f"{kubectl_line(stack.kubeconfig)}",
+                markup=False,
+            )
+        return status
+    except (ApiError, InputProblem) as e:
         console.print(f"demo failed: {e}", style="red", markup=False)
         if stack is not None:
             console.print(f"logs: {options.state_dir / 'logs'}")
@@ -248,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
             "--scenario",
             default=DEFAULT_SCENARIO,
             choices=scenario_names(),
-            help=f"demo-cluster incident served as the kubernetes MCP server ({DEFAULT_SCENARIO})",
+            help="demo-cluster incident served over the Kubernetes API to kubernetes-mcp-server "
+            f"({DEFAULT_SCENARIO})",
         )
     commands.choices["demo"].add_argument("--alert", help="alert JSON (default: bundled sample)")
     commands.add_parser("down")
