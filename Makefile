@@ -10,12 +10,13 @@ ALERT ?=
 SCENARIO ?=
 CONFIG ?=
 
-.PHONY: help venv test test-unit test-integration demo up down lint format typecheck bench chaos eval clean
+.PHONY: help venv tools test test-unit test-integration demo up down lint format typecheck bench chaos eval clean
 
 help:
 	@echo "make demo      run one investigation locally (emulators + stand-in model unless GEMINI_API_KEY)"
 	@echo "make test      lint-free unit, integration (emulators) and infra tests"
-	@echo "make up/down   start/stop the local stack; URLs and key in .local/stack.env"
+	@echo "make up/down   start/stop the local stack; URLs and key in .local/stack.env,"
+	@echo "               the demo cluster's kubeconfig in .local/demo-cluster/kubeconfig"
 	@echo "make lint      ruff check, ruff format --check, mypy"
 	@echo "make bench     step overhead, round trips, ingest latency, cold imports -> bench/results.json"
 	@echo "make chaos     fault injection: crashes, duplicates, model faults, fuzz, burst -> bench/reliability.json"
@@ -34,22 +35,31 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
+# kubernetes-mcp-server, the local stack's "kubernetes" MCP server, pinned by package-lock.json;
+# npm ci rewrites node_modules/.package-lock.json, so it runs again only when the lock changes.
+# (The local stack also runs npm ci by itself when the binary is missing.)
+NPM_STAMP := node_modules/.package-lock.json
+tools: $(NPM_STAMP)
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 # pytest exits 5 when it collected nothing: a non-zero exit, so make fails, as CI must.
-test: venv infra-check
+test: venv tools infra-check
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-unit: venv
 	$(BIN)/python -m pytest -q -m "not integration" $(PYTEST_ARGS)
 
-test-integration: venv
+test-integration: venv tools
 	$(BIN)/python -m pytest -q -m integration $(PYTEST_ARGS)
 
 # CONFIG=file.yaml (else TARSY_CONFIG_PATH) adds agents, chains and MCP servers; ALERT and
 # CONFIG are checked before anything starts.
-demo: venv
+demo: venv tools
 	$(BIN)/python -m tarsy.localstack demo $(if $(ALERT),--alert $(ALERT)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
 
-up: venv
+up: venv tools
 	$(BIN)/python -m tarsy.localstack up $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
 
 down: venv
@@ -79,11 +89,11 @@ chaos: venv
 MODELS ?=
 K ?=
 REPEAT ?=
-eval: venv
+eval: venv tools
 	$(BIN)/tarsy eval $(foreach m,$(MODELS),--model $(m)) $(foreach k,$(K),-k $(k)) $(if $(REPEAT),--repeat $(REPEAT)) $(if $(CONFIG),--config $(CONFIG))
 
 clean: down
-	rm -rf .local build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .local build .pytest_cache .mypy_cache .ruff_cache node_modules
 
 # infra-check (terraform fmt, checkov) and package live with the Terraform.
 -include infra/Makefile.include

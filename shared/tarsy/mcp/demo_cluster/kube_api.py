@@ -242,10 +242,14 @@ class ServedScenario:
         """One consistent view of what is served, whatever a switch does meanwhile."""
         return self._state
 
+    def serve(self, scenario: Scenario) -> None:
+        """Serve ``scenario`` from now on, its fault counts from zero."""
+        self._state = self._state_for(scenario)
+
     def switch(self, name: str) -> Scenario:
         """Serve another bundled scenario (raises ``ValueError`` for an unknown one)."""
         scenario = load_scenario(name)
-        self._state = self._state_for(scenario)
+        self.serve(scenario)
         return scenario
 
 
