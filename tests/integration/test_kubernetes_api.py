@@ -26,6 +26,7 @@ from mcp_types import CallToolResult, TextContent
 from tarsy.localstack.kubernetes_mcp import SERVER_FLAGS, ensure_installed, pinned_version
 from tarsy.localstack.processes import stop
 from tarsy.localstack.stack import start_kube_api
+from tarsy.masking import Masker
 from tarsy.mcp.demo_cluster import TOOL_NAMES, load_scenario, scenario_names
 from tarsy.testing.sloppy import IRRELEVANT_CALLS
 
@@ -235,6 +236,10 @@ async def test_every_playbook_step_through_kubernetes_mcp_server(
             assert bool(result.is_error) == step.fails, f"{where}: {text[:2000]}"
             missing = [expected for expected in step.expect if expected not in text]
             assert not missing, f"{where} lacks {missing}:\n{text[:4000]}"
+            # Tool results are masked before the model sees them: the evidence must stay.
+            masked = Masker().mask(text).text
+            hidden = [expected for expected in step.expect if expected not in masked]
+            assert not hidden, f"{where}: masking hides {hidden}"
 
 
 async def test_the_injected_fault_reaches_the_model_as_a_tool_error(
@@ -269,10 +274,14 @@ async def test_every_tool_answers_from_the_demo_cluster(cluster: Cluster, binary
         ("resources_list", {"apiVersion": "v1", "kind": "Node"}, "gke-prod-eu-1-default-pool"),
         (
             "resources_get",
-            {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "checkout",
-             "name": "payments-api-config"},
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "namespace": "checkout",
+                "name": "payments-api-config",
+            },
             "payments-db-primary.checkout.svc.cluster.local",
-        ),  # fmt: skip
+        ),
         ("pods_top", {}, "payments-db-0"),
         ("pods_top", {"namespace": "checkout", "all_namespaces": False}, "212m"),
         ("nodes_top", {}, "1210m"),
@@ -304,3 +313,18 @@ async def test_the_sloppy_models_calls_answer_without_evidence(
             result = await client.call_tool(tool, arguments)
             if result.is_error:  # only where the scenario injects a fault
                 assert any(f.message in _text(result) for f in scenario.faults), _text(result)
+
+
+async def test_credentials_in_tool_output_get_masked(cluster: Cluster, binary: Path) -> None:
+    cluster.switch("crashloop-bad-configmap")
+    async with _server(binary, cluster.kubeconfig) as client:
+        logs = _text(
+            await client.call_tool(
+                "pods_log",
+                {"namespace": "checkout", "name": "payments-api-7d9f8b6c5-x2k4q", "previous": True},
+            )
+        )
+    assert "Zx8pQ2vLm4" in logs
+    masked = Masker().mask(logs).text
+    assert "Zx8pQ2vLm4" not in masked
+    assert "postgres://payments:[MASKED_PASSWORDS]@payments-db-primary" in masked

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from google.cloud import firestore
 
 from tarsy.client import SessionView, TarsyClient

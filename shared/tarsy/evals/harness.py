@@ -3,10 +3,11 @@
 For each group of models (the scripted ones share one stack; each real model
 gets its own, since the model is fixed when the functions start) the harness
 serves a switchable demo cluster over the Kubernetes API, writes a config whose
-``kubernetes`` MCP server is the real kubernetes-mcp-server on it, and starts the local stack (Firestore and
-Pub/Sub emulators, the ingest, api, step and dead-letter functions). A scripted
-model is a :class:`~tarsy.testing.fake_gemini.FakeGemini` in this process whose
-responder is set per run. Each run switches the cluster to its scenario (which
+``kubernetes`` MCP server is the real kubernetes-mcp-server on it, and starts
+the local stack (Firestore and Pub/Sub emulators, the ingest, api, step and
+dead-letter functions). A scripted model is a
+:class:`~tarsy.testing.fake_gemini.FakeGemini` in this process whose responder
+is set per run. Each run switches the cluster to its scenario (which
 also restarts the scenario's fault counts), submits the scenario's alert over
 HTTP, polls the session until it ends, and scores it.
 """

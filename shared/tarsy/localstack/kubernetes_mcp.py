@@ -34,7 +34,7 @@ _GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "ar
 
 
 class KubernetesMcpUnavailable(ConfigError):
-    """kubernetes-mcp-server is not installed and could not be installed (the stack cannot start)."""
+    """kubernetes-mcp-server is missing and could not be installed: the stack cannot start."""
 
 
 def pinned_version(root: Path) -> str:

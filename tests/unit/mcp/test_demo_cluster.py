@@ -156,6 +156,7 @@ def test_scenarios_extend_the_base_cluster() -> None:
 
 # ─── the Kubernetes API ──────────────────────────────────────────────────────
 
+
 async def test_discovery_names_every_served_resource() -> None:
     async with api("expired-tls-cert") as client:
         version = (await client.get("/version")).json()
@@ -226,7 +227,7 @@ async def test_replies_are_json_even_to_protobuf_requests() -> None:
 
 async def test_secrets_are_served_without_their_data() -> None:
     async with api() as client:
-        secret = (await client.get("/api/v1/namespaces/checkout/secrets/payments-db-credentials"))
+        secret = await client.get("/api/v1/namespaces/checkout/secrets/payments-db-credentials")
         listed = (await client.get("/api/v1/secrets")).json()["items"]
     assert secret.status_code == 200 and "data" not in secret.json()
     assert secret.json()["metadata"]["name"] == "payments-db-credentials"
@@ -245,12 +246,14 @@ async def test_selectors_filter_lists() -> None:
             params={"labelSelector": "app.kubernetes.io/name!=payments-api,pod-template-hash"},
         )
         assert {p["metadata"]["name"][:12] for p in not_label.json()["items"]} == {"checkout-web"}
-        pod = (await client.get("/api/v1/namespaces/checkout/pods/payments-api-7d9f8b6c5-x2k4q"))
+        pod = await client.get("/api/v1/namespaces/checkout/pods/payments-api-7d9f8b6c5-x2k4q")
         fields = (
             "involvedObject.name=payments-api-7d9f8b6c5-x2k4q,involvedObject.namespace=checkout,"
             f"involvedObject.uid={pod.json()['metadata']['uid']}"
         )
-        events = await client.get("/api/v1/namespaces/checkout/events", params={"fieldSelector": fields})
+        events = await client.get(
+            "/api/v1/namespaces/checkout/events", params={"fieldSelector": fields}
+        )
         reasons = [e["reason"] for e in events.json()["items"]]
         assert "BackOff" in reasons and "ScalingReplicaSet" not in reasons
 
@@ -293,9 +296,7 @@ async def test_pod_logs_current_previous_and_tail() -> None:
         gone = await client.get(f"{base}/nope/log")
         assert gone.status_code == 404
     async with api("image-pull-error") as client:
-        waiting = await client.get(
-            "/api/v1/namespaces/web/pods/storefront-84b6d7c9f5-7tq2n/log"
-        )
+        waiting = await client.get("/api/v1/namespaces/web/pods/storefront-84b6d7c9f5-7tq2n/log")
         assert waiting.status_code == 400
         assert "is waiting to start: trying and failing to pull image" in waiting.text
 
@@ -382,6 +383,7 @@ def test_cli_help_lists_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
     for name in SCENARIOS:
         assert name in out
 
+
 # ─── formatting helpers ───────────────────────────────────────────────────────
 
 
@@ -418,5 +420,3 @@ def test_quantities() -> None:
     assert plural("Ingress") == "ingresses"
     assert plural("NetworkPolicy") == "networkpolicies"
     assert plural("Deployment") == "deployments"
-
-

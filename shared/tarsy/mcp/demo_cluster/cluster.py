@@ -9,11 +9,8 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import yaml
 
 from tarsy.mcp.demo_cluster.models import (
     CLUSTER_SCOPED_KINDS,
@@ -66,7 +63,6 @@ _WAITING_MESSAGES = {
     "ContainerCreating": "ContainerCreating",
     "CreateContainerConfigError": "CreateContainerConfigError",
 }
-
 
 
 class KubeError(Exception):

@@ -38,7 +38,6 @@ from starlette.routing import Route
 from tarsy.mcp.demo_cluster.cluster import (
     Cluster,
     KubeError,
-    Manifest,
     cpu_millicores,
     memory_bytes,
     plural,
@@ -46,7 +45,7 @@ from tarsy.mcp.demo_cluster.cluster import (
 )
 from tarsy.mcp.demo_cluster.faults import ApiRequest, FaultPlan
 from tarsy.mcp.demo_cluster.loader import DEFAULT_SCENARIO, load_scenario, scenario_names
-from tarsy.mcp.demo_cluster.models import CLUSTER_SCOPED_KINDS, Scenario
+from tarsy.mcp.demo_cluster.models import CLUSTER_SCOPED_KINDS, Manifest, Scenario
 from tarsy.mcp.demo_cluster.tables import TableRenderer
 
 METRICS_GROUP_VERSION = "metrics.k8s.io/v1beta1"
@@ -287,9 +286,11 @@ class KubeApi:
     # ── discovery ──
 
     async def version(self, request: Request) -> Response:
+        """``GET /version``: the version kubectl picks its binary by."""
         return JSONResponse(_version_info(self.served.snapshot()[1]))
 
     async def core_versions(self, request: Request) -> Response:
+        """``GET /api``: the core API's versions."""
         return JSONResponse(
             {
                 "kind": "APIVersions",
@@ -317,6 +318,7 @@ class KubeApi:
         ]
 
     async def groups(self, request: Request) -> Response:
+        """``GET /apis``: the API groups, the metrics and authorization APIs among them."""
         return JSONResponse({"kind": "APIGroupList", "apiVersion": "v1", "groups": self._groups()})
 
     def _resource_list(self, group_version: str) -> dict[str, Any] | None:
@@ -348,6 +350,7 @@ class KubeApi:
     # ── resources ──
 
     async def core(self, request: Request) -> Response:
+        """Everything under ``/api``: the core group's discovery and resources."""
         segments = [s for s in request.path_params["path"].split("/") if s]
         if not segments:
             return await self.core_versions(request)
@@ -356,6 +359,7 @@ class KubeApi:
         return await self._dispatch(request, "v1", segments[1:])
 
     async def grouped(self, request: Request) -> Response:
+        """Everything under ``/apis/GROUP``: a group's discovery and resources."""
         segments = [s for s in request.path_params["path"].split("/") if s]
         if not segments:
             return await self.groups(request)
@@ -488,6 +492,7 @@ class KubeApi:
         self, cluster: Cluster, resource: str, namespace: str | None, name: str | None
     ) -> Response:
         window = {"timestamp": timestamp(cluster.now), "window": "30s"}
+        items: list[dict[str, Any]]
         if resource == "nodes" and namespace is None:
             items = [
                 {
@@ -561,6 +566,7 @@ class KubeApi:
     # ── the evaluation's switch ──
 
     async def scenario(self, request: Request) -> Response:
+        """``GET /scenario`` (which one is served), ``POST`` to serve another."""
         if request.method == "POST":
             try:
                 body = await request.json()
@@ -635,9 +641,7 @@ def write_kubeconfig(path: Path, server_url: str, cluster_name: str) -> Path:
 class _AnnouncingServer(uvicorn.Server):
     """A uvicorn server that writes the kubeconfig and says where it is, once bound."""
 
-    def __init__(
-        self, config: uvicorn.Config, on_bound: Callable[[str], None]
-    ) -> None:
+    def __init__(self, config: uvicorn.Config, on_bound: Callable[[str], None]) -> None:
         super().__init__(config)
         self._on_bound = on_bound
 

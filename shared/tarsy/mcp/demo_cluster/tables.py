@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tarsy.mcp.demo_cluster.cluster import Cluster, Manifest, human_duration, utc
+from tarsy.mcp.demo_cluster.cluster import Cluster, human_duration, utc
+from tarsy.mcp.demo_cluster.models import Manifest
 
 Cell = str | int
 
@@ -84,6 +85,10 @@ def _ready_condition(o: Manifest) -> str:
 def _count(o: Manifest, key: str) -> int:
     value = _status(o).get(key, 0)
     return int(value) if isinstance(value, int) else 0
+
+
+def _counter(key: str) -> Callable[[Manifest], Cell]:
+    return lambda o: _count(o, key)
 
 
 class TableRenderer:
@@ -183,7 +188,7 @@ class TableRenderer:
             "DaemonSet": [
                 Column("Name", _name),
                 *(
-                    Column(header, lambda o, key=key: _count(o, key), type="integer")
+                    Column(header, _counter(key), type="integer")
                     for header, key in (
                         ("Desired", "desiredNumberScheduled"),
                         ("Current", "currentNumberScheduled"),
