@@ -92,6 +92,14 @@ def test_builtin_loads_with_default_model_from_settings() -> None:
     ].model == ("gemini-2.5-pro")
 
 
+def test_the_builtin_kubernetes_server_is_kubernetes_mcp_server_read_only() -> None:
+    # Deployed code only: the real server from the PATH, never a module of this project.
+    server = load().mcp_servers["kubernetes"]
+    assert server.transport == "stdio"
+    assert server.command == "kubernetes-mcp-server"
+    assert server.args == ["--read-only", "--disable-destructive", "--toolsets", "core"]
+
+
 def test_builtin_default_chain_resolves() -> None:
     resolved = load().resolve(DEFAULT_CHAIN, 0, 0)
     assert resolved.agent == "investigator"
