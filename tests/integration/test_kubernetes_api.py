@@ -286,6 +286,11 @@ async def test_every_tool_answers_from_the_demo_cluster(cluster: Cluster, binary
         ("pods_top", {"namespace": "checkout", "all_namespaces": False}, "212m"),
         ("nodes_top", {}, "1210m"),
         ("nodes_top", {"name": "gke-prod-eu-1-default-pool-3f1a2b7c-h2mt"}, "980m"),
+        (
+            "nodes_stats_summary",
+            {"name": "gke-prod-eu-1-default-pool-3f1a2b7c-h2mt"},
+            '"usageNanoCores": 980000000',
+        ),
     ]
     async with _server(binary, cluster.kubeconfig) as client:
         for tool, arguments, expected in calls:
@@ -296,8 +301,12 @@ async def test_every_tool_answers_from_the_demo_cluster(cluster: Cluster, binary
         no_previous = await client.call_tool(
             "pods_log", {"namespace": "checkout", "name": "payments-db-0", "previous": True}
         )
+        node_log = await client.call_tool(
+            "nodes_log", {"name": "gke-prod-eu-1-default-pool-3f1a2b7c-h2mt", "query": "kubelet"}
+        )
     assert missing.is_error and 'pods "nope" not found' in _text(missing)
     assert no_previous.is_error and "previous terminated container" in _text(no_previous)
+    assert node_log.is_error and "keeps no logs" in _text(node_log)
 
 
 @pytest.mark.parametrize("name", scenario_names())

@@ -316,6 +316,19 @@ async def test_metrics_api_serves_pod_and_node_usage() -> None:
     assert one.status_code == 404
 
 
+async def test_the_kubelet_stats_summary_of_a_node() -> None:
+    node = "gke-prod-eu-1-default-pool-3f1a2b7c-wl5d"
+    async with api() as client:
+        summary = (await client.get(f"/api/v1/nodes/{node}/proxy/stats/summary")).json()
+        logs = await client.get(f"/api/v1/nodes/{node}/proxy/logs/", params={"query": "kubelet"})
+    assert summary["node"]["nodeName"] == node
+    assert summary["node"]["cpu"]["usageNanoCores"] == 1_105_000_000
+    db = next(p for p in summary["pods"] if p["podRef"]["name"] == "payments-db-0")
+    assert db["cpu"]["usageNanoCores"] == 212_000_000
+    assert db["memory"]["workingSetBytes"] == 684 * 2**20
+    assert logs.status_code == 404 and "keeps no logs" in logs.json()["message"]
+
+
 async def test_access_reviews_are_allowed() -> None:
     async with api() as client:
         review = await client.post(

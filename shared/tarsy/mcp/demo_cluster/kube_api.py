@@ -343,6 +343,8 @@ class KubeApi:
                 resources += [
                     {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod",
                      "verbs": ["get"]},
+                    {"name": "nodes/proxy", "singularName": "", "namespaced": False,
+                     "kind": "NodeProxyOptions", "verbs": ["get"]},
                 ]  # fmt: skip
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
                 "resources": resources}  # fmt: skip
@@ -409,6 +411,11 @@ class KubeApi:
         if subresource is not None:
             if found.kind == "Pod" and subresource == "log" and namespace and name:
                 return self._log(request, cluster, namespace, name)
+            if found.kind == "Node" and subresource == "proxy/stats/summary" and name:
+                return self._stats_summary(cluster, name)
+            if found.kind == "Node" and subresource.startswith("proxy/logs") and name:
+                # The scenarios record no node logs: a kubelet without them answers so too.
+                return _status(404, "NotFound", f'the demo cluster keeps no logs of node "{name}"')
             return _unknown_path()
         if name is None:
             return self._list(request, cluster, renderer, found, namespace)
@@ -541,6 +548,51 @@ class KubeApi:
                 "items": items,
             }
         )
+
+    def _stats_summary(self, cluster: Cluster, name: str) -> Response:
+        """The kubelet's ``/stats/summary`` of a node, from the usage the scenario records."""
+        node = next((n for n in cluster.state.nodes if n.name == name), None)
+        if node is None:
+            return _status(404, "NotFound", f'nodes "{name}" not found', name=name, kind="nodes")
+        now = timestamp(cluster.now)
+
+        def usage(cpu: str, memory: str) -> dict[str, Any]:
+            return {
+                "cpu": {"time": now, "usageNanoCores": round(cpu_millicores(cpu) * 1_000_000)},
+                "memory": {"time": now, "workingSetBytes": round(memory_bytes(memory))},
+            }
+
+        uids = {
+            (o["metadata"]["namespace"], o["metadata"]["name"]): o["metadata"]["uid"]
+            for o in cluster.objects("v1", "Pod")
+        }
+        pods = []
+        for pod, containers in cluster.pod_usage():
+            if pod.node != name:
+                continue
+            measured = [(c.name, c.usage) for c in containers if c.usage is not None]
+            cpu = sum(cpu_millicores(u.cpu) for _, u in measured)
+            memory = sum(memory_bytes(u.memory) for _, u in measured)
+            pods.append(
+                {
+                    "podRef": {
+                        "name": pod.name,
+                        "namespace": pod.namespace,
+                        "uid": uids[(pod.namespace, pod.name)],
+                    },
+                    "containers": [{"name": n, **usage(u.cpu, u.memory)} for n, u in measured],
+                    **usage(f"{cpu}m", f"{memory}"),
+                }
+            )
+        allocatable = memory_bytes(node.allocatable["memory"])
+        summary = usage(node.usage.cpu, node.usage.memory)
+        summary["memory"]["availableBytes"] = max(
+            0, round(allocatable - memory_bytes(node.usage.memory))
+        )
+        return JSONResponse(
+            {"node": {"nodeName": node.name, "startTime": timestamp(node.created), **summary},
+             "pods": pods}
+        )  # fmt: skip
 
     async def _access_review(self, request: Request, rest: list[str]) -> Response:
         """Allow every access review: the demo cluster is read-only anyway.
