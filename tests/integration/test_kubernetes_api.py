@@ -289,7 +289,7 @@ async def test_every_tool_answers_from_the_demo_cluster(cluster: Cluster, binary
         (
             "nodes_stats_summary",
             {"name": "gke-prod-eu-1-default-pool-3f1a2b7c-h2mt"},
-            '"usageNanoCores": 980000000',
+            '"usageNanoCores":980000000',
         ),
     ]
     async with _server(binary, cluster.kubeconfig) as client:
