@@ -11,12 +11,13 @@ SCENARIO ?=
 CONFIG ?=
 
 .PHONY: local-model local-model-down
-.PHONY: help venv browser test test-unit test-integration demo up down lint format typecheck bench chaos eval clean
+.PHONY: help venv browser tools test test-unit test-integration demo up down lint format typecheck bench chaos eval clean
 
 help:
 	@echo "make demo      run one investigation locally (emulators + stand-in model unless GEMINI_API_KEY)"
 	@echo "make test      lint-free unit, integration (emulators) and infra tests"
-	@echo "make up/down   start/stop the local stack; URLs and key in .local/stack.env"
+	@echo "make up/down   start/stop the local stack; URLs and key in .local/stack.env,"
+	@echo "               the demo cluster's kubeconfig in .local/demo-cluster/kubeconfig"
 	@echo "make lint      ruff check, ruff format --check, mypy"
 	@echo "make bench     step overhead, round trips, ingest latency, cold imports -> bench/results.json"
 	@echo "make chaos     fault injection: crashes, duplicates, model faults, fuzz, burst -> bench/reliability.json"
@@ -41,24 +42,33 @@ $(STAMP): pyproject.toml
 browser:
 	@scripts/install_chromium.sh
 
+# kubernetes-mcp-server, the local stack's "kubernetes" MCP server, pinned by package-lock.json;
+# npm ci rewrites node_modules/.package-lock.json, so it runs again only when the lock changes.
+# (The local stack also runs npm ci by itself when the binary is missing.)
+NPM_STAMP := node_modules/.package-lock.json
+tools: $(NPM_STAMP)
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 # pytest exits 5 when it collected nothing: a non-zero exit, so make fails, as CI must.
-test: venv infra-check browser
+test: venv tools infra-check browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-unit: venv
 	$(BIN)/python -m pytest -q -m "not integration" $(PYTEST_ARGS)
 
-test-integration: venv browser
+test-integration: venv tools browser
 	$(BIN)/python -m pytest -q -m integration $(PYTEST_ARGS)
 
 # CONFIG=file.yaml (else TARSY_CONFIG_PATH) adds agents, chains and MCP servers; ALERT and
 # CONFIG are checked before anything starts.
 # MODEL=local runs on the local model (make local-model obtains and starts it).
 MODEL ?=
-demo: venv
+demo: venv tools
 	$(BIN)/python -m tarsy_dev.localstack demo $(if $(ALERT),--alert $(ALERT)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL))
 
-up: venv
+up: venv tools
 	$(BIN)/python -m tarsy_dev.localstack up $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL))
 
 # A real open-weights model on this machine, opt-in (never part of `make test`): builds
@@ -102,11 +112,11 @@ chaos: venv
 MODELS ?=
 K ?=
 REPEAT ?=
-eval: venv
+eval: venv tools
 	$(BIN)/tarsy eval $(foreach m,$(MODELS),--model $(m)) $(foreach k,$(K),-k $(k)) $(if $(REPEAT),--repeat $(REPEAT)) $(if $(CONFIG),--config $(CONFIG))
 
 clean: down
-	rm -rf .local build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .local build .pytest_cache .mypy_cache .ruff_cache node_modules
 
 # infra-check (terraform fmt, checkov) and package live with the Terraform.
 -include infra/Makefile.include

@@ -101,7 +101,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, fake_gemini: FakeGemini) -> 
 
 
 def stack_config_path(stack: Stack) -> Path:
-    """The config the functions run with (the test chains plus the demo cluster's URL)."""
+    """The config the functions run with: the test chains, kubernetes-mcp-server on the cluster."""
     [step] = [p for p in stack.processes if p.name == "step"]
     return Path(step.log_path).parent.parent / "config.yaml"
 

@@ -45,9 +45,11 @@ def by_agent(
         agent = agent_of(call)
         if overrides and agent in overrides:
             return overrides[agent]
-        if "kubernetes__pods_list" in call.function_names() and not call.model_parts():
+        if "kubernetes__pods_list_in_namespace" in call.function_names() and not call.model_parts():
             # A tool-using agent looks at the demo cluster once before concluding.
-            pods = FakeToolCall(name="kubernetes__pods_list", args={"namespace": "checkout"})
+            pods = FakeToolCall(
+                name="kubernetes__pods_list_in_namespace", args={"namespace": "checkout"}
+            )
             return FakeReply(tool_calls=[pods], delay=delay)
         return FakeReply(text=f"analysis by {agent}", delay=delay)
 

@@ -4,8 +4,10 @@ an unknown tool, a 2 MB result, stdio transport, concurrency, and masking end to
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import yaml
 from google.cloud import firestore
 
 from tarsy.models import ExecutionStatus
@@ -115,7 +117,15 @@ async def test_tool_failures_are_observations_and_secrets_never_leave_the_masker
     assert "[MASKED_" in sent
 
 
-def test_demo_cluster_over_stdio(client: TarsyClient, fake_gemini: FakeGemini) -> None:
+def test_kubernetes_mcp_server_runs_over_stdio_from_the_step_function(
+    stack_config_path: Path, client: TarsyClient, fake_gemini: FakeGemini
+) -> None:
+    config = yaml.safe_load(stack_config_path.read_text())
+    kubernetes = config["mcp_servers"]["kubernetes"]
+    assert kubernetes["transport"] == "stdio"
+    assert Path(kubernetes["command"]).name == "kubernetes-mcp-server-linux-amd64"
+    assert kubernetes["args"][:2] == ["--read-only", "--disable-destructive"]
+
     fake_gemini.responder = ScenarioStandIn(SCENARIO)
     data = {"alerts": [{"labels": {"alertname": "KubePodCrashLooping"}}]}
     session_id = client.submit({"alert_type": "test-stdio", "data": data}).session_id
@@ -125,7 +135,7 @@ def test_demo_cluster_over_stdio(client: TarsyClient, fake_gemini: FakeGemini) -
     events = [e for e in agent["timeline"] if e["type"] == "mcp_tool_call"]
     assert [e["metadata"]["tool_name"] for e in events] == [s.tool for s in STEPS]
     servers = {e["metadata"]["server_name"] for e in events}
-    assert servers == {"kubernetes-stdio"}
+    assert servers == {"kubernetes"}
     assert not any(
         e["metadata"]["is_error"] for e in agent["timeline"] if e["type"] == "mcp_tool_call"
     )

@@ -11,7 +11,12 @@ import pytest
 import yaml
 
 from tarsy_dev.localstack import __main__ as localstack
-from tarsy_dev.localstack.stack import defines_kubernetes, read_user_config, with_demo_cluster
+from tarsy_dev.localstack.kubernetes_mcp import server_config
+from tarsy_dev.localstack.stack import (
+    defines_kubernetes,
+    read_user_config,
+    with_kubernetes,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,8 +118,14 @@ def test_demo_cluster_joins_the_users_config(tmp_path: Path) -> None:
     path.write_text(readme_example())
     user = read_user_config(path)
     assert not defines_kubernetes(user)
-    merged = with_demo_cluster(user, "http://127.0.0.1:1/mcp", "oom-killed")
-    assert merged["mcp_servers"]["kubernetes"]["url"] == "http://127.0.0.1:1/mcp"
+    binary, kubeconfig = tmp_path / "kubernetes-mcp-server", tmp_path / "kubeconfig"
+    merged = with_kubernetes(user, server_config(binary, kubeconfig, "demo cluster"))
+    kubernetes = merged["mcp_servers"]["kubernetes"]
+    assert kubernetes["transport"] == "stdio" and kubernetes["command"] == str(binary)
+    assert kubernetes["args"] == [
+        "--read-only", "--disable-destructive", "--toolsets", "core",
+        "--kubeconfig", str(kubeconfig),
+    ]  # fmt: skip
     assert merged["mcp_servers"]["my-tools"] == user["mcp_servers"]["my-tools"]
     assert merged["agent_chains"] == user["agent_chains"]
     assert "kubernetes" not in user["mcp_servers"], "the user's mapping is not changed"

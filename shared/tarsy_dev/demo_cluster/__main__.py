@@ -1,5 +1,5 @@
 """``python -m tarsy_dev.demo_cluster``: the same as ``tarsy-demo-cluster``."""
 
-from tarsy_dev.demo_cluster.server import main
+from tarsy_dev.demo_cluster.kube_api import main
 
 main()

@@ -9,11 +9,8 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import yaml
 
 from tarsy_dev.demo_cluster.models import (
     CLUSTER_SCOPED_KINDS,
@@ -68,11 +65,13 @@ _WAITING_MESSAGES = {
 }
 
 
-_Row = Callable[[Manifest], list[str]]
-
-
 class KubeError(Exception):
-    """A request the cluster refuses (not found, bad arguments), with kubectl's wording."""
+    """A request the cluster refuses, with the API server's wording, HTTP code and reason."""
+
+    def __init__(self, message: str, *, code: int = 400, reason: str = "BadRequest") -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
 
 
 # ─── formatting helpers ───────────────────────────────────────────────────────
@@ -153,34 +152,6 @@ def memory_bytes(quantity: str) -> float:
     return float(match["n"]) * _MEMORY_UNITS[match["unit"]]
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Columns padded like kubectl's tabwriter (three spaces between columns)."""
-    all_rows = [list(headers), *([str(cell) for cell in row] for row in rows)]
-    widths = [max(len(row[i]) for row in all_rows) for i in range(len(headers))]
-    lines = [
-        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        for row in all_rows
-    ]
-    return "\n".join(line.rstrip() for line in lines) + "\n"
-
-
-class _Dumper(yaml.SafeDumper):
-    """Quotes with double quotes, as kubectl does, where a scalar cannot be plain."""
-
-    def choose_scalar_style(self) -> str:
-        style = str(super().choose_scalar_style())
-        return '"' if style == "'" else style
-
-
-def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    if "\n" in data:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
-
-
-_Dumper.add_representer(str, _str_representer)
-
-
 def plain(value: Any) -> Any:
     """A copy of ``value`` with datetimes as Kubernetes timestamps (as the API serves them)."""
     if isinstance(value, datetime):
@@ -190,13 +161,6 @@ def plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     return value
-
-
-def to_yaml(value: Any) -> str:
-    """YAML as ``kubectl get -o yaml`` prints it: keys sorted, block style."""
-    return yaml.dump(
-        plain(value), Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=4096
-    )
 
 
 def plural(kind: str) -> str:
@@ -672,91 +636,46 @@ class Cluster:
             "type": event.type,
         }
 
-    # ── lookups ──
+    # ── what the API serves ──
 
-    def _age(self, value: str | datetime | None) -> str:
+    def age(self, value: str | datetime | None) -> str:
+        """How long before the cluster's clock ``value`` was, as kubectl prints ages."""
         if value is None:
             return "<unknown>"
         moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
         return human_duration(self.now - utc(moment))
 
-    def _namespaces(self) -> set[str]:
-        return {ns.name for ns in self.state.namespaces}
+    @property
+    def types(self) -> dict[str, set[str]]:
+        """Every kind served, with the apiVersions it is served in."""
+        return self._types
 
-    def _check_namespace(self, namespace: str | None) -> None:
-        if namespace and namespace not in self._namespaces():
-            raise KubeError(f'namespaces "{namespace}" not found')
+    def has_namespace(self, namespace: str) -> bool:
+        """Whether the namespace exists."""
+        return any(ns.name == namespace for ns in self.state.namespaces)
 
-    def _resolve_type(self, api_version: str, kind: str) -> str:
-        wanted = kind.strip().lower()
-        canonical = next(
-            (k for k in self._types if wanted in (k.lower(), plural(k))),
-            None,
-        )
-        if canonical is None:
-            raise KubeError(f'the server doesn\'t have a resource type "{kind}"')
-        versions = self._types[canonical]
-        if api_version not in versions:
-            served = ", ".join(sorted(versions))
-            raise KubeError(
-                f'no matches for kind "{canonical}" in version "{api_version}" '
-                f"({canonical} is served as {served})"
-            )
-        return canonical
-
-    def _items(self, api_version: str, kind: str, namespace: str | None) -> list[Manifest]:
+    def objects(self, api_version: str, kind: str, namespace: str | None = None) -> list[Manifest]:
+        """The objects of a type (in ``namespace`` only, when given), by namespace and name."""
         items = [
             o
             for o in self._objects
             if o["kind"] == kind
             and o["apiVersion"] == api_version
-            and (
-                not namespace
-                or kind in CLUSTER_SCOPED_KINDS
-                or o["metadata"].get("namespace") == namespace
-            )
+            and (not namespace or o["metadata"].get("namespace") == namespace)
         ]
         return sorted(
             items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])
         )
 
-    def _get(self, api_version: str, kind: str, name: str, namespace: str | None) -> Manifest:
-        canonical = self._resolve_type(api_version, kind)
-        namespaced = canonical not in CLUSTER_SCOPED_KINDS
-        if namespaced and not namespace:
-            raise KubeError(f"a namespace is required to get {canonical} {name!r}")
-        self._check_namespace(namespace if namespaced else None)
-        for obj in self._items(api_version, canonical, namespace if namespaced else None):
-            if obj["metadata"]["name"] == name:
-                return obj
-        resource = plural(canonical) + (f".{_group(api_version)}" if _group(api_version) else "")
-        where = f" in namespace {namespace}" if namespaced else ""
-        raise KubeError(f'{resource} "{name}" not found{where}')
+    def pod_log(self, namespace: str, name: str, container: str | None, previous: bool) -> str:
+        """A container's log, as the kubelet serves it through ``pods/log``.
 
-    def _pod(self, namespace: str, name: str) -> Pod:
-        self._check_namespace(namespace)
+        Raises:
+            KubeError: No such pod or container, or no log to show (kubelet's wording).
+        """
         pod = self._pods.get((namespace, name))
         if pod is None:
-            raise KubeError(f'pods "{name}" not found in namespace {namespace}')
-        return pod
-
-    # ── tools ──
-
-    def pods_list(self, namespace: str | None = None) -> str:
-        """``kubectl get pods -o wide`` (all namespaces when none is given)."""
-        self._check_namespace(namespace)
-        return self._render_list("v1", "Pod", namespace)
-
-    def pods_get(self, namespace: str, name: str) -> str:
-        """``kubectl get pod NAME -n NAMESPACE -o yaml``."""
-        self._pod(namespace, name)
-        return to_yaml(self._get("v1", "Pod", name, namespace))
-
-    def pods_log(
-        self, namespace: str, name: str, container: str | None = None, previous: bool = False
-    ) -> str:
-        """``kubectl logs``: the container's current or previous logs."""
-        pod = self._pod(namespace, name)
+            raise KubeError(f'pods "{name}" not found', code=404, reason="NotFound")
         names = [c.name for c in pod.containers]
         if not container:
             if len(names) > 1:
@@ -767,19 +686,13 @@ class Cluster:
             container = names[0]
         chosen = next((c for c in pod.containers if c.name == container), None)
         if chosen is None:
-            raise KubeError(
-                f"container {container} is not valid for pod {name} "
-                f"(containers: {', '.join(names)})"
-            )
+            raise KubeError(f"container {container} is not valid for pod {name}")
         if previous:
             if chosen.previous_logs is None:
                 raise KubeError(
                     f'previous terminated container "{container}" in pod "{name}" not found'
                 )
-            return (
-                chosen.previous_logs
-                or f"The pod {name} in namespace {namespace} has no previous logs"
-            )
+            return chosen.previous_logs
         state = chosen.state or {}
         if pod.node is None:
             raise KubeError(f'pod "{name}" is not scheduled; it has no logs')
@@ -789,367 +702,15 @@ class Cluster:
             raise KubeError(
                 f'container "{container}" in pod "{name}" is waiting to start: {detail}'
             )
-        return (
-            chosen.logs or f"The pod {name} in namespace {namespace} has not logged any message yet"
-        )
+        return chosen.logs
 
-    def events_list(self, namespace: str | None = None) -> str:
-        """``kubectl get events`` sorted by last seen (all namespaces when none is given)."""
-        self._check_namespace(namespace)
-        return self._render_list("v1", "Event", namespace)
-
-    def resources_get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> str:
-        """``kubectl get KIND NAME -o yaml``."""
-        return to_yaml(self._get(api_version, kind, name, namespace))
-
-    def resources_list(self, api_version: str, kind: str, namespace: str | None = None) -> str:
-        """``kubectl get KIND`` (all namespaces when none is given)."""
-        canonical = self._resolve_type(api_version, kind)
-        if canonical not in CLUSTER_SCOPED_KINDS:
-            self._check_namespace(namespace)
-        return self._render_list(api_version, canonical, namespace)
-
-    def namespaces_list(self) -> str:
-        """``kubectl get namespaces``."""
-        return self._render_list("v1", "Namespace", None)
-
-    def nodes_top(self) -> str:
-        """``kubectl top nodes``."""
-        rows = []
-        for node in sorted(self.state.nodes, key=lambda n: n.name):
-            cpu = cpu_millicores(node.usage.cpu)
-            memory = memory_bytes(node.usage.memory)
-            cpu_pct = 100 * cpu / cpu_millicores(node.allocatable["cpu"])
-            mem_pct = 100 * memory / memory_bytes(node.allocatable["memory"])
-            rows.append(
-                [
-                    node.name,
-                    f"{cpu:.0f}m",
-                    f"{cpu_pct:.0f}%",
-                    f"{memory / 2**20:.0f}Mi",
-                    f"{mem_pct:.0f}%",
-                ]
-            )
-        return table(["NAME", "CPU(cores)", "CPU(%)", "MEMORY(bytes)", "MEMORY(%)"], rows)
-
-    def pods_top(self, namespace: str | None = None) -> str:
-        """``kubectl top pods`` (all namespaces when none is given)."""
-        self._check_namespace(namespace)
-        rows = []
-        pods = sorted(self.state.pods, key=lambda p: (p.namespace, p.name))
-        for pod in pods:
+    def pod_usage(self, namespace: str | None = None) -> list[tuple[Pod, list[Container]]]:
+        """Pods with recorded usage (as the Metrics Server has them), with their containers."""
+        found = []
+        for pod in sorted(self.state.pods, key=lambda p: (p.namespace, p.name)):
             if namespace and pod.namespace != namespace:
                 continue
-            usages = [c.usage for c in pod.containers if c.usage is not None]
-            if not usages:
-                continue
-            cpu = sum(cpu_millicores(u.cpu) for u in usages)
-            memory = sum(memory_bytes(u.memory) for u in usages)
-            row = [pod.name, f"{cpu:.0f}m", f"{memory / 2**20:.0f}Mi"]
-            rows.append(row if namespace else [pod.namespace, *row])
-        if not rows:
-            return _no_resources(namespace)
-        headers = ["NAME", "CPU(cores)", "MEMORY(bytes)"]
-        return table(headers if namespace else ["NAMESPACE", *headers], rows)
-
-    # ── tables ──
-
-    def _render_list(self, api_version: str, kind: str, namespace: str | None) -> str:
-        namespaced = kind not in CLUSTER_SCOPED_KINDS
-        items = self._items(api_version, kind, namespace if namespaced else None)
-        if kind == "Event":
-            items.sort(key=lambda e: (e["lastTimestamp"], e["metadata"]["name"]))
-        if not items:
-            return _no_resources(namespace if namespaced else None)
-        headers, render = self._columns(kind)
-        rows = [render(item) for item in items]
-        if namespaced and not namespace:
-            headers = ["NAMESPACE", *headers]
-            rows = [
-                [item["metadata"]["namespace"], *row] for item, row in zip(items, rows, strict=True)
-            ]
-        return table(headers, rows)
-
-    def _columns(self, kind: str) -> tuple[list[str], _Row]:
-        age = self._age
-
-        def meta_age(o: Manifest) -> str:
-            return age(o["metadata"].get("creationTimestamp"))
-
-        def ready_condition(o: Manifest) -> str:
-            for condition in o.get("status", {}).get("conditions", []):
-                if condition.get("type") == "Ready":
-                    return str(condition.get("status", "Unknown"))
-            return "Unknown"
-
-        def containers(o: Manifest) -> list[dict[str, Any]]:
-            spec = o.get("spec", {}).get("template", {}).get("spec", {})
-            return list(spec.get("containers", []))
-
-        columns: dict[str, tuple[list[str], _Row]] = {
-            "Pod": (
-                ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"],
-                self._pod_row,
-            ),
-            "Event": (
-                ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
-                self._event_row,
-            ),
-            "Node": (
-                ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    ("Ready" if ready_condition(o) == "True" else "NotReady")
-                    + (",SchedulingDisabled" if o["spec"].get("unschedulable") else ""),
-                    ",".join(
-                        sorted(
-                            k.rpartition("/")[2]
-                            for k in o["metadata"]["labels"]
-                            if k.startswith("node-role.kubernetes.io/")
-                        )
-                    )
-                    or "<none>",
-                    meta_age(o),
-                    o["status"]["nodeInfo"]["kubeletVersion"],
-                ],
-            ),
-            "Namespace": (
-                ["NAME", "STATUS", "AGE"],
-                lambda o: [o["metadata"]["name"], o["status"]["phase"], meta_age(o)],
-            ),
-            "Deployment": (
-                ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    f"{o.get('status', {}).get('readyReplicas', 0)}/{o['spec'].get('replicas', 1)}",
-                    str(o.get("status", {}).get("updatedReplicas", 0)),
-                    str(o.get("status", {}).get("availableReplicas", 0)),
-                    meta_age(o),
-                    ",".join(c["name"] for c in containers(o)),
-                    ",".join(c["image"] for c in containers(o)),
-                ],
-            ),
-            "ReplicaSet": (
-                ["NAME", "DESIRED", "CURRENT", "READY", "AGE", "CONTAINERS", "IMAGES"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    str(o["spec"].get("replicas", 1)),
-                    str(o.get("status", {}).get("replicas", 0)),
-                    str(o.get("status", {}).get("readyReplicas", 0)),
-                    meta_age(o),
-                    ",".join(c["name"] for c in containers(o)),
-                    ",".join(c["image"] for c in containers(o)),
-                ],
-            ),
-            "StatefulSet": (
-                ["NAME", "READY", "AGE"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    f"{o.get('status', {}).get('readyReplicas', 0)}/{o['spec'].get('replicas', 1)}",
-                    meta_age(o),
-                ],
-            ),
-            "DaemonSet": (
-                ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    *(
-                        str(o.get("status", {}).get(k, 0))
-                        for k in (
-                            "desiredNumberScheduled",
-                            "currentNumberScheduled",
-                            "numberReady",
-                            "updatedNumberScheduled",
-                            "numberAvailable",
-                        )
-                    ),
-                    meta_age(o),
-                ],
-            ),
-            "Job": (["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"], self._job_row),
-            "CronJob": (
-                ["NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    o["spec"]["schedule"],
-                    str(o["spec"].get("suspend", False)),
-                    str(len(o.get("status", {}).get("active", []))),
-                    age(o.get("status", {}).get("lastScheduleTime")),
-                    meta_age(o),
-                ],
-            ),
-            "Service": (
-                ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    o["spec"].get("type", "ClusterIP"),
-                    o["spec"].get("clusterIP", "None"),
-                    ",".join(
-                        i.get("ip", "")
-                        for i in o.get("status", {}).get("loadBalancer", {}).get("ingress", [])
-                    )
-                    or "<none>",
-                    ",".join(
-                        f"{p['port']}"
-                        + (f":{p['nodePort']}" if p.get("nodePort") else "")
-                        + f"/{p.get('protocol', 'TCP')}"
-                        for p in o["spec"].get("ports", [])
-                    )
-                    or "<none>",
-                    meta_age(o),
-                ],
-            ),
-            "ConfigMap": (
-                ["NAME", "DATA", "AGE"],
-                lambda o: [o["metadata"]["name"], str(len(o.get("data", {}))), meta_age(o)],
-            ),
-            "Secret": (
-                ["NAME", "TYPE", "DATA", "AGE"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    o.get("type", "Opaque"),
-                    str(len(o.get("data", {}))),
-                    meta_age(o),
-                ],
-            ),
-            "Ingress": (
-                ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    o["spec"].get("ingressClassName", "<none>"),
-                    ",".join(r.get("host", "*") for r in o["spec"].get("rules", [])) or "*",
-                    ",".join(
-                        i.get("ip", "")
-                        for i in o.get("status", {}).get("loadBalancer", {}).get("ingress", [])
-                    ),
-                    "80, 443" if o["spec"].get("tls") else "80",
-                    meta_age(o),
-                ],
-            ),
-            "IngressClass": (
-                ["NAME", "CONTROLLER", "PARAMETERS", "AGE"],
-                lambda o: [o["metadata"]["name"], o["spec"]["controller"], "<none>", meta_age(o)],
-            ),
-            "Certificate": (
-                ["NAME", "READY", "SECRET", "AGE"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    ready_condition(o),
-                    o["spec"]["secretName"],
-                    meta_age(o),
-                ],
-            ),
-            "CertificateRequest": (
-                ["NAME", "READY", "ISSUER", "AGE"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    ready_condition(o),
-                    o["spec"]["issuerRef"]["name"],
-                    meta_age(o),
-                ],
-            ),
-            "ClusterIssuer": (
-                ["NAME", "READY", "AGE"],
-                lambda o: [o["metadata"]["name"], ready_condition(o), meta_age(o)],
-            ),
-            "Issuer": (
-                ["NAME", "READY", "AGE"],
-                lambda o: [o["metadata"]["name"], ready_condition(o), meta_age(o)],
-            ),
-            "Order": (
-                ["NAME", "STATE", "AGE"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    o.get("status", {}).get("state", ""),
-                    meta_age(o),
-                ],
-            ),
-            "Challenge": (
-                ["NAME", "STATE", "DOMAIN", "AGE"],
-                lambda o: [
-                    o["metadata"]["name"],
-                    o.get("status", {}).get("state", ""),
-                    o["spec"]["dnsName"],
-                    meta_age(o),
-                ],
-            ),
-        }
-        return columns.get(kind, (["NAME", "AGE"], lambda o: [o["metadata"]["name"], meta_age(o)]))
-
-    def _pod_row(self, manifest: Manifest) -> list[str]:
-        status = manifest["status"]
-        statuses = status.get("containerStatuses", [])
-        reason = status.get("reason") or status["phase"]
-        for container in statuses:
-            state = container["state"]
-            if "waiting" in state and state["waiting"].get("reason"):
-                reason = state["waiting"]["reason"]
-                break
-            if "terminated" in state:
-                terminated = state["terminated"]
-                reason = terminated.get("reason") or f"ExitCode:{terminated.get('exitCode', 0)}"
-                break
-        restarts = str(sum(c["restartCount"] for c in statuses))
-        finished = [
-            c["lastState"]["terminated"]["finishedAt"]
-            for c in statuses
-            if "finishedAt" in c.get("lastState", {}).get("terminated", {})
-        ]
-        if finished and restarts != "0":
-            restarts += f" ({self._age(max(finished))} ago)"
-        ready = sum(1 for c in statuses if c["ready"])
-        return [
-            manifest["metadata"]["name"],
-            f"{ready}/{len(manifest['spec']['containers'])}",
-            reason,
-            restarts,
-            self._age(manifest["metadata"]["creationTimestamp"]),
-            status.get("podIP", "<none>"),
-            manifest["spec"].get("nodeName", "<none>"),
-        ]
-
-    def _event_row(self, event: Manifest) -> list[str]:
-        last_seen = self._age(event["lastTimestamp"])
-        if event["count"] > 1:
-            last_seen += f" (x{event['count']} over {self._age(event['firstTimestamp'])})"
-        involved = event["involvedObject"]
-        return [
-            last_seen,
-            event["type"],
-            event["reason"],
-            f"{involved['kind'].lower()}/{involved['name']}",
-            event["message"],
-        ]
-
-    def _job_row(self, job: Manifest) -> list[str]:
-        status = job.get("status", {})
-        conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
-        state = (
-            "Complete"
-            if conditions.get("Complete") == "True"
-            else "Failed"
-            if conditions.get("Failed") == "True"
-            else "Running"
-        )
-        start = status.get("startTime")
-        end = status.get("completionTime")
-        duration = "<none>"
-        if start:
-            stop = datetime.fromisoformat(end) if end else self.now
-            duration = human_duration(utc(stop) - utc(datetime.fromisoformat(start)))
-        completions = f"{status.get('succeeded', 0)}/{job['spec'].get('completions', 1)}"
-        return [
-            job["metadata"]["name"],
-            state,
-            completions,
-            duration,
-            self._age(job["metadata"]["creationTimestamp"]),
-        ]
-
-
-def _no_resources(namespace: str | None) -> str:
-    return (
-        f"No resources found in {namespace} namespace.\n" if namespace else "No resources found\n"
-    )
+            measured = [c for c in pod.containers if c.usage is not None]
+            if measured:
+                found.append((pod, measured))
+        return found

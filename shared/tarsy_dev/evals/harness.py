@@ -2,11 +2,12 @@
 
 For each group of models (the scripted ones share one stack; each real model
 gets its own, since the model is fixed when the functions start) the harness
-starts a switchable demo cluster, writes a config that points the
-``kubernetes`` MCP server at it, and starts the local stack (Firestore and
-Pub/Sub emulators, the ingest, api, step and dead-letter functions). A scripted
-model is a :class:`~tarsy_dev.fakes.fake_gemini.FakeGemini` in this process whose
-responder is set per run. Each run switches the cluster to its scenario (which
+serves a switchable demo cluster over the Kubernetes API, writes a config whose
+``kubernetes`` MCP server is the real kubernetes-mcp-server on it, and starts
+the local stack (Firestore and Pub/Sub emulators, the ingest, api, step and
+dead-letter functions). A scripted model is a
+:class:`~tarsy_dev.fakes.fake_gemini.FakeGemini` in this process whose responder
+is set per run. Each run switches the cluster to its scenario (which
 also restarts the scenario's fault counts), submits the scenario's alert over
 HTTP, polls the session until it ends, and scores it.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,15 +35,17 @@ from tarsy_dev.evals.observation import RunObservation, observe
 from tarsy_dev.evals.scorer import RunScore, score_run
 from tarsy_dev.evals.subjects import LOCAL, ModelUnderTest
 from tarsy_dev.fakes.fake_gemini import FakeGemini
+from tarsy_dev.localstack.kubernetes_mcp import ensure_installed, server_config
 from tarsy_dev.localstack.local_model import LocalModel, local_config
-from tarsy_dev.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
+from tarsy_dev.localstack.processes import ProcessInfo, stop
 from tarsy_dev.localstack.stack import (
     Stack,
     StackOptions,
     read_user_config,
+    start_kube_api,
     start_stack,
     stop_stack,
-    with_demo_cluster,
+    with_kubernetes,
 )
 
 # The demo cluster answers in milliseconds; a short call timeout keeps a simulated hang short.
@@ -120,16 +122,12 @@ def check_config(path: Path | None) -> None:
 
 
 class DemoCluster:
-    """A switchable demo cluster served over HTTP by its own process."""
+    """A switchable demo cluster served over the Kubernetes API by its own process."""
 
-    def __init__(self, info: ProcessInfo, base_url: str) -> None:
+    def __init__(self, info: ProcessInfo, kubeconfig: Path) -> None:
         self.info = info
-        self.base_url = base_url
-
-    @property
-    def mcp_url(self) -> str:
-        """The MCP endpoint."""
-        return f"{self.base_url}/mcp"
+        self.base_url = info.url
+        self.kubeconfig = kubeconfig
 
     def switch(self, scenario: str) -> None:
         """Serve ``scenario`` from now on (its fault counts restart)."""
@@ -138,25 +136,22 @@ class DemoCluster:
 
 
 @contextlib.contextmanager
-def demo_cluster(log_dir: Path, first: str) -> Iterator[DemoCluster]:
-    """Start a switchable demo cluster; stop its process group on the way out."""
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    argv = [
-        sys.executable, "-m", "tarsy_dev.demo_cluster", "--scenario", first,
-        "--transport", "http", "--port", str(port), "--switchable",
-    ]  # fmt: skip
-    info = spawn("demo-cluster", argv, log_dir=log_dir, url=f"{base_url}/mcp")
+def demo_cluster(state_dir: Path, first: str) -> Iterator[DemoCluster]:
+    """Serve a switchable demo cluster; stop its process group on the way out."""
+    kubeconfig = state_dir / "demo-cluster" / "kubeconfig"
+    info = start_kube_api(first, kubeconfig, state_dir / "logs", switchable=True)
     try:
-        wait_until(http_ok(f"{base_url}/scenario"), timeout=60, what="demo cluster", process=info)
-        yield DemoCluster(info, base_url)
+        yield DemoCluster(info, kubeconfig)
     finally:
         stop(info)
 
 
-def eval_config(user_config: dict[str, Any], cluster: DemoCluster) -> dict[str, Any]:
-    """The user's config with ``kubernetes`` pointed at the demo cluster, short call timeout."""
-    config = with_demo_cluster(user_config, cluster.mcp_url, "evaluation (switchable)")
+def eval_config(user_config: dict[str, Any], binary: Path, cluster: DemoCluster) -> dict[str, Any]:
+    """The user's config with ``kubernetes`` on the demo cluster, and a short call timeout."""
+    server = server_config(
+        binary, cluster.kubeconfig, "kubernetes-mcp-server on the demo cluster (evaluation)"
+    )
+    config = with_kubernetes(user_config, server)
     config["mcp_servers"]["kubernetes"]["call_timeout"] = EVAL_CALL_TIMEOUT_S
     # One attempt: a scenario's faults (a hang, an error) are what the investigation must
     # cope with; the executor's retries would absorb them (tests/integration/test_mcp_retries.py).
@@ -225,20 +220,20 @@ def run_evaluation(
     check_config(options.config_path)
     user_config = read_user_config(options.config_path)
     scenarios = [load_scenario(name) for name in options.scenarios]
+    binary = ensure_installed(options.root, progress)
     results: list[RunResult] = []
     for index, group in enumerate(_groups(options.models)):
         state_dir = options.state_dir / f"stack-{index}"
-        log_dir = state_dir / "logs"
         with contextlib.ExitStack() as cleanup:
-            cluster = cleanup.enter_context(demo_cluster(log_dir, scenarios[0].name))
+            cluster = cleanup.enter_context(demo_cluster(state_dir, scenarios[0].name))
             config_path = state_dir / "eval-config.yaml"
-            config_path.write_text(yaml.safe_dump(eval_config(user_config, cluster)))
+            config_path.write_text(yaml.safe_dump(eval_config(user_config, binary, cluster)))
             fake: FakeGemini | None = None
             if group[0].scripted:
                 fake = cleanup.enter_context(FakeGemini())
             local = options.local_model if group[0].name == LOCAL else None
             if local is not None:
-                config = eval_config(local_config(local, user_config), cluster)
+                config = eval_config(local_config(local, user_config), binary, cluster)
                 config_path.write_text(yaml.safe_dump(config))
             stack_options = StackOptions(
                 root=options.root,

@@ -22,11 +22,11 @@ SLOPPY_LABEL = "[scripted sloppy model — deliberately wrong, not a real LLM]"
 # Calls that look busy and show nothing about any scenario's incident.
 IRRELEVANT_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("namespaces_list", {}),
-    ("pods_list", {"namespace": "kube-system"}),
+    ("pods_list_in_namespace", {"namespace": "kube-system"}),
     ("events_list", {"namespace": "monitoring"}),
     ("resources_list", {"apiVersion": "v1", "kind": "Node"}),
     ("pods_log", {"namespace": "kube-system", "name": "coredns-5d78c9869d-7hx2p"}),
-    ("pods_top", {"namespace": "monitoring"}),
+    ("pods_top", {"namespace": "monitoring", "all_namespaces": False}),
 )
 CALLS_PER_INVESTIGATION = 3
 

@@ -2,7 +2,7 @@
 
 Used by ``make demo`` when no real model is configured: it calls the scenario's
 tools in the playbook's order (as Gemini function calls, so the whole tool path
-runs for real against the demo cluster MCP server) and then answers with the
+runs for real: kubernetes-mcp-server on the demo cluster's Kubernetes API) and then answers with the
 playbook's analysis. Every text it writes starts with :data:`STAND_IN_LABEL`; it
 is never presented as a model.
 
@@ -77,7 +77,7 @@ class ScriptedInvestigator:
             return self._plain(call)
         if offered and done < len(self.steps):
             step = self.steps[done]
-            # The demo cluster may be configured under any server id (http or stdio).
+            # kubernetes-mcp-server may be configured under any server id.
             name = next((n for n in offered if n.endswith(f"__{step.tool}")), "")
             if name:
                 return FakeReply(

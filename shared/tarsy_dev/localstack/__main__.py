@@ -26,6 +26,7 @@ from tarsy.web.links import list_url, session_url
 from tarsy_dev.cli import consoles, watch_session
 from tarsy_dev.client import TarsyClient
 from tarsy_dev.demo_cluster.loader import DEFAULT_SCENARIO, scenario_names
+from tarsy_dev.localstack.kubernetes_mcp import KubernetesMcpUnavailable
 from tarsy_dev.localstack.processes import is_running
 from tarsy_dev.localstack.stack import (
     Stack,
@@ -92,12 +93,21 @@ def _banner(stack: Stack) -> None:
     if stack.config_path:
         console.print(f"[bold]config[/]  {stack.config_path}")
     demo = next((p for p in stack.processes if p.name == "demo-cluster"), None)
-    if demo is not None:
-        console.print(f"[bold]mcp[/]     kubernetes → demo cluster at {demo.url}")
+    if demo is not None and stack.kubeconfig:
+        console.print(
+            f"[bold]mcp[/]     kubernetes → kubernetes-mcp-server (read-only, stdio) on the "
+            f"demo cluster's Kubernetes API at {demo.url}"
+        )
+        console.print(f"[bold]kubectl[/] {kubectl_line(stack.kubeconfig)}", markup=False)
     console.print(
         f"[bold]firestore[/] {stack.firestore_host} (project {stack.project_id}); "
         f"pubsub {stack.pubsub_host}"
     )
+
+
+def kubectl_line(kubeconfig: str) -> str:
+    """A command a user can paste to look at the demo cluster while the stack runs."""
+    return f"kubectl --kubeconfig {kubeconfig} get pods -A"
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -134,7 +144,10 @@ def _start(options: StackOptions) -> Stack:
             "scripted stand-in, not a real model.[/]"
         )
     with console.status("starting the local stack…") as status:
-        stack = start_stack(options, settings, progress=lambda m: status.update(m))
+        try:
+            stack = start_stack(options, settings, progress=lambda m: status.update(m))
+        except KubernetesMcpUnavailable as e:
+            raise InputProblem(str(e)) from e
     return stack
 
 
@@ -181,7 +194,11 @@ def _up(args: argparse.Namespace) -> int:
         console.print("[dim]to start afresh (sessions lost): make down && make up[/]")
         _banner(running)
     else:
-        _banner(_start(options))
+        try:
+            _banner(_start(options))
+        except InputProblem as e:
+            console.print(f"up: {e}", style="red", markup=False)
+            return 1
     console.print(f"[green]stack is up[/]; URLs and the API key are in {env_file}")
     console.print(
         f"load them into your shell: set -a; . {env_file}; set +a   ·   "
@@ -268,8 +285,15 @@ def _demo(args: argparse.Namespace) -> int:
             # The watch prints every timeline event, the final analysis among them.
             # A CPU model takes minutes where a hosted one takes seconds.
             timeout = DEMO_TIMEOUT_S if options.model_label is None else LOCAL_DEMO_TIMEOUT_S
-            return watch_session(client, submitted.session_id, out, timeout=timeout)
-    except ApiError as e:
+            status = watch_session(client, submitted.session_id, out, timeout=timeout)
+        if stack.kubeconfig:
+            console.print(
+                "look at the incident yourself: `make up` keeps the demo cluster running, then "
+                f"{kubectl_line(stack.kubeconfig)}",
+                markup=False,
+            )
+        return status
+    except (ApiError, InputProblem) as e:
         console.print(f"demo failed: {e}", style="red", markup=False)
         if stack is not None:
             console.print(f"logs: {options.state_dir / 'logs'}")
@@ -306,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
             "--scenario",
             default=DEFAULT_SCENARIO,
             choices=scenario_names(),
-            help=f"demo-cluster incident served as the kubernetes MCP server ({DEFAULT_SCENARIO})",
+            help="demo-cluster incident served over the Kubernetes API to kubernetes-mcp-server "
+            f"({DEFAULT_SCENARIO})",
         )
         command.add_argument(
             "--model",

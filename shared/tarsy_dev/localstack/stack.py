@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from tarsy.settings import Settings
 from tarsy_dev.localstack.emulators import start_firestore, start_pubsub
+from tarsy_dev.localstack.kubernetes_mcp import ensure_installed, server_config
 from tarsy_dev.localstack.processes import (
     ProcessInfo,
     free_port,
@@ -95,7 +96,8 @@ class StackOptions(BaseModel):
     function_env: dict[str, str] = Field(default_factory=dict)
     # A Gemini base URL to use instead of starting the stand-in (tests run their own fake).
     gemini_base_url: str | None = None
-    # Serve this demo-cluster scenario over HTTP as the "kubernetes" MCP server.
+    # Serve this demo-cluster scenario over the Kubernetes API, with the real
+    # kubernetes-mcp-server on it as the "kubernetes" MCP server.
     scenario: str | None = None
     # Call POST /sweep this often, as Cloud Scheduler does in the cloud (None: never).
     sweep_interval: float | None = None
@@ -118,6 +120,9 @@ class Stack(BaseModel):
     model: str = Field(description="What answers LLM calls, in words, for the banner.")
     processes: list[ProcessInfo]
     config_path: str | None = Field(default=None, description="The user's config, if any.")
+    kubeconfig: str | None = Field(
+        default=None, description="The demo cluster's kubeconfig (kubectl --kubeconfig ...)."
+    )
 
     def client_env(self) -> dict[str, str]:
         """Environment for tools that talk to this stack (the CLI, tests, scripts)."""
@@ -266,11 +271,14 @@ def start_stack(
             model = f"scripted stand-in at {url} (not a real LLM)"
 
         config_path = options.config_path
+        kubeconfig: Path | None = None
         user_config = read_user_config(options.config_path)
         if options.scenario is not None and defines_kubernetes(user_config):
             progress("your config defines the kubernetes MCP server: no demo cluster")
         elif options.scenario is not None:
-            config_path = _start_demo_cluster(options, user_config, log_dir, started, progress)
+            config_path, kubeconfig = _start_demo_cluster(
+                options, user_config, log_dir, started, progress
+            )
 
         ports = {spec.name: free_port() for spec in FUNCTIONS}
         urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
@@ -337,6 +345,7 @@ def start_stack(
             model=model,
             processes=started,
             config_path=str(options.config_path) if options.config_path else None,
+            kubeconfig=str(kubeconfig) if kubeconfig else None,
         )
         save_stack(stack, options.state_dir)
         return stack
@@ -360,24 +369,43 @@ def defines_kubernetes(config: Mapping[str, Any]) -> bool:
     return isinstance(servers, dict) and "kubernetes" in servers
 
 
-def with_demo_cluster(config: Mapping[str, Any], url: str, scenario: str) -> dict[str, Any]:
-    """The user's config (or none) with the ``kubernetes`` MCP server pointed at the demo cluster.
+def with_kubernetes(config: Mapping[str, Any], server: Mapping[str, Any]) -> dict[str, Any]:
+    """The user's config (or none) with ``server`` as its ``kubernetes`` MCP server.
 
     Args:
         config: The user's config; its other servers, agents and chains are kept.
-        url: The demo cluster's MCP endpoint.
-        scenario: The incident it serves, for the server's description.
+        server: The ``kubernetes`` entry (see ``kubernetes_mcp.server_config``).
 
     Returns:
         The config to give the functions.
     """
     servers = dict(config.get("mcp_servers") or {})
-    servers["kubernetes"] = {
-        "transport": "http",
-        "url": url,
-        "description": f"demo cluster, scenario {scenario}",
-    }
+    servers["kubernetes"] = dict(server)
     return {**config, "mcp_servers": servers}
+
+
+def start_kube_api(
+    scenario: str, kubeconfig: Path, log_dir: Path, *, switchable: bool = False
+) -> ProcessInfo:
+    """Serve a demo-cluster scenario over the Kubernetes API; return once it answers.
+
+    The process writes ``kubeconfig`` (pointing at it) before it answers.
+    """
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = [
+        sys.executable, "-m", "tarsy_dev.demo_cluster", "--scenario", scenario,
+        "--port", str(port), "--kubeconfig", str(kubeconfig),
+    ]  # fmt: skip
+    if switchable:
+        argv.append("--switchable")
+    info = spawn("demo-cluster", argv, log_dir=log_dir, url=url)
+    try:
+        wait_until(http_ok(f"{url}/version"), timeout=60, what="demo cluster", process=info)
+    except BaseException:
+        stop(info)
+        raise
+    return info
 
 
 def _start_demo_cluster(
@@ -386,23 +414,24 @@ def _start_demo_cluster(
     log_dir: Path,
     started: list[ProcessInfo],
     progress: Progress,
-) -> Path:
-    """Serve the scenario's cluster over HTTP; return a config that points "kubernetes" at it."""
+) -> tuple[Path, Path]:
+    """Serve the scenario's cluster; point "kubernetes" at kubernetes-mcp-server on it.
+
+    Returns:
+        The config to give the functions, and the cluster's kubeconfig.
+    """
     assert options.scenario is not None
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    progress(f"starting the demo cluster (scenario {options.scenario}) on {url}")
-    argv = [
-        sys.executable, "-m", "tarsy_dev.demo_cluster", "--scenario", options.scenario,
-        "--transport", "http", "--port", str(port),
-    ]  # fmt: skip
-    info = spawn("demo-cluster", argv, log_dir=log_dir, url=url)
-    started.append(info)
-    wait_until(_port_open(port), timeout=30, what="demo cluster", process=info)
-    config = with_demo_cluster(user_config, url, options.scenario)
+    binary = ensure_installed(options.root, progress)
+    kubeconfig = options.state_dir / "demo-cluster" / "kubeconfig"
+    progress(f"starting the demo cluster's Kubernetes API (scenario {options.scenario})")
+    started.append(start_kube_api(options.scenario, kubeconfig, log_dir))
+    server = server_config(
+        binary, kubeconfig, f"kubernetes-mcp-server on the demo cluster ({options.scenario})"
+    )
+    config = with_kubernetes(user_config, server)
     path = options.state_dir / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
+    return path, kubeconfig
 
 
 def _port_open(port: int) -> Callable[[], bool]:

@@ -8,7 +8,8 @@ import pytest
 
 from tarsy_dev.cli import _parser, main
 from tarsy_dev.demo_cluster import scenario_names
-from tarsy_dev.evals.harness import EvalProblem, eval_config, select_scenarios
+from tarsy_dev.evals.harness import DemoCluster, EvalProblem, eval_config, select_scenarios
+from tarsy_dev.localstack.processes import ProcessInfo
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -56,13 +57,15 @@ def test_list_prints_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
     assert "marketplace-noisy" in out and "two-causes" in out
 
 
-def test_the_eval_config_points_kubernetes_at_the_demo_cluster() -> None:
-    class Cluster:
-        mcp_url = "http://127.0.0.1:9/mcp"
-
+def test_the_eval_config_points_kubernetes_at_the_demo_cluster(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    cluster = DemoCluster(ProcessInfo(name="demo-cluster", pid=1, log_path="x"), kubeconfig)
     user = {"mcp_servers": {"kubernetes": {"transport": "stdio", "command": "x"}}, "agents": {}}
-    config = eval_config(user, Cluster())  # type: ignore[arg-type]
-    assert config["mcp_servers"]["kubernetes"]["url"] == "http://127.0.0.1:9/mcp"
-    assert config["mcp_servers"]["kubernetes"]["transport"] == "http"
-    assert config["mcp_servers"]["kubernetes"]["call_timeout"] == 3.0
+    config = eval_config(user, tmp_path / "kubernetes-mcp-server", cluster)
+    kubernetes = config["mcp_servers"]["kubernetes"]
+    assert kubernetes["transport"] == "stdio"
+    assert kubernetes["command"] == str(tmp_path / "kubernetes-mcp-server")
+    assert kubernetes["args"][-2:] == ["--kubeconfig", str(kubeconfig)]
+    assert "--read-only" in kubernetes["args"]
+    assert kubernetes["call_timeout"] == 3.0
     assert config["agents"] == {}

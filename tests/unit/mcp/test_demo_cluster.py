@@ -1,24 +1,29 @@
+"""The demo cluster's scenarios and its Kubernetes API, in process.
+
+The real clients (kubectl, kubernetes-mcp-server) judge the API in
+``tests/integration/test_kubernetes_api.py``; these tests pin the shapes they
+rely on (reference: ../shared/reference/kubernetes-api.md).
+"""
+
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import re
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from mcp import Client, ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, TextContent
+import yaml
 
 from tarsy.models import AlertSubmission
-from tarsy.tools.masking import Masker
 from tarsy_dev.demo_cluster import (
     DEFAULT_SCENARIO,
     TOOL_NAMES,
-    build_server,
+    build_app,
     load_scenario,
     scenario_names,
 )
@@ -28,10 +33,9 @@ from tarsy_dev.demo_cluster.cluster import (
     human_duration,
     memory_bytes,
     plural,
-    table,
 )
+from tarsy_dev.demo_cluster.kube_api import main
 from tarsy_dev.demo_cluster.models import Scenario
-from tarsy_dev.demo_cluster.server import main
 
 SCENARIOS = [
     "crashloop-bad-configmap",
@@ -49,24 +53,33 @@ SCENARIOS = [
 ]
 
 
-def text_of(result: CallToolResult) -> str:
-    assert len(result.content) == 1
-    content = result.content[0]
-    assert isinstance(content, TextContent)
-    return content.text
-
-
-def quick(scenario: Scenario) -> Scenario:
-    """The scenario with its simulated timeouts cut to a few milliseconds."""
-    faults = [fault.model_copy(update={"seconds": 0.01}) for fault in scenario.faults]
-    return scenario.model_copy(update={"faults": faults})
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+PROTOBUF_FIRST = "application/vnd.kubernetes.protobuf,application/json"
 
 
 @contextlib.asynccontextmanager
-async def connected(scenario: str | Scenario = DEFAULT_SCENARIO) -> AsyncIterator[Client]:
+async def api(
+    scenario: str | Scenario = DEFAULT_SCENARIO, *, switchable: bool = False
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The scenario's Kubernetes API, in process (an ASGI transport, no socket)."""
     loaded = load_scenario(scenario) if isinstance(scenario, str) else scenario
-    async with Client(build_server(quick(loaded))) as client:
+    transport = httpx.ASGITransport(app=build_app(loaded, switchable=switchable))
+    async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
         yield client
+
+
+async def table(client: httpx.AsyncClient, path: str) -> dict[str, Any]:
+    response = await client.get(path, headers={"Accept": TABLE})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    assert body["kind"] == "Table" and body["apiVersion"] == "meta.k8s.io/v1"
+    return body
+
+
+def rows(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Table's rows as {column: cell}."""
+    names = [c["name"] for c in body["columnDefinitions"]]
+    return [dict(zip(names, row["cells"], strict=True)) for row in body["rows"]]
 
 
 # ─── scenarios ────────────────────────────────────────────────────────────────
@@ -102,17 +115,19 @@ def test_scenario_loads_and_validates(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_alert_targets_exist(name: str) -> None:
+async def test_alert_targets_exist(name: str) -> None:
     scenario = load_scenario(name)
-    cluster = Cluster(scenario.cluster)
     assert isinstance(scenario.alert.data, dict)
     labels = scenario.alert.data["alerts"][0]["labels"]
-    namespaces = {ns.name for ns in scenario.cluster.namespaces}
-    assert labels["namespace"] in namespaces
-    if "pod" in labels:
-        assert labels["pod"] in cluster.pods_get(labels["namespace"], labels["pod"])
-    if "deployment" in labels:
-        cluster.resources_get("apps/v1", "Deployment", labels["deployment"], labels["namespace"])
+    namespace = labels["namespace"]
+    async with api(name) as client:
+        assert (await client.get(f"/api/v1/namespaces/{namespace}")).status_code == 200
+        if "pod" in labels:
+            pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/{labels['pod']}")
+            assert pod.status_code == 200
+        if "deployment" in labels:
+            path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{labels['deployment']}"
+            assert (await client.get(path)).status_code == 200
 
 
 def test_unknown_scenario() -> None:
@@ -121,252 +136,265 @@ def test_unknown_scenario() -> None:
 
 
 def test_scenarios_extend_the_base_cluster() -> None:
+    def solver(cluster: Cluster) -> Any:
+        [issuer] = cluster.objects("cert-manager.io/v1", "ClusterIssuer")
+        return issuer["spec"]["acme"]["solvers"][0]["http01"]["ingress"]["ingressClassName"]
+
     tls = Cluster(load_scenario("expired-tls-cert").cluster)
-    issuer = tls.resources_get("cert-manager.io/v1", "ClusterIssuer", "letsencrypt-prod")
-    assert "ingressClassName: nginx-legacy" in issuer
     default = Cluster(load_scenario().cluster)
-    assert "ingressClassName: nginx\n" in default.resources_get(
-        "cert-manager.io/v1", "ClusterIssuer", "letsencrypt-prod"
-    )
+    assert solver(tls) == "nginx-legacy" and solver(default) == "nginx"
     # Base pods are everywhere; scenario pods only in their scenario.
-    assert "coredns-5d78c9869d-7hx2p" in default.pods_list()
-    assert "image-resizer-backfill" not in default.pods_list()
+    names = [p["metadata"]["name"] for p in default.objects("v1", "Pod")]
+    assert "coredns-5d78c9869d-7hx2p" in names
+    assert not any(n.startswith("image-resizer-backfill") for n in names)
     # A scenario can override one field of a base node.
     noisy = Cluster(load_scenario("noisy-neighbour").cluster)
-    assert re.search(r"3f1a2b7c-wl5d\s+3871m\s+99%", noisy.nodes_top())
-    assert re.search(r"3f1a2b7c-wl5d\s+1105m\s+28%", default.nodes_top())
+    usage = {n.name[-4:]: n.usage.cpu for n in noisy.state.nodes}
+    assert usage["wl5d"] == "3871m"
+    assert {n.name[-4:]: n.usage.cpu for n in default.state.nodes}["wl5d"] == "1105m"
 
 
-# ─── the server, in memory ────────────────────────────────────────────────────
+# ─── the Kubernetes API ──────────────────────────────────────────────────────
 
 
-async def test_tools_are_listed_with_schemas() -> None:
-    async with connected() as client:
-        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert tuple(tools) == TOOL_NAMES
-    assert tools["resources_get"].input_schema["required"] == ["apiVersion", "kind", "name"]
-    assert tools["pods_log"].input_schema["required"] == ["namespace", "name"]
-    assert set(tools["pods_log"].input_schema["properties"]) == {
-        "namespace",
-        "name",
-        "container",
-        "previous",
-    }
-    assert "required" not in tools["pods_list"].input_schema
-    for tool in tools.values():
-        assert tool.description
-        assert tool.annotations is not None and tool.annotations.read_only_hint
+async def test_discovery_names_every_served_resource() -> None:
+    async with api("expired-tls-cert") as client:
+        version = (await client.get("/version")).json()
+        assert (version["major"], version["minor"]) == ("1", "30")
+        assert (await client.get("/api")).json()["versions"] == ["v1"]
+        groups = {g["name"]: g for g in (await client.get("/apis")).json()["groups"]}
+        assert {"apps", "metrics.k8s.io", "authorization.k8s.io", "cert-manager.io"} <= set(groups)
+        assert groups["apps"]["preferredVersion"]["groupVersion"] == "apps/v1"
+        core = (await client.get("/api/v1")).json()
+        assert core["kind"] == "APIResourceList" and core["groupVersion"] == "v1"
+        by_name = {r["name"]: r for r in core["resources"]}
+        assert by_name["pods"]["shortNames"] == ["po"] and by_name["pods"]["namespaced"]
+        assert not by_name["nodes"]["namespaced"] and "pods/log" in by_name
+        assert by_name["pods"]["verbs"] == ["get", "list"]  # read-only
+        apps = {r["name"] for r in (await client.get("/apis/apps/v1")).json()["resources"]}
+        assert {"deployments", "replicasets", "statefulsets", "daemonsets"} <= apps
+        review = (await client.get("/apis/authorization.k8s.io/v1")).json()["resources"]
+        assert review == [
+            {"name": "selfsubjectaccessreviews", "singularName": "", "namespaced": False,
+             "kind": "SelfSubjectAccessReview", "verbs": ["create"]}
+        ]  # fmt: skip
+        assert (await client.get("/apis/nope.example.com/v1")).status_code == 404
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
-async def test_playbook_runs_and_shows_the_evidence(name: str) -> None:
-    scenario = load_scenario(name)
-    async with connected(name) as client:
-        for step in scenario.playbook.steps:
-            result = await client.call_tool(step.tool, step.arguments)
-            text = text_of(result)
-            # A step marked "fails" meets the scenario's simulated fault; the others succeed.
-            assert bool(result.is_error) is step.fails, f"{step.tool} {step.arguments}: {text}"
-            for evidence in step.expect:
-                assert evidence in text, f"{step.tool} {step.arguments} lacks {evidence!r}"
-
-
-@pytest.mark.parametrize("name", SCENARIOS)
-async def test_every_tool_answers(name: str) -> None:
-    # Without its simulated faults, every tool of every scenario answers.
-    healthy = load_scenario(name).model_copy(update={"faults": []})
-    async with connected(healthy) as client:
-        for tool, arguments in [
-            ("pods_list", {}),
-            ("events_list", {}),
-            ("nodes_top", {}),
-            ("pods_top", {}),
-            ("namespaces_list", {}),
-            ("resources_list", {"apiVersion": "apps/v1", "kind": "Deployment"}),
-            ("resources_list", {"apiVersion": "v1", "kind": "Node"}),
-            ("resources_get", {"apiVersion": "v1", "kind": "Namespace", "name": "kube-system"}),
-        ]:
-            result = await client.call_tool(tool, arguments)
-            assert not result.is_error, text_of(result)
-            assert text_of(result).strip()
-
-
-async def test_outputs_look_like_kubectl() -> None:
-    async with connected() as client:
-        pods = text_of(await client.call_tool("pods_list", {"namespace": "checkout"}))
-        assert pods.splitlines()[0].split() == [
-            "NAME",
-            "READY",
-            "STATUS",
-            "RESTARTS",
-            "AGE",
-            "IP",
-            "NODE",
+async def test_lists_render_as_tables_with_the_servers_columns() -> None:
+    async with api() as client:
+        pods = await table(client, "/api/v1/pods")
+        columns = {c["name"]: c["priority"] for c in pods["columnDefinitions"]}
+        assert list(columns)[:5] == ["Name", "Ready", "Status", "Restarts", "Age"]
+        assert columns["Node"] == 1 and columns["IP"] == 1  # -o wide only
+        crashing = next(
+            (row, cells)
+            for row, cells in zip(pods["rows"], rows(pods), strict=True)
+            if cells["Name"] == "payments-api-7d9f8b6c5-x2k4q"
+        )
+        row, cells = crashing
+        assert cells["Status"] == "CrashLoopBackOff" and cells["Ready"] == "0/1"
+        assert cells["Restarts"] == "7 (68s ago)"  # counted from the scenario's clock
+        # Every row carries its object's metadata: namespace and labels for the clients.
+        assert row["object"]["kind"] == "PartialObjectMetadata"
+        assert row["object"]["metadata"]["namespace"] == "checkout"
+        assert row["object"]["metadata"]["labels"]["app.kubernetes.io/name"] == "payments-api"
+        events = rows(await table(client, "/api/v1/namespaces/checkout/events"))
+        backoff = next(e for e in events if e["Reason"] == "BackOff")
+        assert backoff["Count"] == 31 and backoff["Object"] == "pod/payments-api-7d9f8b6c5-x2k4q"
+        deployments = rows(await table(client, "/apis/apps/v1/namespaces/checkout/deployments"))
+        assert {d["Name"]: d["Ready"] for d in deployments}["payments-api"] == "3/3"
+        secrets = rows(await table(client, "/api/v1/namespaces/checkout/secrets"))
+        assert secrets == [
+            {"Name": "payments-db-credentials", "Type": "Opaque", "Data": 2, "Age": "69d"}
         ]
-        crash = next(line for line in pods.splitlines() if "x2k4q" in line)
-        assert re.search(r"0/1\s+CrashLoopBackOff\s+7 \(68s ago\)\s+9m56s\s+10\.8\.1\.17", crash)
-        everywhere = text_of(await client.call_tool("pods_list", {}))
-        assert everywhere.startswith("NAMESPACE ")
-        pod = text_of(
-            await client.call_tool(
-                "pods_get", {"namespace": "checkout", "name": "payments-api-7d9f8b6c5-x2k4q"}
-            )
+        one = await table(client, "/api/v1/namespaces/checkout/pods/payments-db-0")
+        assert [r["Name"] for r in rows(one)] == ["payments-db-0"]
+
+
+async def test_replies_are_json_even_to_protobuf_requests() -> None:
+    async with api() as client:
+        response = await client.get(
+            "/api/v1/namespaces/checkout/pods/payments-db-0", headers={"Accept": PROTOBUF_FIRST}
         )
-        assert pod.startswith("apiVersion: v1\nkind: Pod\nmetadata:\n")
-        assert 'creationTimestamp: "2026-11-23T07:55:04Z"' in pod
-        assert "uid: ff2054b6-22fb-5f6e-95c0-1e9acc9ee547" in pod
-        assert "qosClass: Burstable" in pod
-        assert "payments-api@sha256:" in pod
-        events = text_of(await client.call_tool("events_list", {"namespace": "checkout"}))
-        assert events.splitlines()[0].split()[:4] == ["LAST", "SEEN", "TYPE", "REASON"]
-        assert "9s (x31 over 9m40s)   Warning   BackOff" in events
-        namespaces = text_of(await client.call_tool("namespaces_list", {}))
-        assert re.search(r"checkout\s+Active\s+69d", namespaces)
-        secrets = text_of(
-            await client.call_tool(
-                "resources_list", {"apiVersion": "v1", "kind": "Secret", "namespace": "checkout"}
-            )
+        assert response.headers["content-type"] == "application/json"
+        pod = response.json()
+        assert pod["kind"] == "Pod" and pod["spec"]["nodeName"].startswith("gke-prod-eu-1")
+        listed = (await client.get("/apis/apps/v1/deployments")).json()
+        assert listed["kind"] == "DeploymentList"
+        assert {d["metadata"]["namespace"] for d in listed["items"]} >= {"checkout"}
+
+
+async def test_secrets_are_served_without_their_data() -> None:
+    async with api() as client:
+        secret = await client.get("/api/v1/namespaces/checkout/secrets/payments-db-credentials")
+        listed = (await client.get("/api/v1/secrets")).json()["items"]
+    assert secret.status_code == 200 and "data" not in secret.json()
+    assert secret.json()["metadata"]["name"] == "payments-db-credentials"
+    assert listed and not any("data" in item for item in listed)
+    assert "Wng4cFEydkxtNA==" not in secret.text
+
+
+async def test_selectors_filter_lists() -> None:
+    async with api() as client:
+        by_label = await client.get(
+            "/api/v1/pods", params={"labelSelector": "app.kubernetes.io/name=payments-api"}
         )
-        assert re.search(r"payments-db-credentials\s+Opaque\s+2\s+69d", secrets)
-
-
-async def test_lenient_kind_names() -> None:
-    async with connected() as client:
-        for kind in ("deployment", "Deployment", "deployments"):
-            result = await client.call_tool(
-                "resources_list", {"apiVersion": "apps/v1", "kind": kind, "namespace": "checkout"}
-            )
-            assert "payments-api" in text_of(result)
-
-
-@pytest.mark.parametrize(
-    ("scenario", "tool", "arguments", "message"),
-    [
-        (
-            DEFAULT_SCENARIO,
-            "pods_get",
-            {"namespace": "checkout", "name": "nope"},
-            'pods "nope" not found in namespace checkout',
-        ),
-        (
-            DEFAULT_SCENARIO,
-            "pods_log",
-            {"namespace": "checkout", "name": "nope"},
-            'pods "nope" not found in namespace checkout',
-        ),
-        (DEFAULT_SCENARIO, "pods_list", {"namespace": "nope"}, 'namespaces "nope" not found'),
-        (
-            DEFAULT_SCENARIO,
-            "pods_log",
-            {"namespace": "checkout", "name": "payments-db-0", "previous": True},
-            'previous terminated container "postgres" in pod "payments-db-0" not found',
-        ),
-        (
-            DEFAULT_SCENARIO,
-            "pods_log",
-            {"namespace": "checkout", "name": "payments-db-0", "container": "sidecar"},
-            "container sidecar is not valid for pod payments-db-0",
-        ),
-        (
-            "image-pull-error",
-            "pods_log",
-            {"namespace": "web", "name": "storefront-84b6d7c9f5-7tq2n"},
-            'container "storefront" in pod "storefront-84b6d7c9f5-7tq2n" is waiting to start: '
-            "trying and failing to pull image",
-        ),
-        (
-            DEFAULT_SCENARIO,
-            "resources_get",
-            {"apiVersion": "v1", "kind": "Deployment", "namespace": "checkout", "name": "x"},
-            'no matches for kind "Deployment" in version "v1" (Deployment is served as apps/v1)',
-        ),
-        (
-            DEFAULT_SCENARIO,
-            "resources_get",
-            {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "checkout", "name": "x"},
-            'deployments.apps "x" not found in namespace checkout',
-        ),
-        (
-            DEFAULT_SCENARIO,
-            "resources_get",
-            {"apiVersion": "v1", "kind": "ConfigMap", "name": "payments-api-config"},
-            "a namespace is required",
-        ),
-        (
-            DEFAULT_SCENARIO,
-            "resources_list",
-            {"apiVersion": "v1", "kind": "Widget"},
-            'the server doesn\'t have a resource type "Widget"',
-        ),
-        (
-            DEFAULT_SCENARIO,
-            "pods_get",
-            {"namespace": "checkout"},
-            "name",
-        ),
-    ],
-)
-async def test_errors_are_tool_errors(
-    scenario: str, tool: str, arguments: dict[str, Any], message: str
-) -> None:
-    async with connected(scenario) as client:
-        result = await client.call_tool(tool, arguments)
-    assert result.is_error
-    assert message in text_of(result)
-
-
-async def test_empty_results_are_not_errors() -> None:
-    async with connected() as client:
-        result = await client.call_tool("events_list", {"namespace": "kube-public"})
-        assert not result.is_error
-        assert text_of(result) == "No resources found in kube-public namespace.\n"
-        quiet = await client.call_tool(
-            "pods_log", {"namespace": "checkout", "name": "payments-api-6c4b8d9f7-4kxmz"}
+        assert len(by_label.json()["items"]) == 4
+        not_label = await client.get(
+            "/api/v1/namespaces/checkout/pods",
+            params={"labelSelector": "app.kubernetes.io/name!=payments-api,pod-template-hash"},
         )
-        assert "listening" in text_of(quiet)
-
-
-@pytest.mark.parametrize("name", SCENARIOS)
-async def test_evidence_survives_masking(name: str) -> None:
-    # Tool results are masked before the model sees them: the evidence must still be there.
-    scenario = load_scenario(name)
-    masker = Masker()
-    async with connected(name) as client:
-        for step in scenario.playbook.steps:
-            result = await client.call_tool(step.tool, step.arguments)
-            masked = masker.mask(text_of(result)).text
-            for evidence in step.expect:
-                assert evidence in masked, f"masking hides {evidence!r} from {step.tool}"
-
-
-async def test_the_cluster_secrets_get_masked() -> None:
-    masker = Masker()
-    async with connected() as client:
-        secret = text_of(
-            await client.call_tool(
-                "resources_get",
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "namespace": "checkout",
-                    "name": "payments-db-credentials",
-                },
-            )
+        assert {p["metadata"]["name"][:12] for p in not_label.json()["items"]} == {"checkout-web"}
+        pod = await client.get("/api/v1/namespaces/checkout/pods/payments-api-7d9f8b6c5-x2k4q")
+        fields = (
+            "involvedObject.name=payments-api-7d9f8b6c5-x2k4q,involvedObject.namespace=checkout,"
+            f"involvedObject.uid={pod.json()['metadata']['uid']}"
         )
-        logs = text_of(
-            await client.call_tool(
-                "pods_log",
-                {"namespace": "checkout", "name": "payments-api-7d9f8b6c5-x2k4q", "previous": True},
-            )
+        events = await client.get(
+            "/api/v1/namespaces/checkout/events", params={"fieldSelector": fields}
         )
-    assert "Wng4cFEydkxtNA==" in secret
-    masked_secret = masker.mask(secret).text
-    assert "Wng4cFEydkxtNA==" not in masked_secret
-    assert "password: [MASKED_KUBERNETES_SECRETS]" in masked_secret
-    assert "Zx8pQ2vLm4" in logs
-    masked_logs = masker.mask(logs).text
-    assert "Zx8pQ2vLm4" not in masked_logs
-    assert "postgres://payments:[MASKED_PASSWORDS]@payments-db-primary" in masked_logs
+        reasons = [e["reason"] for e in events.json()["items"]]
+        assert "BackOff" in reasons and "ScalingReplicaSet" not in reasons
+
+
+async def test_errors_are_status_objects() -> None:
+    async with api() as client:
+        missing = await client.get("/api/v1/namespaces/checkout/pods/nope")
+        assert missing.status_code == 404
+        assert missing.json() | {"details": None} == {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": 'pods "nope" not found', "reason": "NotFound", "code": 404,
+            "details": None,
+        }  # fmt: skip
+        deployment = await client.get("/apis/apps/v1/namespaces/checkout/deployments/nope")
+        assert deployment.json()["message"] == 'deployments.apps "nope" not found'
+        unknown = await client.get("/api/v1/widgets")
+        assert unknown.status_code == 404
+        assert unknown.json()["message"] == "the server could not find the requested resource"
+        write = await client.post("/api/v1/namespaces/checkout/pods", content=b"{}")
+        assert write.status_code == 405
+        watch = await client.get("/api/v1/pods", params={"watch": "true"})
+        assert watch.status_code == 405
+
+
+async def test_pod_logs_current_previous_and_tail() -> None:
+    base = "/api/v1/namespaces/checkout/pods"
+    async with api() as client:
+        previous = await client.get(
+            f"{base}/payments-api-7d9f8b6c5-x2k4q/log", params={"previous": "true"}
+        )
+        assert previous.headers["content-type"].startswith("text/plain")
+        assert "no such host" in previous.text
+        tail = await client.get(f"{base}/payments-db-0/log", params={"tailLines": "1"})
+        assert tail.text.count("\n") == 1 and "checkpoint complete" in tail.text
+        never = await client.get(f"{base}/payments-db-0/log", params={"previous": "true"})
+        assert never.status_code == 400
+        assert never.json()["message"] == (
+            'previous terminated container "postgres" in pod "payments-db-0" not found'
+        )
+        gone = await client.get(f"{base}/nope/log")
+        assert gone.status_code == 404
+    async with api("image-pull-error") as client:
+        waiting = await client.get("/api/v1/namespaces/web/pods/storefront-84b6d7c9f5-7tq2n/log")
+        assert waiting.status_code == 400
+        assert "is waiting to start: trying and failing to pull image" in waiting.text
+
+
+async def test_metrics_api_serves_pod_and_node_usage() -> None:
+    async with api() as client:
+        pods = (await client.get("/apis/metrics.k8s.io/v1beta1/namespaces/checkout/pods")).json()
+        nodes = (await client.get("/apis/metrics.k8s.io/v1beta1/nodes")).json()
+        one = await client.get("/apis/metrics.k8s.io/v1beta1/nodes/nope")
+    assert pods["kind"] == "PodMetricsList"
+    db = next(p for p in pods["items"] if p["metadata"]["name"] == "payments-db-0")
+    assert db["containers"] == [
+        {"name": "postgres", "usage": {"cpu": "212000000n", "memory": f"{684 * 1024}Ki"}}
+    ]
+    assert nodes["kind"] == "NodeMetricsList" and len(nodes["items"]) == 3
+    assert nodes["items"][0]["usage"]["cpu"] == "1210000000n"
+    assert one.status_code == 404
+
+
+async def test_the_kubelet_stats_summary_of_a_node() -> None:
+    node = "gke-prod-eu-1-default-pool-3f1a2b7c-wl5d"
+    async with api() as client:
+        summary = (await client.get(f"/api/v1/nodes/{node}/proxy/stats/summary")).json()
+        logs = await client.get(f"/api/v1/nodes/{node}/proxy/logs/", params={"query": "kubelet"})
+    assert summary["node"]["nodeName"] == node
+    assert summary["node"]["cpu"]["usageNanoCores"] == 1_105_000_000
+    db = next(p for p in summary["pods"] if p["podRef"]["name"] == "payments-db-0")
+    assert db["cpu"]["usageNanoCores"] == 212_000_000
+    assert db["memory"]["workingSetBytes"] == 684 * 2**20
+    assert logs.status_code == 404 and "keeps no logs" in logs.json()["message"]
+
+
+async def test_access_reviews_are_allowed() -> None:
+    async with api() as client:
+        review = await client.post(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            content=b"\x6b\x38\x73\x00protobuf",
+            headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
+        )
+    assert review.status_code == 201
+    assert review.json()["status"]["allowed"] is True
+
+
+async def test_a_switchable_server_moves_to_another_scenario() -> None:
+    async with api("oom-killed", switchable=True) as client:
+        assert (await client.get("/scenario")).json() == {"scenario": "oom-killed"}
+        switched = await client.post("/scenario", json={"scenario": "image-pull-error"})
+        assert switched.json() == {"scenario": "image-pull-error"}
+        pods = rows(await table(client, "/api/v1/namespaces/web/pods"))
+        assert "ImagePullBackOff" in {p["Status"] for p in pods}
+        unknown = await client.post("/scenario", json={"scenario": "nope"})
+        assert unknown.status_code == 400 and "unknown scenario 'nope'" in unknown.json()["error"]
+        assert (await client.post("/scenario", json=["oom-killed"])).status_code == 400
+    async with api("oom-killed") as client:
+        assert (await client.get("/scenario")).status_code == 404  # only when switchable
+
+
+def test_the_command_serves_the_api_and_writes_a_kubeconfig(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kube" / "config"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tarsy_dev.demo_cluster", "--scenario", "oom-killed",
+         "--kubeconfig", str(kubeconfig)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert "demo cluster (scenario oom-killed) serving the Kubernetes API on" in first, first
+        url = first.rsplit(" ", 1)[1].strip()
+        assert process.stdout.readline().strip() == f"kubeconfig: {kubeconfig}"
+        assert process.stdout.readline().strip() == (
+            f"try: kubectl --kubeconfig {kubeconfig} get pods -A"
+        )
+        config = yaml.safe_load(kubeconfig.read_text())
+        assert config["clusters"][0]["cluster"]["server"] == url
+        assert config["current-context"] == "prod-eu-1"
+        assert kubeconfig.stat().st_mode & 0o777 == 0o600
+        pods = httpx.get(f"{url}/api/v1/namespaces/analytics/pods", timeout=30).json()
+        assert "report-worker-5f7c9d8b4-zp2vk" in {p["metadata"]["name"] for p in pods["items"]}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_cli_rejects_unknown_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--scenario", "nope"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_cli_help_lists_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "--kubeconfig" in out and "--switchable" in out
+    for name in SCENARIOS:
+        assert name in out
 
 
 # ─── formatting helpers ───────────────────────────────────────────────────────
@@ -393,7 +421,7 @@ def test_human_duration(seconds: int, expected: str) -> None:
     assert human_duration(timedelta(seconds=seconds)) == expected
 
 
-def test_quantities_and_tables() -> None:
+def test_quantities() -> None:
     assert cpu_millicores("250m") == 250
     assert cpu_millicores("2") == 2000
     assert cpu_millicores("1.5") == 1500
@@ -405,87 +433,3 @@ def test_quantities_and_tables() -> None:
     assert plural("Ingress") == "ingresses"
     assert plural("NetworkPolicy") == "networkpolicies"
     assert plural("Deployment") == "deployments"
-    assert table(["A", "LONG"], [["xx", "y"]]) == "A    LONG\nxx   y\n"
-
-
-# ─── real transports ──────────────────────────────────────────────────────────
-
-
-async def test_streamable_http_subprocess() -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tarsy_dev.demo_cluster",
-        "--scenario",
-        "oom-killed",
-        "--transport",
-        "http",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        assert process.stdout is not None
-        url = None
-        seen: list[str] = []
-        while url is None:
-            line = (await asyncio.wait_for(process.stdout.readline(), timeout=60)).decode()
-            assert line, f"server exited: {''.join(seen)}"
-            seen.append(line)
-            match = re.search(
-                r"demo-cluster MCP server \(scenario oom-killed\) listening on "
-                r"(http://127\.0\.0\.1:\d+/mcp)",
-                line,
-            )
-            url = match.group(1) if match else None
-        async with (
-            streamable_http_client(url) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            tools = await session.list_tools()
-            assert [tool.name for tool in tools.tools] == list(TOOL_NAMES)
-            result = await session.call_tool("pods_list", {"namespace": "analytics"})
-            assert not result.is_error
-            assert "report-worker-5f7c9d8b4-zp2vk" in text_of(result)
-            assert "CrashLoopBackOff" in text_of(result)
-            missing = await session.call_tool(
-                "pods_get", {"namespace": "analytics", "name": "report-worker-nope"}
-            )
-            assert missing.is_error
-            assert 'pods "report-worker-nope" not found' in text_of(missing)
-    finally:
-        if process.returncode is None:
-            process.terminate()
-        await asyncio.wait_for(process.wait(), timeout=30)
-
-
-async def test_stdio_subprocess() -> None:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "tarsy_dev.demo_cluster", "--scenario", "image-pull-error"],
-    )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        result = await session.call_tool("pods_list", {"namespace": "web"})
-        assert not result.is_error
-        assert "ImagePullBackOff" in text_of(result)
-
-
-def test_cli_rejects_unknown_scenario(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--scenario", "nope"])
-    assert exit_info.value.code == 2
-    assert "invalid choice: 'nope'" in capsys.readouterr().err
-
-
-def test_cli_help_lists_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        main(["--help"])
-    out = capsys.readouterr().out
-    assert "--transport {stdio,http}" in out
-    for name in SCENARIOS:
-        assert name in out
