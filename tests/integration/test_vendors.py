@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+import yaml
 
 from tarsy.app import Deps
 from tarsy.config import load_config
@@ -55,6 +56,10 @@ def vendor_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def with_config(deps: Deps, store: Store, user: str) -> AsyncIterator[Deps]:
     settings: Settings = deps.settings.model_copy(update={"config_path": None})
+    # The stack's "kubernetes" server (kubernetes-mcp-server on the demo cluster); the
+    # built-in one is the deployed Cloud Run service.
+    kubernetes = deps.config.mcp_servers["kubernetes"].model_dump(mode="json", exclude_none=True)
+    user += yaml.safe_dump({"mcp_servers": {"kubernetes": kubernetes}})
     config = load_config(settings, user_text=user)
     yield replace(deps, config=config, tools=MCPToolExecutor(config, settings, store))
 

@@ -477,19 +477,25 @@ def build_commit(
     """
     now = utcnow()
     execution, session = turn.execution, turn.session
+    records = step_records(message, turn, call, tools, claim, config, now)
     finished = FINISHED.get(outcome.next)
     decision: Decision | None = None
     if finished is not None:
         ended = execution.model_copy(update={"error": outcome.error})
+        # The session as this commit leaves it: its spend includes this step's own, so a
+        # budget crossed by a stage's last call is seen before the next stage starts.
+        spent = session.model_copy(
+            update={"tokens": session.tokens + records.usage, "cost": session.cost + records.cost}
+        )
         decision = progression.after_execution(
-            config, session, ended, finished, outcome.final_analysis, now, now + due
+            config, spent, ended, finished, outcome.final_analysis, now, now + due
         )
     # Due: the next step; or, once finished, what follows it until that is published
     # (a parallel stage's fan-in, or the decided message).
     follows = not isinstance(decision, Next) or decision.publish is not None
     awaits = outcome.next == "continue" or (finished is not None and follows)
     update = execution_update(execution, outcome, now, now + due if awaits else None)
-    commit = step_records(message, turn, call, tools, claim, config, now).model_copy(
+    commit = records.model_copy(
         update={
             "messages": outcome.messages,
             "timeline": outcome.timeline,
