@@ -1,8 +1,12 @@
-"""Telling people that a session ended: Slack today, once per session whatever the redeliveries.
+"""Telling people that a session ended: Slack today, effectively once per session.
+
+Once whatever the redeliveries, and never lost nor doubled by a process that
+dies between the claim and the post (a leased claim, taken over after a check).
 
 * :mod:`tarsy.notify.result`: what one notification attempt came to.
-* :mod:`tarsy.notify.ledger`: the once-only claim, ``sessions/{sid}/notifications/{notifier}``.
+* :mod:`tarsy.notify.ledger`: the leased claim, ``sessions/{sid}/notifications/{notifier}``.
 * :mod:`tarsy.notify.slack`: the Slack message, its thread, the post.
 * :mod:`tarsy.notify.session_end`: :func:`on_session_end`, the one call the step
-  engine and the api make after anything that may have ended a session.
+  engine and the api make after anything that may have ended a session, and
+  :func:`retry_stale`, which the sweeper calls for claims whose holder died.
 """

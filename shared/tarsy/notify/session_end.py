@@ -4,9 +4,10 @@
 ended a session (a step's commit, a fan-in, a cancel, a timeout, a dead
 letter). It is cheap to call too often: with nothing configured it returns at
 once; otherwise it reads the session, does nothing unless it is terminal, and
-each action is claimed once in the ledger (:mod:`tarsy.notify.ledger`), so a
+each action is claimed in the ledger (:mod:`tarsy.notify.ledger`), so a
 redelivered step, a duplicate fan-in or a second sweep changes nothing. It
-never raises: a notification that fails is recorded, and the session is as it was.
+never raises: a notification that fails is recorded (and retried by the
+sweeper through :func:`retry_stale`), and the session is as it was.
 """
 
 from __future__ import annotations
