@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
-from tarsy.cli import consoles, watch_session
+from tarsy.cli import StoppedWatching, consoles, watch_session
 from tarsy.client import TarsyClient
 from tarsy.errors import ApiError
 from tarsy.localstack.processes import is_running
@@ -247,7 +247,8 @@ def _demo(args: argparse.Namespace) -> int:
         if stack is not None:
             console.print(f"logs: {options.state_dir / 'logs'}")
         return 1
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, StoppedWatching):
+        # The demo's session lives in the demo's stack: it ends with it.
         console.print("[yellow]interrupted; stopping the stack[/]")
         return EXIT_INTERRUPTED
     finally:
