@@ -328,6 +328,27 @@ async def test_a_finished_session_is_scored_by_the_judge_and_the_cost_counted(
     assert done.tokens.input_tokens >= 1000  # the judge's tokens count toward the session
 
 
+async def test_with_scoring_off_a_session_is_not_scored_and_runs_no_judge(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    fake_gemini.responder = judging(VERDICT)
+    settings = deps.settings.model_copy(update={"scoring_off_reason": "stand-in model"})
+    local = replace(with_scoring(deps), settings=settings)
+
+    done = await scored_session(local, store)
+
+    assert done.status is ExecutionStatus.COMPLETED
+    assert (done.score, done.score_error) == (None, "not scored (stand-in model)")
+    assert done.executive_summary == "analysis of the config map"
+    executions = await store.list_executions(done.session_id)
+    assert not [e for e in executions if e.role == "scoring"]
+    assert all(e.status is ExecutionStatus.COMPLETED for e in executions)
+    assert not any("investigation judge" in c.system_text() for c in fake_gemini.calls)
+    with pytest.raises(InputError) as refused:
+        await rescore(local, done.session_id)
+    assert refused.value.status == 409
+
+
 async def test_scoring_is_fail_open_and_a_rescore_replaces_the_verdict(
     deps: Deps, store: Store, fake_gemini: FakeGemini
 ) -> None:

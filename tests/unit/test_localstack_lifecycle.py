@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tarsy.settings import get_settings
+from tarsy_dev.cli import StoppedWatching
 from tarsy_dev.localstack import __main__ as localstack
 from tarsy_dev.localstack import stack as stack_module
 from tarsy_dev.localstack.processes import (
@@ -361,3 +362,39 @@ def test_up_over_a_dead_stack_starts_afresh_with_the_same_key(
     assert localstack.main(["--state-dir", str(state_dir), "up"]) == 0
     assert [options.api_key for options in started] == ["kept-key"]
     assert "(API key: kept-key)" in capsys.readouterr().err
+
+
+def test_ctrl_c_while_the_demo_watches_stops_the_stack_without_a_traceback(
+    sleepers: list[ProcessInfo],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    running = fake_stack(sleepers)
+    save_stack(running, tmp_path / ".local")
+    monkeypatch.setattr(localstack, "_start", lambda options: running)
+
+    class Submitted:
+        session_id = "s-1"
+
+    class Client:
+        def __init__(self, **_: object) -> None: ...
+
+        def __enter__(self) -> Client:
+            return self
+
+        def __exit__(self, *_: object) -> None: ...
+
+        def submit(self, alert: dict[str, Any]) -> Submitted:
+            return Submitted()
+
+    def watch(*args: object, **kwargs: object) -> int:
+        raise StoppedWatching("s-1")  # Ctrl-C inside the watch
+
+    monkeypatch.setattr(localstack, "TarsyClient", Client)
+    monkeypatch.setattr(localstack, "watch_session", watch)
+    code = localstack.main(["--state-dir", str(tmp_path / ".local"), "demo"])
+    assert code == localstack.EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert "interrupted; stopping the stack" in err and "goes on" not in err
+    assert [p.name for p in sleepers if is_running(p.pid)] == []

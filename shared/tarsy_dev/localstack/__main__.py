@@ -23,7 +23,7 @@ from rich.console import Console
 from tarsy.errors import ApiError
 from tarsy.settings import Settings, get_settings
 from tarsy.web.links import list_url, session_url
-from tarsy_dev.cli import consoles, watch_session
+from tarsy_dev.cli import StoppedWatching, consoles, watch_session
 from tarsy_dev.client import TarsyClient
 from tarsy_dev.demo_cluster.loader import DEFAULT_SCENARIO, scenario_names
 from tarsy_dev.localstack.kubernetes_mcp import KubernetesMcpUnavailable
@@ -298,7 +298,8 @@ def _demo(args: argparse.Namespace) -> int:
         if stack is not None:
             console.print(f"logs: {options.state_dir / 'logs'}")
         return 1
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, StoppedWatching):
+        # The demo's session lives in the demo's stack: it ends with it.
         console.print("[yellow]interrupted; stopping the stack[/]")
         return EXIT_INTERRUPTED
     finally:
