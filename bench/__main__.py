@@ -121,7 +121,7 @@ async def bench_baseline(store: Store) -> dict[str, Any]:
 
 
 def functions_config(stack: Stack) -> Path:
-    """The configuration the stack's functions run with (the demo cluster's URL included)."""
+    """The configuration the stack's functions run with (kubernetes-mcp-server included)."""
     [step] = [p for p in stack.processes if p.name == "step"]
     return Path(step.log_path).parent.parent / "config.yaml"
 
@@ -130,7 +130,7 @@ def functions_config(stack: Stack) -> Path:
 TURN_CALLS = [
     FakeToolCall(name=f"kubernetes__{tool}", args={"namespace": namespace})
     for namespace in ("shop", "default", "kube-system", "payments")
-    for tool in ("pods_list", "events_list", "pods_top")
+    for tool in ("pods_list_in_namespace", "events_list", "pods_top")
 ]
 
 

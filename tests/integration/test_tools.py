@@ -19,7 +19,7 @@ from tarsy_dev.fakes.standin import ScenarioStandIn
 from tarsy_dev.localstack.stack import Stack
 from tests.unit.masking.test_masking import CASES, CORPUS
 
-from .conftest import SCENARIO
+from .conftest import SCENARIO, stack_config_path
 from .test_investigations import STEPS
 
 MUST_MASK = CASES["env-dump.txt"][0] + CASES["secret-get.yaml"][0]
@@ -118,9 +118,9 @@ async def test_tool_failures_are_observations_and_secrets_never_leave_the_masker
 
 
 def test_kubernetes_mcp_server_runs_over_stdio_from_the_step_function(
-    stack_config_path: Path, client: TarsyClient, fake_gemini: FakeGemini
+    stack: Stack, client: TarsyClient, fake_gemini: FakeGemini
 ) -> None:
-    config = yaml.safe_load(stack_config_path.read_text())
+    config = yaml.safe_load(stack_config_path(stack).read_text())
     kubernetes = config["mcp_servers"]["kubernetes"]
     assert kubernetes["transport"] == "stdio"
     assert Path(kubernetes["command"]).name == "kubernetes-mcp-server-linux-amd64"

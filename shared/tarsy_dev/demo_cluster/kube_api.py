@@ -46,7 +46,7 @@ from tarsy_dev.demo_cluster.cluster import (
 from tarsy_dev.demo_cluster.faults import ApiRequest, FaultPlan
 from tarsy_dev.demo_cluster.loader import DEFAULT_SCENARIO, load_scenario, scenario_names
 from tarsy_dev.demo_cluster.models import CLUSTER_SCOPED_KINDS, Manifest, Scenario
-from tarsy_dev.demo_cluster.tables import TableRenderer
+from tarsy_dev.demo_cluster.tables import TableRenderer, served_object
 
 METRICS_GROUP_VERSION = "metrics.k8s.io/v1beta1"
 AUTHORIZATION_GROUP_VERSION = "authorization.k8s.io/v1"
@@ -208,13 +208,6 @@ def _selected(obj: Manifest, labels: str, fields: str) -> bool:
 
 def _wants_table(request: Request) -> bool:
     return "as=Table" in request.headers.get("accept", "")
-
-
-def _served_object(obj: Manifest) -> Manifest:
-    """What the API answers for an object: Secrets without their data (metadata only)."""
-    if obj.get("kind") != "Secret":
-        return obj
-    return {k: v for k, v in obj.items() if k not in ("data", "stringData")}
 
 
 class ServedScenario:
@@ -448,7 +441,7 @@ class KubeApi:
                 "kind": f"{resource.kind}List",
                 "apiVersion": resource.api_version,
                 "metadata": {"resourceVersion": "1"},
-                "items": [_served_object(o) for o in items],
+                "items": [served_object(o) for o in items],
             }
         )
 
@@ -476,7 +469,7 @@ class KubeApi:
         if _wants_table(request):
             include = request.query_params.get("includeObject", "Metadata")
             return JSONResponse(renderer.table(resource.kind, [obj], include))
-        return JSONResponse(_served_object(obj))
+        return JSONResponse(served_object(obj))
 
     def _log(self, request: Request, cluster: Cluster, namespace: str, name: str) -> Response:
         params = request.query_params

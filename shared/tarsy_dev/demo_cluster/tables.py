@@ -41,6 +41,13 @@ class Column:
         }
 
 
+def served_object(obj: Manifest) -> Manifest:
+    """What the API answers for an object: Secrets without their data (metadata only)."""
+    if obj.get("kind") != "Secret":
+        return obj
+    return {k: v for k, v in obj.items() if k not in ("data", "stringData")}
+
+
 def _status(o: Manifest) -> dict[str, Any]:
     status = o.get("status")
     return status if isinstance(status, dict) else {}
@@ -297,9 +304,7 @@ class TableRenderer:
         for item in items:
             row: dict[str, Any] = {"cells": [column.cell(item) for column in columns]}
             if include_object == "Object":
-                row["object"] = {k: v for k, v in item.items() if k not in ("data", "stringData")}
-                if item.get("kind") != "Secret":
-                    row["object"] = item
+                row["object"] = served_object(item)
             elif include_object != "None":
                 row["object"] = {
                     "kind": "PartialObjectMetadata",

@@ -229,6 +229,13 @@ async def test_secrets_are_served_without_their_data() -> None:
     async with api() as client:
         secret = await client.get("/api/v1/namespaces/checkout/secrets/payments-db-credentials")
         listed = (await client.get("/api/v1/secrets")).json()["items"]
+        as_table = await client.get(
+            "/api/v1/namespaces/checkout/secrets",
+            params={"includeObject": "Object"},
+            headers={"Accept": TABLE},
+        )
+    [row] = as_table.json()["rows"]
+    assert row["object"]["kind"] == "Secret" and "data" not in row["object"]
     assert secret.status_code == 200 and "data" not in secret.json()
     assert secret.json()["metadata"]["name"] == "payments-db-credentials"
     assert listed and not any("data" in item for item in listed)
