@@ -55,7 +55,8 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DLLAMA_CURL=OFF",
 )
-CONTEXT_TOKENS = 8192
+# The whole investigation must fit: 32k tokens (Qwen2.5's native window; ~1 GB of KV cache).
+CONTEXT_TOKENS = 32768
 
 
 class Weights(BaseModel):
@@ -110,6 +111,8 @@ class LocalModel(BaseModel):
             # Low temperature: the reference runs found 0.2 sound, 0.7 erratic.
             "temperature": 0.2,
             "max_output_tokens": 2048,
+            # Tool results are cut to a sixteenth of this (tarsy.summarize).
+            "context_window": CONTEXT_TOKENS,
             # A CPU model is slow; one attempt may take minutes on a busy machine.
             "retry": {"max_retries": 1, "timeout": 280.0},
         }
