@@ -295,7 +295,8 @@ def local_config(local: LocalModel, user: dict[str, Any]) -> dict[str, Any]:
 
     Every tool-using agent (built-in or the user's) gets ``schema-actions``: small
     models call tools reliably through schema-constrained replies, not native
-    tool calls. Entries replace built-in ones by name, so agents are copied whole.
+    tool calls; chains do not score their sessions with the local model. Entries
+    replace built-in ones by name, so agents and chains are copied whole.
     """
     from tarsy.config.loader import builtin_config_text, merge_config
 
@@ -306,7 +307,15 @@ def local_config(local: LocalModel, user: dict[str, Any]) -> dict[str, Any]:
         for name, agent in (base.get("agents") or {}).items()
         if isinstance(agent, dict) and agent.get("mcp_servers")
     }
-    return merge_config(user, {"llm_providers": providers, "agents": agents}, "local model")
+    # A small model grading its own sessions says little (it gave its failed runs about
+    # 80 of 100) and costs minutes of CPU per session: chains score nothing here.
+    chains = {
+        name: {**chain, "scoring": False}
+        for name, chain in (base.get("agent_chains") or {}).items()
+        if isinstance(chain, dict) and chain.get("scoring")
+    }
+    overlay = {"llm_providers": providers, "agents": agents, "agent_chains": chains}
+    return merge_config(user, overlay, "local model")
 
 
 def main(argv: list[str] | None = None) -> int:
