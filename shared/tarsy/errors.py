@@ -25,7 +25,8 @@ The step function maps them once (``tarsy.engine.steps.handle``): ``TransientErr
 is re-raised (Pub/Sub redelivers only on a raised exception); ``ConfigError``
 and ``PermanentError`` are recorded on the execution and session, and the
 message is acknowledged. SDK exceptions are translated at the adapter that
-calls the SDK (``tarsy.llm.google_native``, ``tarsy.llm.langchain_provider``).
+calls the SDK (``tarsy.llm.google_native``, ``tarsy.llm.langchain_provider``,
+``tarsy.llm.openai_chat``, ``tarsy.llm.anthropic_messages``).
 """
 
 from __future__ import annotations

@@ -201,3 +201,18 @@ async def test_summaries_of_one_turn_run_concurrently_and_keep_result_order() ->
     assert [r.shown_as for r in shrunk.results] == ["summarized", "full", "summarized"]
     assert [i.tool_call_id for i in shrunk.interactions] == ["a", "c"]
     assert shrunk.results[0].content.endswith("short")
+
+
+async def test_a_small_context_window_lowers_the_threshold_to_a_sixteenth_of_it() -> None:
+    small = LLMProviderConfig(
+        type="openai-compatible", model="qwen", base_url="http://h/v1", context_window=32768
+    )
+    servers = {"k8s": MCPServerConfig(url="http://k8s/mcp", summarize_large_results=False)}
+    shrunk = await shrink_results(
+        [result(tokens(3000))], servers, execution_id="e1", provider=ScriptedProvider(),
+        config=small, context="Alert type: crash",
+    )  # fmt: skip
+    [shown] = shrunk.results
+    assert shown.shown_as == "truncated"
+    assert shown.content.startswith(tokens(2048))
+    assert "truncated: 3808 more characters not shown" in shown.content

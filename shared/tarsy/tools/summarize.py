@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from tarsy.agent.prompts import delimit
 from tarsy.config.schema import LLMProviderConfig, MCPServerConfig
 from tarsy.errors import LLMError
+from tarsy.llm.backends import capabilities_of
 from tarsy.llm.base import Budget, GenerateRequest, LLMProvider
 from tarsy.models import (
     ConversationMessage,
@@ -149,6 +150,9 @@ async def _summarize(
     return _Summary(result=shown, interaction=record, event=event)
 
 
+RESULT_SHARE_OF_CONTEXT = 16
+
+
 async def shrink_results(
     results: list[ToolResult],
     servers: dict[str, MCPServerConfig],
@@ -167,9 +171,14 @@ async def shrink_results(
     """
     shown: list[ToolResult | None] = []
     calls: list[Coroutine[Any, Any, _Summary]] = []
+    window = capabilities_of(config).context_window
     for result in results:
         server = servers.get(result.server)
         threshold = server.max_result_tokens if server else DEFAULT_THRESHOLD_TOKENS
+        if window is not None:
+            # A small model's context holds the whole investigation: one result may take
+            # a sixteenth of it (a self-hosted 32k model: 2,048 tokens a result).
+            threshold = min(threshold, window // RESULT_SHARE_OF_CONTEXT)
         if result.is_error or estimate_tokens(result.content) <= threshold:
             shown.append(result)
         elif server is None or not server.summarize_large_results:

@@ -62,7 +62,8 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DLLAMA_CURL=OFF",
 )
-CONTEXT_TOKENS = 8192
+# The whole investigation must fit: 32k tokens (Qwen2.5's native window; ~1 GB of KV cache).
+CONTEXT_TOKENS = 32768
 
 
 class Weights(BaseModel):
@@ -117,6 +118,8 @@ class LocalModel(BaseModel):
             # Low temperature: the reference runs found 0.2 sound, 0.7 erratic.
             "temperature": 0.2,
             "max_output_tokens": 2048,
+            # Tool results are cut to a sixteenth of this (tarsy.tools.summarize).
+            "context_window": CONTEXT_TOKENS,
             # A CPU model is slow; one attempt may take minutes on a busy machine.
             "retry": {"max_retries": 1, "timeout": 280.0},
         }
@@ -258,8 +261,12 @@ def start(
     if not weights.is_file():
         raise Unavailable(f"no GGUF file at {weights}")
     port = free_port()
+    # One core is left to the pipeline (functions, emulators): llama.cpp's threads wait on
+    # each other at every layer, so two threads on two busy cores ran at half the speed
+    # of one (3.4 against 7.5 tokens/s, measured beside a test suite).
+    threads = max(1, (os.cpu_count() or 2) - 1)
     argv = [
-        "nice", "-n", "5", str(binary), "-m", str(weights), "-t", str(os.cpu_count() or 2),
+        "nice", "-n", "10", str(binary), "-m", str(weights), "-t", str(threads),
         "-c", str(CONTEXT_TOKENS), "-np", "1", "--host", "127.0.0.1", "--port", str(port),
         "--no-webui",
     ]  # fmt: skip
@@ -299,7 +306,8 @@ def local_config(local: LocalModel, user: dict[str, Any]) -> dict[str, Any]:
 
     Every tool-using agent (built-in or the user's) gets ``schema-actions``: small
     models call tools reliably through schema-constrained replies, not native
-    tool calls. Entries replace built-in ones by name, so agents are copied whole.
+    tool calls; chains do not score their sessions with the local model. Entries
+    replace built-in ones by name, so agents and chains are copied whole.
     """
     from tarsy.config.loader import builtin_config_text, merge_config
 
@@ -310,7 +318,15 @@ def local_config(local: LocalModel, user: dict[str, Any]) -> dict[str, Any]:
         for name, agent in (base.get("agents") or {}).items()
         if isinstance(agent, dict) and agent.get("mcp_servers")
     }
-    return merge_config(user, {"llm_providers": providers, "agents": agents}, "local model")
+    # A small model grading its own sessions says little (it gave its failed runs about
+    # 80 of 100) and costs minutes of CPU per session: chains score nothing here.
+    chains = {
+        name: {**chain, "scoring": False}
+        for name, chain in (base.get("agent_chains") or {}).items()
+        if isinstance(chain, dict) and chain.get("scoring")
+    }
+    overlay = {"llm_providers": providers, "agents": agents, "agent_chains": chains}
+    return merge_config(user, overlay, "local model")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,10 +17,11 @@ from tarsy.agent.strategies.schema_actions import (
     call_id_for,
     parse_action,
 )
+from tarsy.engine.sub_agents import message_agent_tool
+from tarsy.tools.base import ToolListing, ToolResult
 from tarsy.config.schema import LLMProviderConfig, ResolvedAgentConfig
 from tarsy.llm.base import LLMResult, ToolDefinition
 from tarsy.models import AgentExecution, ConversationMessage, TimelineEventType, ToolCall
-from tarsy.tools.base import ToolListing, ToolResult
 
 POD_LOG = ToolDefinition(
     name="cluster.pods_log",
@@ -221,3 +222,27 @@ def test_native_tools_needs_function_calling_only() -> None:
     assert NativeToolsStrategy().requires.model_dump(exclude_defaults=True) == {
         "function_calling": True
     }
+
+
+def test_message_agent_is_offered_and_called_like_any_tool() -> None:
+    base = state()
+    config = base.config.model_copy(update={"sub_agents": ["log-reader"]})
+    tool = message_agent_tool(config, {})
+    st = base.model_copy(
+        update={"config": config, "tools": ToolListing(tools=[*base.tools.tools, tool])}
+    )
+    schema = STRATEGY.build_request(st).response_schema
+    assert schema is not None
+    offered = [v["properties"].get("tool", {}).get("enum", [None])[0] for v in schema["anyOf"]]
+    assert "message_agent" in offered
+    llm = reply(
+        action="call_tool",
+        tool="message_agent",
+        arguments={"agent_name": "log-reader", "message": "Read api-0's previous log."},
+    )
+    [call] = STRATEGY.tool_calls(st, llm)
+    assert call.name == "message_agent"
+    answer = ran(call, "The log says: password authentication failed.")
+    outcome = STRATEGY.on_result(st, llm, [answer])
+    assert outcome.next == "continue"
+    assert "password authentication failed" in outcome.messages[1].content

