@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from tarsy.config import load_config
-from tarsy_dev.localstack.local_model import WEIGHTS, LocalModel, local_config, main
 from tarsy.settings import Settings
+from tarsy_dev.localstack.local_model import WEIGHTS, LocalModel, local_config, main
 
 LOCAL = LocalModel(url="http://127.0.0.1:9/v1", model="qwen2.5-coder-1.5b-instruct", label="x")
 

@@ -17,11 +17,11 @@ from tarsy.agent.strategies.schema_actions import (
     call_id_for,
     parse_action,
 )
-from tarsy.engine.sub_agents import message_agent_tool
-from tarsy.tools.base import ToolListing, ToolResult
 from tarsy.config.schema import LLMProviderConfig, ResolvedAgentConfig
+from tarsy.engine.sub_agents import message_agent_tool
 from tarsy.llm.base import LLMResult, ToolDefinition
 from tarsy.models import AgentExecution, ConversationMessage, TimelineEventType, ToolCall
+from tarsy.tools.base import ToolListing, ToolResult
 
 POD_LOG = ToolDefinition(
     name="cluster.pods_log",
