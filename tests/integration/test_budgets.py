@@ -90,7 +90,7 @@ async def test_a_cost_budget_spent_in_stage_one_skips_stage_two_and_still_summar
         "The payments pods crash loop.\n\n_(Budget spent: the session spent $"
     )
     # The amount is the spend with stage one's last step.
-    assert final.endswith(" of its $1 budget; stages not run: deep-dive.)_")
+    assert final.endswith("spent $12.0000 of its $1 budget; stages not run: deep-dive.)_")
     assert view.session["executive_summary"] == SUMMARY
     assert [stage["name"] for stage in view.stages] == ["triage"]
     agent = agent_execution(view, "pricey-agent")
