@@ -167,7 +167,9 @@ def _update_payload(update: SessionUpdate, now: datetime) -> dict[str, Any]:
             "cancel": not session.status.is_terminal,
             "resume": session.status is ExecutionStatus.PAUSED,
             "chat": session.status.is_terminal,
-            "score": session.status.is_terminal,
+            # A deployment whose scoring is off (the stand-in) has no judge to ask.
+            "score": session.status.is_terminal
+            and not (session.score_error or "").startswith("not scored"),
         },
         "sections": sections,
         "events": events,
