@@ -78,6 +78,11 @@ async def test_native_thinking_investigation_sends_each_signature_back(
             assert expected in event["content"]
     records = await store.list_mcp_interactions(execution["execution_id"])
     assert [(r.server, r.tool) for r in records] == [("kubernetes", s.tool) for s in STEPS]
+    # The answers are kubernetes-mcp-server's own: its list header (with the APIVERSION,
+    # KIND and LABELS columns it adds to the API server's Table) and its YAML of events.
+    header = tool_events[0]["content"].splitlines()[0].split()
+    assert header[:4] == ["NAMESPACE", "APIVERSION", "KIND", "NAME"] and header[-1] == "LABELS"
+    assert tool_events[-1]["content"].startswith("# The following events (YAML format)")
     assert view.session["final_analysis"].startswith(STAND_IN_LABEL)
 
     # Session tokens and cost are the sums of its interaction records.

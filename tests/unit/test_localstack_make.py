@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+<<<<<<< HEAD
 from tarsy_dev.localstack import __main__ as localstack
 from tarsy_dev.localstack.kubernetes_mcp import server_config
 from tarsy_dev.localstack.stack import (
@@ -17,6 +18,13 @@ from tarsy_dev.localstack.stack import (
     read_user_config,
     with_kubernetes,
 )
+=======
+from tarsy_dev.localstack import __main__ as localstack
+from tarsy_dev.localstack.__main__ import _banner
+from tarsy_dev.localstack.kubernetes_mcp import server_config
+from tarsy_dev.localstack.processes import ProcessInfo
+from tarsy_dev.localstack.stack import Stack, defines_kubernetes, read_user_config, with_kubernetes
+>>>>>>> k8s
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,3 +145,17 @@ def test_a_users_kubernetes_server_is_noticed(tmp_path: Path) -> None:
     assert defines_kubernetes(read_user_config(path))
     assert read_user_config(None) == {}
     assert not defines_kubernetes({"mcp_servers": None})
+
+
+def test_the_banner_prints_a_kubectl_line_to_paste(capsys: pytest.CaptureFixture[str]) -> None:
+    demo = ProcessInfo(name="demo-cluster", pid=1, log_path="x", url="http://127.0.0.1:1")
+    stack = Stack(
+        project_id="p", api_key="k", firestore_host="f", pubsub_host="q",
+        ingest_url="http://i", api_url="http://a", step_url="http://s", steps_topic="t",
+        model="stand-in", processes=[demo], kubeconfig="/tmp/x/[demo]/kubeconfig",
+    )  # fmt: skip
+    _banner(stack)
+    err = capsys.readouterr().err
+    assert "kubectl --kubeconfig /tmp/x/[demo]/kubeconfig get pods -A" in err
+    assert "[bold]" not in err
+    assert "kubernetes-mcp-server (read-only, stdio)" in err

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
 from tarsy.errors import ApiError
 from tarsy.settings import Settings, get_settings
@@ -98,7 +99,7 @@ def _banner(stack: Stack) -> None:
             f"[bold]mcp[/]     kubernetes → kubernetes-mcp-server (read-only, stdio) on the "
             f"demo cluster's Kubernetes API at {demo.url}"
         )
-        console.print(f"[bold]kubectl[/] {kubectl_line(stack.kubeconfig)}", markup=False)
+        console.print(f"[bold]kubectl[/] {escape(kubectl_line(stack.kubeconfig))}")
     console.print(
         f"[bold]firestore[/] {stack.firestore_host} (project {stack.project_id}); "
         f"pubsub {stack.pubsub_host}"

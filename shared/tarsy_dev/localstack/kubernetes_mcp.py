@@ -21,6 +21,7 @@ import json
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def installed_version(root: Path) -> str | None:
     return str(json.loads(manifest.read_text()).get("version"))
 
 
-def ensure_installed(root: Path, progress: Any = lambda _: None) -> Path:
+def ensure_installed(root: Path, progress: Callable[[str], None] = lambda _: None) -> Path:
     """The binary of the pinned version, installed with ``npm ci`` first when it is missing.
 
     Args:
