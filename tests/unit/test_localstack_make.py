@@ -10,21 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-<<<<<<< HEAD
-from tarsy_dev.localstack import __main__ as localstack
-from tarsy_dev.localstack.kubernetes_mcp import server_config
-from tarsy_dev.localstack.stack import (
-    defines_kubernetes,
-    read_user_config,
-    with_kubernetes,
-)
-=======
 from tarsy_dev.localstack import __main__ as localstack
 from tarsy_dev.localstack.__main__ import _banner
 from tarsy_dev.localstack.kubernetes_mcp import server_config
 from tarsy_dev.localstack.processes import ProcessInfo
 from tarsy_dev.localstack.stack import Stack, defines_kubernetes, read_user_config, with_kubernetes
->>>>>>> k8s
 
 ROOT = Path(__file__).resolve().parents[2]
 
