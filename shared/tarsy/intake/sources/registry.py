@@ -12,7 +12,7 @@ from tarsy.intake.sources.alertmanager_api import AlertmanagerApiReceiver
 from tarsy.intake.sources.grafana import GrafanaReceiver
 from tarsy.intake.sources.pagerduty import PagerDutyReceiver
 from tarsy.intake.sources.receiver import AlertReceiver
-from tarsy.intake.sources.sns import SnsReceiver
+from tarsy.intake.sources.sns_receiver import SnsReceiver
 
 RECEIVERS: tuple[AlertReceiver, ...] = (
     AlertmanagerReceiver(),

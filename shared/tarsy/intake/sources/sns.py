@@ -23,16 +23,13 @@ no envelope and cannot be verified; it is refused as a shape error.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tarsy.errors import InputError
-from tarsy.http.request import HttpRequest, HttpResponse
 from tarsy.intake.sources.alert_type import derive_alert_type
 from tarsy.intake.sources.cloudwatch import looks_like_alarm, normalize_alarm
-from tarsy.intake.sources.config import AlertSourcesConfig, SnsSourceConfig
+from tarsy.intake.sources.config import SnsSourceConfig
 from tarsy.intake.sources.errors import MalformedBodyError
 from tarsy.intake.sources.limits import cap_alerts
 from tarsy.intake.sources.normalized import NormalizedAlert
@@ -43,19 +40,10 @@ from tarsy.intake.sources.parsing import (
     shape_problem,
     validate_payload,
 )
-from tarsy.intake.sources.receiver import (
-    ROUTE_PREFIX,
-    AlertReceiver,
-    Received,
-)
-from tarsy.settings import Settings
 
 WHAT = "SNS message"
 
 SignatureVersion = Literal["1", "2"]
-
-
-logger = logging.getLogger(__name__)
 
 
 class SnsEnvelope(Tolerant):
@@ -213,46 +201,3 @@ def normalize_sns(message: SnsMessage, config: SnsSourceConfig) -> SnsOutcome:
         config=config,
     )
     return cap_alerts([alert], config.max_alerts_per_notification)
-
-
-class SnsReceiver(AlertReceiver):
-    """``POST /alerts/sns``: an AWS SNS HTTPS subscription carrying CloudWatch alarms.
-
-    The message's own signature is verified (possibly fetching SNS's
-    certificate) between parsing and normalizing; a subscription confirmation
-    is confirmed and answered 200, carrying no alert.
-    """
-
-    name = "sns"
-    paths = (f"{ROUTE_PREFIX}sns",)
-    media_types = frozenset({"text/plain", "application/json"})  # SNS posts JSON as text/plain
-
-    async def receive(
-        self, request: HttpRequest, settings: Settings, sources: AlertSourcesConfig
-    ) -> Received:
-        """Check, verify, then return the alarm's alerts or answer a (un)subscription."""
-        # Imported here: httpx and cryptography are needed by this source only.
-        from tarsy.intake.sources.sns_certificates import HttpxCertificateFetcher
-        from tarsy.intake.sources.sns_confirm import confirm_subscription
-        from tarsy.intake.sources.sns_endpoint import endpoint_transport
-        from tarsy.intake.sources.sns_signature import SnsVerifier
-
-        message = parse_sns(await self.checked_json(request, settings, sources))
-        sns = sources.sns
-        try:
-            transport = endpoint_transport(settings.sns_endpoint_url)
-        except ValueError as e:
-            raise InputError(f"TARSY_SNS_ENDPOINT_URL: {e}", status=503) from e
-        fetcher = HttpxCertificateFetcher(transport=transport) if transport is not None else None
-        await SnsVerifier.from_config(sns, fetcher=fetcher).verify(message)
-        outcome = normalize_sns(message, sns)
-        if isinstance(outcome, list):
-            return outcome
-        body: dict[str, Any] = {"topic_arn": outcome.topic_arn, "message_id": outcome.message_id}
-        if isinstance(outcome, SubscriptionConfirmation):
-            await confirm_subscription(outcome, sns.cert_host_pattern, transport=transport)
-            logger.info("confirmed the SNS subscription of topic %s", outcome.topic_arn)
-            return HttpResponse(status=200, body={**body, "subscription": "confirmed"})
-        # Visiting its SubscribeURL would subscribe again: the message is only noted.
-        logger.warning("SNS topic %s unsubscribed this endpoint", outcome.topic_arn)
-        return HttpResponse(status=200, body={**body, "subscription": "unsubscribed"})
