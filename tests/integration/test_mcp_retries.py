@@ -79,6 +79,7 @@ def executor(
     *,
     max_attempts: int = 3,
     warm: bool = False,
+    keep_warm: bool = True,
 ) -> MCPToolExecutor:
     config = TarsyConfig.model_validate(
         {
@@ -89,6 +90,7 @@ def executor(
                     "connect_timeout": 10,
                     "call_timeout": CALL_TIMEOUT_S,
                     "retry": {"max_attempts": max_attempts, "initial_delay": 0.5, "max_delay": 2},
+                    "keep_warm": keep_warm,
                 }
             }
         }
@@ -238,3 +240,15 @@ async def test_a_warm_connection_that_failed_is_replaced_on_the_retry(
         await warm.pool.close()
         for process in restarted.started:
             stop(process)
+
+
+async def test_a_server_that_must_not_stay_warm_gets_a_connection_per_step(
+    servers: Servers,
+) -> None:
+    url = servers.start(free_port())
+    cold = executor(url, Backoff(), warm=True, keep_warm=False)
+    assert cold.pool is not None
+    for step in range(3):
+        [result] = await cold.call_tools([call("echo", f'{{"text": "{step}"}}')], LISTING)
+        assert result.content == f"echo: {step}", result
+    assert sessions_opened(url) == 3 and cold.pool.opened == 0

@@ -221,6 +221,13 @@ class MCPServerConfig(_Strict):
     connect_timeout: float = Field(default=10.0, gt=0)
     call_timeout: float = Field(default=60.0, gt=0)
     tool_list_ttl: float = Field(default=300.0, ge=0, description="seconds a tool list is reused")
+    keep_warm: bool = Field(
+        default=True,
+        description=(
+            "keep one connection per step process across steps; off for a server whose "
+            "cached state must not outlive a step (one whose cluster is swapped under it)"
+        ),
+    )
     # Results larger than this many tokens (about 4 characters each) are summarized into
     # at most ``summary_max_tokens`` (TARSy's defaults: 5,000 → 1,000), or cut to
     # ``max_result_tokens`` when summarizing is off or fails. TARSy's

@@ -207,7 +207,7 @@ class MCPToolExecutor:
 
         ``statuses`` collects the HTTP statuses of a new connection's handshake.
         """
-        if self.pool is not None:
+        if self.pool is not None and server.keep_warm:
             held = await self.pool.acquire(server_id, server.connect_timeout, statuses)
             return _Connection(held.client, held.state, self.pool, server_id, held)
         opened = self._session(server_id, statuses)

@@ -156,6 +156,9 @@ def eval_config(user_config: dict[str, Any], binary: Path, cluster: DemoCluster)
     # One attempt: a scenario's faults (a hang, an error) are what the investigation must
     # cope with; the executor's retries would absorb them (tests/integration/test_mcp_retries.py).
     config["mcp_servers"]["kubernetes"]["retry"] = {"max_attempts": 1}
+    # The evaluation swaps the cluster under the server between runs; a warm
+    # kubernetes-mcp-server would answer from the previous scenario's cached discovery.
+    config["mcp_servers"]["kubernetes"]["keep_warm"] = False
     return config
 
 
