@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -72,7 +73,7 @@ def split_text(text: str, pieces: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-class LoopbackFake:
+class LoopbackFake(ABC):
     """A scripted vendor on 127.0.0.1: start it, script replies, read what the SDK sent."""
 
     # Paths (exact, after any prefix) this vendor serves.
@@ -130,17 +131,17 @@ class LoopbackFake:
 
     # ── what each vendor supplies ──
 
+    @abstractmethod
     def error_body(self, reply: ScriptedReply) -> dict[str, Any]:
         """The vendor's JSON error body."""
-        raise NotImplementedError
 
+    @abstractmethod
     def events(self, reply: ScriptedReply, call: RecordedCall) -> Iterator[bytes]:
         """The vendor's server-sent events for a streamed reply."""
-        raise NotImplementedError
 
+    @abstractmethod
     def whole(self, reply: ScriptedReply, call: RecordedCall) -> dict[str, Any]:
         """The vendor's JSON body for a reply that is not streamed."""
-        raise NotImplementedError
 
 
 def _handler_for(fake: LoopbackFake) -> type[BaseHTTPRequestHandler]:
