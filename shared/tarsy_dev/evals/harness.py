@@ -257,9 +257,11 @@ def run_evaluation(
                     ingest_url=stack.ingest_url, api_url=stack.api_url, api_key=stack.api_key
                 )
             )
-            for scenario in scenarios:
-                for model in group:
-                    for attempt in range(1, options.repeat + 1):
+            # Round by round (every scenario once, then again): a run stopped early still
+            # covers every scenario, and a slow real model's report fills in evenly.
+            for attempt in range(1, options.repeat + 1):
+                for scenario in scenarios:
+                    for model in group:
                         cluster.switch(scenario.name)
                         if fake is not None:
                             fake.reset()

@@ -88,6 +88,9 @@ class EvalReport(BaseModel):
         default="none", description="Who judged the real models' runs, or why no one did."
     )
     note: str | None = Field(default=None, description="Set when scripted models ran.")
+    planned_runs: int | None = Field(
+        default=None, description="Set while the evaluation runs: the runs it will make in all."
+    )
     expectation_failures: list[str] = Field(
         default_factory=list, description="Scripted models that did not score as they must."
     )
@@ -141,6 +144,7 @@ def build_report(
     repeat: int,
     priced_as: str,
     judge: str = "none",
+    planned_runs: int | None = None,
 ) -> EvalReport:
     """Aggregate the runs into the report.
 
@@ -152,6 +156,8 @@ def build_report(
         repeat: Runs per scenario and model.
         priced_as: The model whose price the scripted runs' costs use.
         judge: The LLM judge's model, or why there was none.
+        planned_runs: While the evaluation still runs, how many runs it makes in all
+            (the report is then partial and says so).
 
     Returns:
         The report.
@@ -188,6 +194,7 @@ def build_report(
         priced_as=priced_as,
         judge=judge,
         note=HARNESS_NOTE if any(m.scripted for m in models) else None,
+        planned_runs=planned_runs,
         expectation_failures=failures,
         models=[_summary(m, by_model[m.name]) for m in models],
         scenarios=rows,
@@ -250,6 +257,11 @@ def to_markdown(report: EvalReport) -> str:
         if report.expectation_failures:
             lines.append("")
     scenarios = len(report.scenarios)
+    if report.planned_runs is not None:
+        lines += [
+            f"**In progress: {len(report.runs)} of {report.planned_runs} runs done.**",
+            "",
+        ]
     lines += [
         f"{scenarios} scenarios, {report.repeat} run(s) each per model, "
         f"{report.duration_s:.0f}s in all; costs at {report.priced_as} prices.",

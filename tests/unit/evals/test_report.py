@@ -166,3 +166,17 @@ def test_the_report_names_the_judge() -> None:
     assert report.judge == "gemini-2.5-pro"
     assert "LLM judge: gemini-2.5-pro." in to_markdown(report)
     assert json.loads(report.model_dump_json())["judge"] == "gemini-2.5-pro"
+
+
+def test_a_report_written_while_the_evaluation_runs_says_how_many_runs_are_done() -> None:
+    results = scripted_results()
+    partial = build_report(
+        results[:1], resolve_models([], Settings()), scenarios(),
+        duration_s=60, repeat=3, priced_as="gemini-2.5-pro", planned_runs=12,
+    )  # fmt: skip
+    assert "**In progress: 1 of 12 runs done.**" in to_markdown(partial)
+    final = build_report(
+        results, resolve_models([], Settings()), scenarios(),
+        duration_s=60, repeat=1, priced_as="gemini-2.5-pro",
+    )  # fmt: skip
+    assert final.planned_runs is None and "In progress" not in to_markdown(final)
