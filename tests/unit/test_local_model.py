@@ -9,7 +9,7 @@ import yaml
 
 from tarsy.config import load_config
 from tarsy.settings import Settings
-from tarsy_dev.localstack.local_model import WEIGHTS, LocalModel, local_config, main
+from tarsy_dev.localstack.local_model import WEIGHTS, LocalModel, cpu_flags, local_config, main
 
 LOCAL = LocalModel(url="http://127.0.0.1:9/v1", model="qwen2.5-coder-1.5b-instruct", label="x")
 
@@ -47,3 +47,14 @@ def test_an_unavailable_runtime_exits_non_zero_with_the_reason(
     monkeypatch.setenv("PATH", str(tmp_path))  # no cmake, no compiler
     assert main(["up", "--root", str(tmp_path)]) == 1
     assert "local model unavailable: building llama-server needs 'cmake'" in capsys.readouterr().err
+
+
+def test_avx512_kernels_are_built_only_for_a_cpu_that_has_them_and_never_amx() -> None:
+    xeon = "processor : 0\nflags\t\t: fpu avx2 avx512f avx512_vnni avx512_bf16 amx_tile amx_int8\n"
+    assert cpu_flags(xeon) == (
+        "-DGGML_AVX512=ON",
+        "-DGGML_AVX512_VNNI=ON",
+        "-DGGML_AVX512_BF16=ON",
+    )
+    assert cpu_flags("flags\t\t: fpu avx avx2 fma avx_vnni\n") == ()
+    assert cpu_flags("") == ()

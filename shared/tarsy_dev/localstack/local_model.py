@@ -62,6 +62,33 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DLLAMA_CURL=OFF",
 )
+# AVX-512 kernels where the CPU has them (about 1.3x faster prompt processing measured
+# here: 88 against 66 tokens/s); still no AMX, for the reason above.
+AVX512_FLAGS = {
+    "avx512f": "-DGGML_AVX512=ON",
+    "avx512_vnni": "-DGGML_AVX512_VNNI=ON",
+    "avx512_bf16": "-DGGML_AVX512_BF16=ON",
+    "avx512vbmi": "-DGGML_AVX512_VBMI=ON",
+    "avx_vnni": "-DGGML_AVX_VNNI=ON",
+}
+
+
+def cpu_flags(cpuinfo: str) -> tuple[str, ...]:
+    """The extra build flags this CPU allows, read from ``/proc/cpuinfo``'s text."""
+    first = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), "")
+    present = set(first.partition(":")[2].split())
+    if "avx512f" not in present:
+        return ()
+    return tuple(flag for name, flag in AVX512_FLAGS.items() if name in present)
+
+
+def _this_cpu() -> tuple[str, ...]:
+    try:
+        return cpu_flags(Path("/proc/cpuinfo").read_text())
+    except OSError:
+        return ()
+
+
 # The whole investigation must fit: 32k tokens (Qwen2.5's native window; ~1 GB of KV cache).
 CONTEXT_TOKENS = 32768
 
@@ -172,7 +199,7 @@ def ensure_runtime(root: Path, say: Any = print) -> Path:
     say("building llama-server (about 5 minutes on 2 cores; once)")
     build = cache / "build"
     for argv in (
-        ["cmake", "-S", str(source / RUNTIME_TREE), "-B", str(build), *CMAKE_FLAGS],
+        ["cmake", "-S", str(source / RUNTIME_TREE), "-B", str(build), *CMAKE_FLAGS, *_this_cpu()],
         [
             "cmake",
             "--build",
