@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from tarsy.agent.strategies import finish
 from tarsy.agent.strategies.base import IterationOutcome, IterationState, Strategy, budget_crossed
+from tarsy.agent.window import fit_to_window
 from tarsy.config.schema import ResolvedAgentConfig, TarsyConfig
 from tarsy.engine import sub_agents
 from tarsy.engine.sub_agents import (
@@ -32,6 +33,7 @@ from tarsy.engine.sub_agents import (
     SubAgentAnswer,
 )
 from tarsy.errors import LLMError
+from tarsy.llm.backends import capabilities_of
 from tarsy.llm.base import GenerateRequest, LLMProvider, LLMResult, Progress
 from tarsy.llm.fallback import FallbackError, FallbackResult
 from tarsy.llm.pricing import cost_of as cost_of  # re-exported: replay and tests use it
@@ -104,7 +106,16 @@ def build_turn(
     if spent is not None and strategy.uses_tools and request.tool_choice != "none":
         state = state.model_copy(update={"budget_note": spent})
         request = strategy.build_request(state)
-    return Turn(execution, session, config, strategy, state, request, budget, spent)
+    return Turn(execution, session, config, strategy, state, fitted(request), budget, spent)
+
+
+def fitted(request: GenerateRequest) -> GenerateRequest:
+    """The request with its oldest tool results elided if it outgrew the model's window."""
+    window = capabilities_of(request.config).context_window
+    fit = fit_to_window(request.messages, window, request.config.max_output_tokens)
+    if not fit.elided:
+        return request
+    return request.model_copy(update={"messages": fit.messages})
 
 
 # ─── what an iteration talks to ───────────────────────────────────────────────
