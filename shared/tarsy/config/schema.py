@@ -37,6 +37,11 @@ Backend = Literal["google-native", "langchain"]
 # Who serves the model (TARSy's provider types, plus any OpenAI-compatible server).
 ProviderType = Literal["google", "vertexai", "openai", "anthropic", "xai", "openai-compatible"]
 GOOGLE_TYPES: tuple[ProviderType, ...] = ("google", "vertexai")
+# A type's own strategy for tool-using agents (else the system default): a self-hosted
+# model calls tools through schema-constrained replies, not native tool calls.
+TOOL_STRATEGY_OF_TYPE: dict[ProviderType, IterationStrategy] = {
+    "openai-compatible": "schema-actions"
+}
 NativeTool = Literal["google_search", "code_execution", "url_context"]
 # At max_iterations: one more call without tools for the final answer, or pause for a resume.
 OnMaxIterations = Literal["conclude", "pause"]
@@ -737,13 +742,9 @@ class TarsyConfig(_Strict):
         A self-hosted model (``openai-compatible``) calls tools through
         schema-constrained replies unless the agent says otherwise.
         """
-        from tarsy.llm.backends import backend_for  # the backends import this module
-
         provider = self.llm_providers.get(provider_name)
-        if mcp_servers and provider is not None:
-            preferred = backend_for(provider.type).default_tool_strategy
-            if preferred is not None:
-                return preferred
+        if mcp_servers and provider is not None and provider.type in TOOL_STRATEGY_OF_TYPE:
+            return TOOL_STRATEGY_OF_TYPE[provider.type]
         return self.defaults.iteration_strategy
 
     def _loop_threshold(self, definition: AgentDefinition) -> int:

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from tarsy.config.schema import IterationStrategy, LLMProviderConfig, ProviderType
+from tarsy.config.schema import LLMProviderConfig, ProviderType
 from tarsy.llm.base import Capabilities, LLMProvider
 from tarsy.settings import Settings
 
@@ -58,8 +58,6 @@ class Backend(ABC):
     telemetry_name: ClassVar[str]
     # A server the user runs: no per-token price, calls cost 0 (and records say why).
     self_hosted: ClassVar[bool] = False
-    # The strategy of a tool-using agent that names none above the defaults.
-    default_tool_strategy: ClassVar[IterationStrategy | None] = None
     # The environment variable of the vendor's API key, read when the config names none.
     api_key_env: ClassVar[str | None] = None
     # Where the vendor's API is when the config names no ``base_url`` (None: the SDK's).

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tarsy.config.schema import IterationStrategy, LLMProviderConfig, ProviderType
+from tarsy.config.schema import LLMProviderConfig, ProviderType
 from tarsy.llm.backends.base import Backend
 from tarsy.llm.base import Capabilities, LLMProvider
 from tarsy.settings import Settings
@@ -38,7 +38,6 @@ class OpenAICompatibleBackend(Backend):
     settings_model = CompatibleSettings
     telemetry_name = "openai_compatible"
     self_hosted = True
-    default_tool_strategy: ClassVar[IterationStrategy | None] = "schema-actions"
 
     def capabilities(self, config: LLMProviderConfig) -> Capabilities:
         """Tool calling and structured output unless the config says the model lacks them."""
