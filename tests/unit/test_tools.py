@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from mcp import types as mcp_types
 
 from tarsy.llm.base import ToolDefinition
 from tarsy.models import ToolCall
@@ -13,6 +14,7 @@ from tarsy.tools.base import (
     estimate_tokens,
     truncate_for_model,
 )
+from tarsy.tools.mcp_client import EMPTY_RESULT, result_text
 
 LISTING = ToolListing(
     tools=[
@@ -83,3 +85,11 @@ def test_truncation_keeps_the_head_and_says_so() -> None:
     assert cut.startswith("x" * 400)
     assert "truncated: 600 more characters" in cut
     assert estimate_tokens("abcd" * 10) == 10
+
+
+def test_an_empty_tool_result_is_said_to_be_empty_not_shown_as_nothing() -> None:
+    empty = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="")])
+    assert result_text(empty) == EMPTY_RESULT
+    assert result_text(mcp_types.CallToolResult(content=[])) == EMPTY_RESULT
+    listed = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="a\nb")])
+    assert result_text(listed) == "a\nb"

@@ -55,6 +55,9 @@ RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _STATUS_STAND_IN = "Server returned an error response"
 
 
+EMPTY_RESULT = "(The call succeeded and returned no output: for a list, nothing matched.)"
+
+
 def result_text(result: mcp_types.CallToolResult) -> str:
     """The text of a tool result: text parts joined, other parts named, structured as JSON."""
     pieces: list[str] = []
@@ -68,7 +71,10 @@ def result_text(result: mcp_types.CallToolResult) -> str:
             pieces.append(f"[{item.type} content not shown]")
     if not pieces and result.structured_content is not None:
         pieces.append(json.dumps(result.structured_content, indent=2, sort_keys=True))
-    return "\n".join(pieces)
+    text = "\n".join(pieces)
+    # kubernetes-mcp-server answers a list that matched nothing with no text at all; an
+    # empty observation left a small model guessing (it read it as "the namespace is gone").
+    return text if text.strip() else EMPTY_RESULT
 
 
 @dataclass
