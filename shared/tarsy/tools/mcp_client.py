@@ -55,7 +55,10 @@ RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _STATUS_STAND_IN = "Server returned an error response"
 
 
-EMPTY_RESULT = "(The call succeeded and returned no output: for a list, nothing matched.)"
+EMPTY_RESULT = (
+    "(The call succeeded and returned no output: for a list, nothing matched its filters; "
+    "list without them, or get the resource by its name.)"
+)
 
 
 def result_text(result: mcp_types.CallToolResult) -> str:
