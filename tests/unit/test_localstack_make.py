@@ -101,6 +101,16 @@ def test_readme_example_config_is_valid_and_adds_an_alert_type_and_a_server(
     assert server in config["agents"]["disk-investigator"]["mcp_servers"]
 
 
+def test_the_readmes_providers_of_three_vendors_load_with_their_types(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    [block] = re.findall(r"```yaml\n(# providers\.yaml\n.*?)```", readme, flags=re.DOTALL)
+    path = tmp_path / "providers.yaml"
+    path.write_text(block)
+    localstack.check_config(path)  # raises InputProblem when the functions would refuse it
+    providers = yaml.safe_load(block)["llm_providers"]
+    assert {p["type"] for p in providers.values()} == {"openai", "google", "openai-compatible"}
+
+
 def test_readme_documents_config_for_up_and_demo() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "make up CONFIG=" in readme
