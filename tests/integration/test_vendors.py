@@ -2,7 +2,9 @@
 
 In process, on the local stack's emulators, with the bundled demo cluster as a
 real MCP server (stdio): the openai, xai and anthropic types with
-``native-tools``, the openai-compatible type with its default ``schema-actions``;
+``native-tools``, the openai-compatible type with its default ``schema-actions``,
+the vertexai type with google-auth's real service-account flow against a
+loopback token endpoint (the google type runs in every other suite);
 then a 429 and a 500 storm inside an investigation, a malformed tool call, and
 a fallback from Gemini to OpenAI that carries no thought signature across.
 """
@@ -13,6 +15,7 @@ import base64
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +28,8 @@ from tarsy.persistence.store import Store
 from tarsy.settings import Settings
 from tarsy.tools.mcp_client import MCPToolExecutor
 from tarsy_dev.fakes.fake_anthropic import FakeAnthropic
-from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.fakes.fake_google_oauth import FakeGoogleOAuth, write_service_account
 from tarsy_dev.fakes.fake_openai import FakeOpenAI
 from tarsy_dev.fakes.loopback import RecordedCall, ScriptedReply, ScriptedToolCall
 
@@ -274,3 +278,51 @@ async def test_gemini_fails_openai_answers_the_record_names_both_and_no_signatur
     assert "thought_signature" not in sent and "gemini-only-signature" not in sent
     assert "thoughtSignature" not in sent
     assert base64.b64encode(signature).decode() not in sent
+
+
+def gemini_investigator(call: FakeCall) -> FakeReply:
+    """List the pods once, then conclude; a call without functions is the executive summary."""
+    if not call.function_names():
+        return FakeReply(text="Summary: database password rotated.")
+    if call.model_parts():
+        return FakeReply(text=FINAL)
+    pods = FakeToolCall(name="kubernetes__pods_list", args={"namespace": "checkout"})
+    return FakeReply(thinking="List the pods.", tool_calls=[pods])
+
+
+@pytest.mark.parametrize(
+    ("backend", "strategy"), [("langchain", "native-tools"), ("google-native", "native-thinking")]
+)
+async def test_vertex_ai_investigates_with_the_processs_google_credentials(
+    deps: Deps,
+    store: Store,
+    fake_gemini: FakeGemini,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+    strategy: str,
+) -> None:
+    # Application Default Credentials from a service-account key file: google-auth signs a
+    # JWT grant and trades it at the file's token_uri (a loopback fake) for an access token.
+    oauth = FakeGoogleOAuth().start()
+    try:
+        key_file = write_service_account(oauth, tmp_path / "sa.json", "demo-proj")
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file))
+        monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+        fake_gemini.responder = gemini_investigator
+        user = provider_yaml(
+            "vertexai",
+            "gemini-2.5-flash",
+            fake_gemini.url,
+            f", backend: {backend}, vertex_project: demo-proj, vertex_location: europe-west4",
+        ) + agent_yaml(strategy)
+        async for local in with_config(deps, store, user):
+            session_id = await investigate(local, store)
+    finally:
+        oauth.stop()
+    await assert_investigated(store, session_id, "vendor")
+    assert oauth.tokens, "google-auth never asked the token endpoint"
+    assert oauth.claims[0]["iss"] == "tarsy-test@demo-proj.iam.gserviceaccount.com"
+    for call in fake_gemini.calls:
+        assert call.path.startswith("/v1beta1/projects/demo-proj/locations/europe-west4/")
+        assert call.api_key is None and call.authorization == f"Bearer {oauth.tokens[-1]}"

@@ -92,6 +92,8 @@ class FakeCall(BaseModel):
     body: dict[str, Any]
     # The Gemini API key the SDK sent (``x-goog-api-key``), None on Vertex AI.
     api_key: str | None = None
+    # The ``Authorization`` header (``Bearer <token>`` on Vertex AI), None with an API key.
+    authorization: str | None = None
     received_at: float = Field(default_factory=time.monotonic)
 
     @property
@@ -376,6 +378,7 @@ class _Handler(BaseHTTPRequestHandler):
             path=path,
             body=body,
             api_key=self.headers.get("x-goog-api-key"),
+            authorization=self.headers.get("Authorization"),
         )
 
     def _answer(self, call: FakeCall, reply: FakeReply, *, sse: bool) -> None:
