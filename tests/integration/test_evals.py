@@ -43,6 +43,8 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
         assert observation.status == "completed", observation.error
         assert observation.input_tokens > 0 and observation.cost > 0
         assert observation.latency_s is not None and observation.latency_s > 0
+        # Time inside the (fake) model, read from the interaction records the steps wrote.
+        assert observation.model_s is not None and 0 < observation.model_s < observation.latency_s
         label = STAND_IN_LABEL if observation.model == "standin" else SLOPPY_LABEL
         assert observation.final_analysis.startswith(label)
         assert observation.executive_summary.startswith(label)

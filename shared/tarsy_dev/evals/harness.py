@@ -14,18 +14,22 @@ HTTP, polls the session until it ends, and scores it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fnmatch
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
+from google.cloud import firestore
 from pydantic import BaseModel, Field
 
 from tarsy.config import load_config
 from tarsy.errors import ApiError, ConfigError
+from tarsy.persistence.store import Store
 from tarsy.settings import Settings
 from tarsy_dev.client import SessionView, TarsyClient
 from tarsy_dev.demo_cluster import TOOL_NAMES, load_scenario, scenario_names
@@ -162,6 +166,41 @@ def eval_config(user_config: dict[str, Any], binary: Path, cluster: DemoCluster)
     return config
 
 
+ModelSeconds = Callable[[str], float | None]
+EMULATOR_HOST = "FIRESTORE_EMULATOR_HOST"
+
+
+def model_seconds_on(stack: Stack) -> ModelSeconds:
+    """How long a session of ``stack`` spent inside the model, read from its records.
+
+    The api shows no interaction records, so they are read from the stack's
+    Firestore emulator, as the step function wrote them (None if unreadable).
+    """
+
+    async def total(session_id: str) -> float:
+        store = Store(firestore.AsyncClient(project=stack.project_id))
+        seconds = 0.0
+        for execution in await store.list_executions(session_id):
+            for interaction in await store.list_llm_interactions(execution.execution_id):
+                seconds += interaction.duration_ms / 1000
+        return seconds
+
+    def seconds(session_id: str) -> float | None:
+        previous = os.environ.get(EMULATOR_HOST)
+        os.environ[EMULATOR_HOST] = stack.firestore_host
+        try:
+            return round(asyncio.run(total(session_id)), 3)
+        except Exception:  # a measurement, never a reason to fail the run
+            return None
+        finally:
+            if previous is None:
+                os.environ.pop(EMULATOR_HOST, None)
+            else:
+                os.environ[EMULATOR_HOST] = previous
+
+    return seconds
+
+
 def run_once(
     client: TarsyClient,
     scenario: Scenario,
@@ -169,6 +208,7 @@ def run_once(
     attempt: int,
     *,
     timeout: float,
+    model_seconds: ModelSeconds = lambda _: None,
 ) -> tuple[RunObservation, SessionView | None]:
     """Submit the scenario's alert, wait for the session to end, and observe it."""
     try:
@@ -192,6 +232,7 @@ def run_once(
             client.cancel(submitted.session_id)
     view = client.session(submitted.session_id)
     observation = observe(view, scenario=scenario.name, model=model.name, attempt=attempt)
+    observation = observation.model_copy(update={"model_s": model_seconds(submitted.session_id)})
     if problem is not None:
         observation = observation.model_copy(update={"error": problem})
     return observation, view
@@ -267,7 +308,12 @@ def run_evaluation(
                             fake.reset()
                             fake.responder = model.responder(scenario)
                         observation, view = run_once(
-                            client, scenario, model, attempt, timeout=options.run_timeout
+                            client,
+                            scenario,
+                            model,
+                            attempt,
+                            timeout=options.run_timeout,
+                            model_seconds=model_seconds_on(stack),
                         )
                         score = score_run(scenario, observation)
                         judge = options.judge_model if options.judge else None

@@ -37,6 +37,10 @@ class RunObservation(BaseModel):
     latency_s: float | None = Field(
         default=None, description="From the session's creation to its completion."
     )
+    model_s: float | None = Field(
+        default=None,
+        description="Time inside the model: the sum of the session's LLM interaction records.",
+    )
 
 
 def tool_call(metadata: dict[str, Any]) -> ToolCallRecord:

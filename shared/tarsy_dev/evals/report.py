@@ -19,6 +19,7 @@ from rich.table import Table
 
 from tarsy_dev.demo_cluster.models import Scenario
 from tarsy_dev.evals.harness import RunResult
+from tarsy_dev.evals.observation import RunObservation
 from tarsy_dev.evals.subjects import HARNESS_NOTE, ModelUnderTest
 
 PASS, FAIL, NONE = "✅", "❌", "-"
@@ -57,6 +58,9 @@ class ModelSummary(BaseModel):
     tool_recall: float = Field(description="Mean share of the needed evidence fetched.")
     tool_precision: float = Field(description="Mean share of the calls that were relevant.")
     judge_avg: float | None = Field(default=None, description="Mean LLM-judge score, if judged.")
+    model_share: float | None = Field(
+        default=None, description="Share of the runs' wall time spent inside the model."
+    )
 
 
 class ScenarioCell(BaseModel):
@@ -132,7 +136,16 @@ def _summary(model: ModelUnderTest, runs: list[RunResult]) -> ModelSummary:
         tool_recall=round(sum(r.score.tool_recall for r in runs) / count, 3),
         tool_precision=round(sum(r.score.tool_precision for r in runs) / count, 3),
         judge_avg=round(statistics.fmean(judged), 1) if judged else None,
+        model_share=model_share(observations),
     )
+
+
+def model_share(observations: Sequence[RunObservation]) -> float | None:
+    """The share of the completed runs' wall time spent inside the model (None: unmeasured)."""
+    timed = [o for o in observations if o.model_s is not None and o.latency_s]
+    if not timed:
+        return None
+    return round(sum(o.model_s or 0.0 for o in timed) / sum(o.latency_s or 0.0 for o in timed), 3)
 
 
 def build_report(
@@ -224,6 +237,7 @@ def _summary_rows(report: EvalReport) -> list[list[str]]:
                 f"${m.total_cost:.4f}",
                 f"{m.latency_p50_s:.1f}s",
                 f"{m.latency_p95_s:.1f}s",
+                NONE if m.model_share is None else f"{m.model_share:.0%}",
                 f"{m.avg_input_tokens:,.0f}",
                 f"{m.avg_output_tokens:,.0f}",
                 f"{m.avg_thinking_tokens:,.0f}",
@@ -237,6 +251,7 @@ def _summary_rows(report: EvalReport) -> list[list[str]]:
 
 SUMMARY_HEADERS = [
     "Model", "Pass rate", "Passed", "Avg cost", "Total cost", "p50 latency", "p95 latency",
+    "Model share",
     "Avg input tokens", "Avg output tokens", "Avg thinking tokens", "Avg tool calls",
     "Tool precision", "Judge",
 ]  # fmt: skip

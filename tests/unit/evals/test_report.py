@@ -15,7 +15,13 @@ from tarsy_dev.demo_cluster import load_scenario
 from tarsy_dev.demo_cluster.models import Scenario
 from tarsy_dev.evals.cli import judge_named
 from tarsy_dev.evals.harness import RunResult
-from tarsy_dev.evals.report import build_report, percentile, to_markdown, write_report
+from tarsy_dev.evals.report import (
+    build_report,
+    model_share,
+    percentile,
+    to_markdown,
+    write_report,
+)
 from tarsy_dev.evals.scorer import score_run
 from tarsy_dev.evals.subjects import HARNESS_NOTE, ModelUnderTest, resolve_models
 from tests.unit.evals.runs import sloppy_run, standin_run
@@ -180,3 +186,14 @@ def test_a_report_written_while_the_evaluation_runs_says_how_many_runs_are_done(
         duration_s=60, repeat=1, priced_as="gemini-2.5-pro",
     )  # fmt: skip
     assert final.planned_runs is None and "In progress" not in to_markdown(final)
+
+
+def test_the_model_share_is_the_time_inside_the_model_over_the_wall_time_of_timed_runs() -> None:
+    [standin, _, other, _] = [r.observation for r in scripted_results()]
+    timed = [
+        standin.model_copy(update={"latency_s": 100.0, "model_s": 90.0}),
+        other.model_copy(update={"latency_s": 300.0, "model_s": 290.0}),
+        other.model_copy(update={"latency_s": None, "model_s": None}),  # did not finish
+    ]
+    assert model_share(timed) == 0.95
+    assert model_share([standin.model_copy(update={"model_s": None})]) is None
