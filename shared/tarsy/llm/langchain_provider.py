@@ -39,7 +39,6 @@ from langchain_google_genai import ChatGoogleGenerativeAI
 
 from tarsy.config.schema import LLMProviderConfig
 from tarsy.errors import ConfigError, FailureKind, LLMError
-from tarsy.llm.backends.google import is_partner_model
 from tarsy.llm.base import (
     Chunk,
     FinalChunk,
@@ -52,6 +51,7 @@ from tarsy.llm.base import (
     finish_reason,
 )
 from tarsy.llm.endpoint import Endpoint, resolve_endpoint
+from tarsy.llm.partner_models import is_partner_model
 from tarsy.llm.provider import StreamingProvider
 from tarsy.llm.retry import classify_status, parse_retry_after
 from tarsy.llm.tool_names import from_function_name, to_function_name

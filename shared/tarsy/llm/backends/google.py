@@ -23,6 +23,7 @@ from tarsy.config.schema import Backend as ClientLibrary
 from tarsy.config.schema import LLMProviderConfig, NativeTool, ProviderType
 from tarsy.llm.backends.base import Backend
 from tarsy.llm.base import Capabilities, LLMProvider
+from tarsy.llm.partner_models import is_partner_model
 from tarsy.settings import Settings
 
 PROVIDER_GEMINI = "gcp.gemini"  # generativelanguage.googleapis.com (the Gemini API)
@@ -39,14 +40,8 @@ _GOOGLE_MODEL = re.compile(
     r")$"
 )
 # Model Garden partner models on Vertex AI (``claude-sonnet-4@20250514``).
-_PARTNER_MODEL = re.compile(r"^(?:models/)?claude-[a-z0-9][a-z0-9.@\-]*$")
 GEMINI_CONTEXT_WINDOW = 1_048_576
 CLAUDE_CONTEXT_WINDOW = 200_000
-
-
-def is_partner_model(model: str) -> bool:
-    """Whether ``model`` is a Model Garden partner model rather than a Google model."""
-    return _PARTNER_MODEL.match(model) is not None
 
 
 class GoogleSettings(BaseModel):
