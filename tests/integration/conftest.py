@@ -156,17 +156,21 @@ def client(stack: Stack) -> Iterator[TarsyClient]:
 
 
 class Tap:
-    """A pull subscription on the steps topic: sees every message published from now on."""
+    """A pull subscription on a topic (the steps topic unless named): sees what comes next."""
 
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: Stack, topic: str | None = None) -> None:
         self._subscriber = pubsub_v1.SubscriberClient()
-        topic = f"projects/{stack.project_id}/topics/{stack.steps_topic}"
+        self.topic = f"projects/{stack.project_id}/topics/{topic or stack.steps_topic}"
         self.path = self._subscriber.subscription_path(stack.project_id, f"tap-{uuid.uuid4().hex}")
-        self._subscriber.create_subscription(name=self.path, topic=topic)
+        self._subscriber.create_subscription(name=self.path, topic=self.topic)
 
     def drain(self, *, wait: float = 1.0) -> list[StepMessage]:
-        """Pull and acknowledge everything that arrives within ``wait`` seconds."""
-        messages: list[StepMessage] = []
+        """Pull and acknowledge every step message that arrives within ``wait`` seconds."""
+        return [StepMessage.model_validate_json(m.data) for m in self.drain_raw(wait=wait)]
+
+    def drain_raw(self, *, wait: float = 1.0) -> list[pubsub_v1.types.PubsubMessage]:
+        """Pull and acknowledge everything that arrives within ``wait`` seconds, as published."""
+        messages: list[pubsub_v1.types.PubsubMessage] = []
         end = time.monotonic() + wait
         while (remaining := end - time.monotonic()) > 0:
             try:
@@ -185,10 +189,7 @@ class Tap:
                         "ack_ids": [m.ack_id for m in response.received_messages],
                     }
                 )
-                messages.extend(
-                    StepMessage.model_validate_json(m.message.data)
-                    for m in response.received_messages
-                )
+                messages.extend(m.message for m in response.received_messages)
         return messages
 
     def close(self) -> None:

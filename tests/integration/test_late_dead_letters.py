@@ -1,0 +1,148 @@
+"""A step that outlives its deliveries completes its session (issue 26, items 8 and 9).
+
+Everything here is the real local stack: Pub/Sub's emulator redelivers a step
+message the step function refuses while another delivery of it runs (503, the
+lease is held), gives up after five attempts and forwards it to the dead-letter
+topic, whose push subscription calls the dead-letter function. The model is the
+fake Gemini, held on an event, so the order of events is forced, not timed:
+
+1. the investigation's model call hangs; a duplicate of its step message is
+   published (Pub/Sub delivers at least once) and dead-lettered while the
+   first delivery still runs;
+2. the call answers and the step commits; while the executive summary's call
+   hangs, the same dead letter arrives again (the dead-letter subscription also
+   delivers at least once). Before the fix, this late dead letter failed the
+   running session ("after 5 delivery attempts"), the cause of issue 26's
+   finished investigation reported as failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from google.cloud import pubsub_v1  # type: ignore[attr-defined]
+
+from tarsy.app import Deps
+from tarsy.models import ExecutionStatus
+from tarsy.persistence.store import Store
+from tarsy_dev.client import TarsyClient
+from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply
+from tarsy_dev.localstack.stack import DEAD_LETTER_SUFFIX, Stack
+
+from .conftest import Tap
+
+HOLD_SECONDS = 240.0  # how long a held model call waits at most; far beyond the test's needs
+WAIT_SECONDS = 180.0  # five refused deliveries with 1-10 s backoff take about 20 s
+
+
+class HeldModel:
+    """Answers each call in turn, but only once the test releases it."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.released = [threading.Event() for _ in answers]
+        self.calls: list[FakeCall] = []
+
+    def __call__(self, call: FakeCall) -> FakeReply:
+        turn = len(self.calls)
+        self.calls.append(call)
+        self.released[turn].wait(HOLD_SECONDS)
+        return FakeReply(text=self.answers[turn])
+
+    def waiting(self) -> int:
+        """How many calls have arrived (each is held until released)."""
+        return len(self.calls)
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition()`` until it holds, for at most WAIT_SECONDS."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
+def function_log(stack: Stack, name: str) -> Path:
+    [process] = [p for p in stack.processes if p.name == name]
+    return Path(process.log_path)
+
+
+def logged(path: Path, *fragments: str) -> bool:
+    return any(
+        all(fragment in line for fragment in fragments)
+        for line in path.read_text(errors="replace").splitlines()
+    )
+
+
+async def test_a_step_that_outlives_its_deliveries_completes_its_session(
+    stack: Stack,
+    client: TarsyClient,
+    deps: Deps,
+    store: Store,
+    fake_gemini: FakeGemini,
+    tap: Tap,
+) -> None:
+    model = HeldModel("The config map lost its DB_URL key.", "payments-api lost DB_URL.")
+    fake_gemini.responder = model
+    dead_letters = Tap(stack, stack.steps_topic + DEAD_LETTER_SUFFIX)
+    dead_letter_log = function_log(stack, "dead-letter")
+    try:
+        submitted = client.submit({"alert_type": "generic", "data": "payments-api 5xx burst"})
+        await until(lambda: model.waiting() == 1, "the investigation's model call")
+        [agent_step] = [m for m in tap.drain() if m.kind == "iterate"]
+
+        # 1. A duplicate delivery while the step runs: refused until Pub/Sub gives up.
+        await deps.bus.publish(agent_step)
+        forwarded: list[pubsub_v1.types.PubsubMessage] = []
+
+        def forwarded_yet() -> bool:
+            forwarded.extend(dead_letters.drain_raw(wait=0.5))
+            return bool(forwarded)
+
+        await until(forwarded_yet, "the duplicate's dead letter")
+        [dead_letter] = forwarded
+        assert dead_letter.attributes["CloudPubSubDeadLetterSourceDeliveryCount"] == "5"
+        await until(
+            lambda: logged(dead_letter_log, "holds its lease", agent_step.execution_id),
+            "the dead-letter function to leave the leased step alone",
+        )
+
+        # 2. The step commits; the same dead letter arrives again while the summary runs.
+        model.released[0].set()
+        await until(lambda: model.waiting() == 2, "the executive summary's model call")
+        execution = await store.get_execution(agent_step.execution_id)
+        assert execution is not None and execution.status is ExecutionStatus.COMPLETED
+        publisher = pubsub_v1.PublisherClient()
+        try:
+            publisher.publish(
+                dead_letters.topic, dead_letter.data, **dict(dead_letter.attributes)
+            ).result(timeout=30)
+        finally:
+            publisher.transport.close()
+        await until(
+            lambda: (
+                logged(dead_letter_log, "after its step was done", agent_step.execution_id)
+                or logged(dead_letter_log, "could not be processed", agent_step.session_id)
+            ),
+            "the dead-letter function to handle the late dead letter",
+        )
+        assert logged(dead_letter_log, "after its step was done", agent_step.execution_id)
+        running = await store.get_session(submitted.session_id)
+        assert running is not None and running.status is ExecutionStatus.ACTIVE
+        assert running.error is None
+
+        model.released[1].set()
+        *_, view = client.watch(submitted.session_id, poll_interval=0.25, timeout=WAIT_SECONDS)
+    finally:
+        for event in model.released:
+            event.set()  # never leave a held call behind for the next test
+        dead_letters.close()
+
+    assert view.status is ExecutionStatus.COMPLETED
+    assert view.session["error"] is None
+    assert view.session["final_analysis"] == "The config map lost its DB_URL key."
+    assert view.session["executive_summary"] == "payments-api lost DB_URL."
