@@ -246,3 +246,59 @@ def test_message_agent_is_offered_and_called_like_any_tool() -> None:
     outcome = STRATEGY.on_result(st, llm, [answer])
     assert outcome.next == "continue"
     assert "password authentication failed" in outcome.messages[1].content
+
+
+# ─── a final answer that is no analysis ───────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        ("<your final analysis in Markdown>", "is the placeholder from the instructions"),
+        ("  <the root cause>  ", "is the placeholder from the instructions"),
+        ("", "the final answer is empty"),
+        ("   ", "the final answer is empty"),
+    ],
+)
+def test_a_final_answer_that_is_no_analysis_is_answered_with_feedback_not_concluded(
+    answer: str, problem: str
+) -> None:
+    st = state()
+    llm = reply(action="final_answer", answer=answer)
+    outcome = STRATEGY.on_result(st, llm, [])
+    assert outcome.next == "continue"
+    assert outcome.final_analysis is None
+    assert problem in outcome.timeline[-1].metadata["schema_error"]
+    assert outcome.timeline[-1].content == llm.text
+    assert [m.role for m in outcome.messages] == ["assistant", "user"]
+    assert problem in outcome.messages[1].content
+
+
+def test_an_analysis_that_merely_mentions_angle_brackets_concludes() -> None:
+    answer = "The probe calls <host>/healthz, which returns 503 since release 2.3.0."
+    outcome = STRATEGY.on_result(state(), reply(action="final_answer", answer=answer), [])
+    assert (outcome.next, outcome.final_analysis) == ("complete", answer)
+
+
+def test_a_placeholder_in_the_conclusion_call_leaves_the_models_thought_as_the_analysis() -> None:
+    st = state(iteration=5, max_iterations=5)
+    llm = LLMResult(
+        text=json.dumps(
+            {
+                "thought": "The pod's logs show the DB password was rejected.",
+                "action": "final_answer",
+                "answer": "<your final analysis in Markdown>",
+            }
+        )
+    )
+    outcome = STRATEGY.on_result(st, llm, [])
+    assert outcome.next == "complete"
+    assert outcome.final_analysis == "The pod's logs show the DB password was rejected."
+
+
+def test_a_placeholder_and_no_thought_in_the_conclusion_call_fails_with_the_reason() -> None:
+    st = state(iteration=5, max_iterations=5)
+    llm = reply(action="final_answer", answer="<your final analysis in Markdown>", thought="")
+    outcome = STRATEGY.on_result(st, llm, [])
+    assert outcome.next == "fail"
+    assert outcome.error is not None and "no final answer" in outcome.error.message

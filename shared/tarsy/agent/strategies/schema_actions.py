@@ -14,7 +14,8 @@ conclusion call (whose schema allows the final answer only), and sub-agents
 (``message_agent`` is offered like any tool). A reply that breaks the schema
 anyway (a server that ignores ``response_format``, a cut reply) is recorded on
 the timeline and answered with feedback; the next iteration tries again, within
-``max_iterations``: it is never a crash.
+``max_iterations``: it is never a crash. So is a final answer the schema allows
+but that is no analysis: empty, or the guidance's placeholder copied back.
 
 The conversation is stored as text, as ReAct stores it: the assistant turn is
 the JSON reply, and the observation a user message; past calls are re-read
@@ -55,6 +56,8 @@ FINAL_ANSWER = "final_answer"
 # Keys of a tool's parameter schema that say nothing about valid arguments.
 _ANNOTATIONS = ("$schema", "title", "$id")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+# A whole answer that is one <angle-bracketed phrase>: the guidance's template, copied.
+_PLACEHOLDER = re.compile(r"^<[^<>\n]*>$")
 
 GUIDANCE = """\
 Reply with exactly one JSON object and nothing else, in one of two forms:
@@ -148,6 +151,24 @@ def parse_action(text: str, schema: dict[str, Any]) -> Action | str:
         where = ".".join(str(p) for p in e.absolute_path) or "the reply"
         return f"{where} does not match the reply schema: {e.message[:300]}"
     return Action.model_validate(value)
+
+
+def unwritten_answer(answer: str) -> str | None:
+    """Why a final answer that matched the schema is still no analysis, or None if it is one.
+
+    The schema can only say "a string": an empty one, or the guidance's own
+    placeholder copied back (small models do), would otherwise become the
+    session's final analysis.
+    """
+    text = answer.strip()
+    if not text:
+        return "the final answer is empty"
+    if _PLACEHOLDER.match(text):
+        return (
+            f"the final answer {text!r} is the placeholder from the instructions, not an "
+            "analysis: write what is broken, the root cause and its evidence, and the fix"
+        )
+    return None
 
 
 def tools_as_text(tools: Sequence[ToolDefinition]) -> str:
@@ -269,8 +290,21 @@ class SchemaActionsStrategy:
             "\n\n".join(t for t in (result.thinking, parsed.thought) if t), notes, "native"
         )
         if parsed.action == FINAL_ANSWER:
+            unwritten = unwritten_answer(parsed.answer)
+            if unwritten is not None:
+                notes["schema_error"] = unwritten
             if reason is not None:
-                return force_conclusion(state, reason, result.text, parsed.answer, timeline, notes)
+                # The last call: an unwritten answer leaves the model's thought, if any.
+                analysis = parsed.thought if unwritten is not None else parsed.answer
+                return force_conclusion(state, reason, result.text, analysis, timeline, notes)
+            if unwritten is not None:
+                timeline.append(
+                    TimelineEvent(
+                        type=TimelineEventType.LLM_RESPONSE, content=result.text, metadata=notes
+                    )
+                )
+                follow_up = ConversationMessage(role="user", content=feedback(unwritten))
+                return continue_or_stop(state, [assistant, follow_up], timeline)
             return conclude(state, result.text, parsed.answer.strip(), timeline, notes)
         call = _call(parsed, call_id_for(state))
         assert call is not None  # a call_tool action that matched the schema names its tool
