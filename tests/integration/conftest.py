@@ -156,13 +156,13 @@ def client(stack: Stack) -> Iterator[TarsyClient]:
 
 
 class Tap:
-    """A pull subscription on a topic (the steps topic unless named): sees what comes next."""
+    """A pull subscription on the steps topic: sees every message published from now on."""
 
-    def __init__(self, stack: Stack, topic: str | None = None) -> None:
+    def __init__(self, stack: Stack) -> None:
         self._subscriber = pubsub_v1.SubscriberClient()
-        self.topic = f"projects/{stack.project_id}/topics/{topic or stack.steps_topic}"
+        topic = f"projects/{stack.project_id}/topics/{stack.steps_topic}"
         self.path = self._subscriber.subscription_path(stack.project_id, f"tap-{uuid.uuid4().hex}")
-        self._subscriber.create_subscription(name=self.path, topic=self.topic)
+        self._subscriber.create_subscription(name=self.path, topic=topic)
 
     def drain(self, *, wait: float = 1.0) -> list[StepMessage]:
         """Pull and acknowledge every step message that arrives within ``wait`` seconds."""

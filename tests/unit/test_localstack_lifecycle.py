@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tarsy.settings import get_settings
-from tarsy_dev.cli import StoppedWatching
+from tarsy_dev.cli import StoppedWatching, _parser
 from tarsy_dev.localstack import __main__ as localstack
 from tarsy_dev.localstack import stack as stack_module
 from tarsy_dev.localstack.processes import (
@@ -398,3 +398,12 @@ def test_ctrl_c_while_the_demo_watches_stops_the_stack_without_a_traceback(
     err = capsys.readouterr().err
     assert "interrupted; stopping the stack" in err and "goes on" not in err
     assert [p.name for p in sleepers if is_running(p.pid)] == []
+
+
+def test_a_generated_api_key_is_read_as_the_value_of_api_key_on_a_command_line(
+    tmp_path: Path,
+) -> None:
+    for _ in range(500):  # base64 keys started with "-" one time in 64
+        key = StackOptions(root=tmp_path, state_dir=tmp_path).api_key
+        args = _parser().parse_args(["--api-key", key, "show", "some-session"])
+        assert args.api_key == key

@@ -90,7 +90,9 @@ class StackOptions(BaseModel):
     root: Path = Field(description="Repository root (holds functions/).")
     state_dir: Path = Field(description="Where stack.json, stack.env and logs go.")
     project_id: str = "tarsy-local"
-    api_key: str = Field(default_factory=lambda: secrets.token_urlsafe(24))
+    # Hex, not URL-safe base64: a key that starts with "-" reads as an option on a command
+    # line (`tarsy --api-key -Rx…` fails), and one key in 64 would.
+    api_key: str = Field(default_factory=lambda: secrets.token_hex(24))
     config_path: Path | None = None
     # Extra environment for the functions (e.g. TARSY_LOG_LEVEL).
     function_env: dict[str, str] = Field(default_factory=dict)
