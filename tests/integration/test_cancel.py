@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import replace
 
 from tarsy.api.handlers import cancel
@@ -21,16 +20,9 @@ from tarsy_dev.fakes.bus import RecordingBus
 from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 
 from . import in_process
+from .polling import until
 
 HANG_SECONDS = 300.0  # far beyond anything the test waits for
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition()`` until it holds, for at most a minute."""
-    deadline = time.monotonic() + 60
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def test_a_cancel_cuts_a_hanging_model_call_and_ends_the_session_cancelled(

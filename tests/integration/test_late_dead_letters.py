@@ -21,10 +21,7 @@ order of events is forced, not timed:
 
 from __future__ import annotations
 
-import asyncio
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from google.cloud import pubsub_v1  # type: ignore[attr-defined]
@@ -38,6 +35,7 @@ from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply
 from tarsy_dev.localstack.stack import DEAD_LETTER_SUFFIX, MAX_DELIVERY_ATTEMPTS, Stack
 
 from .conftest import Tap
+from .polling import until
 
 HOLD_SECONDS = 240.0  # how long a held model call waits at most; far beyond the test's needs
 WAIT_SECONDS = 120.0  # each wait is for one push or one step: under a second when quiet
@@ -60,14 +58,6 @@ class HeldModel:
     def waiting(self) -> int:
         """How many calls have arrived (each is held until released)."""
         return len(self.calls)
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition()`` until it holds, for at most WAIT_SECONDS."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
 
 
 def function_log(stack: Stack, name: str) -> Path:
@@ -107,7 +97,7 @@ async def test_a_step_that_outlives_its_deliveries_completes_its_session(
     dead_letter_log = function_log(stack, "dead-letter")
     try:
         submitted = client.submit({"alert_type": "generic", "data": "payments-api 5xx burst"})
-        await until(lambda: model.waiting() == 1, "the investigation's model call")
+        await until(lambda: model.waiting() == 1, "the investigation's model call", WAIT_SECONDS)
         [published] = [
             m for m in tap.drain_raw() if StepMessage.model_validate_json(m.data).kind == "iterate"
         ]
@@ -122,16 +112,18 @@ async def test_a_step_that_outlives_its_deliveries_completes_its_session(
         await until(
             lambda: logged(function_log(stack, "step"), "is leased", agent_step.execution_id),
             "the step function to refuse the duplicate",
+            WAIT_SECONDS,
         )
         forward(stack, dead_letter)
         await until(
             lambda: logged(dead_letter_log, "holds its lease", agent_step.execution_id),
             "the dead-letter function to leave the leased step alone",
+            WAIT_SECONDS,
         )
 
         # 2. The step commits; the same dead letter arrives again while the summary runs.
         model.released[0].set()
-        await until(lambda: model.waiting() == 2, "the executive summary's model call")
+        await until(lambda: model.waiting() == 2, "the summary's model call", WAIT_SECONDS)
         execution = await store.get_execution(agent_step.execution_id)
         assert execution is not None and execution.status is ExecutionStatus.COMPLETED
         forward(stack, dead_letter)
@@ -141,6 +133,7 @@ async def test_a_step_that_outlives_its_deliveries_completes_its_session(
                 or logged(dead_letter_log, "could not be processed", agent_step.session_id)
             ),
             "the dead-letter function to handle the late dead letter",
+            WAIT_SECONDS,
         )
         assert logged(dead_letter_log, "after its step was done", agent_step.execution_id)
         running = await store.get_session(submitted.session_id)

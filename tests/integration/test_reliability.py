@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
@@ -27,6 +26,7 @@ from tarsy_dev.fakes.bus import RecordingBus
 from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 
 from . import in_process
+from .polling import until
 
 
 class DroppingBus(RecordingBus):
@@ -46,17 +46,6 @@ async def started(deps: Deps, store: Store) -> tuple[Session, StepMessage, Recor
     [first] = bus.published
     bus.published.clear()
     return session, first, bus
-
-
-async def until(condition: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
-    """Poll ``condition`` until it holds; fail after ``seconds`` (far above what it bounds)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        if condition():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def drive(deps: Deps, message: StepMessage, bus: RecordingBus, limit: int = 20) -> None:

@@ -224,6 +224,27 @@ def observation(call: ToolCall, content: str) -> str:
     return f"Observation from {call.name} {call.arguments}:\n{content}"
 
 
+def _unused_reply(result: LLMResult, notes: dict[str, Any]) -> TimelineEvent:
+    """The timeline's record of a reply that was not used (its problem is in ``notes``)."""
+    return TimelineEvent(type=TimelineEventType.LLM_RESPONSE, content=result.text, metadata=notes)
+
+
+def _answered_with_feedback(
+    state: IterationState,
+    result: LLMResult,
+    problem: str,
+    timeline: list[TimelineEvent],
+    notes: dict[str, Any],
+) -> IterationOutcome:
+    """Record a reply that was not used and tell the model why; the next iteration retries."""
+    timeline.append(_unused_reply(result, notes))
+    exchange = [
+        ConversationMessage(role="assistant", content=result.text),
+        ConversationMessage(role="user", content=feedback(problem)),
+    ]
+    return continue_or_stop(state, exchange, timeline)
+
+
 class SchemaActionsStrategy:
     """One schema-constrained JSON action per reply: a tool call or the final answer."""
 
@@ -271,20 +292,14 @@ class SchemaActionsStrategy:
         reason = conclusion_reason(state, history)
         parsed = self._parse(state, result)
         notes: dict[str, Any] = {"iteration": state.iteration, **provider_notes(result)}
-        assistant = ConversationMessage(role="assistant", content=result.text)
         if not isinstance(parsed, Action):
             notes["schema_error"] = parsed
             timeline = thinking_events(result.thinking, notes, "native")
-            timeline.append(
-                TimelineEvent(
-                    type=TimelineEventType.LLM_RESPONSE, content=result.text, metadata=notes
-                )
-            )
             if reason is not None:
                 # The conclusion call broke its schema: its text, if any, is all there is.
+                timeline.append(_unused_reply(result, notes))
                 return force_conclusion(state, reason, result.text, result.text, timeline, notes)
-            follow_up = ConversationMessage(role="user", content=feedback(parsed))
-            return continue_or_stop(state, [assistant, follow_up], timeline)
+            return _answered_with_feedback(state, result, parsed, timeline, notes)
         notes["action"] = parsed.action
         timeline = thinking_events(
             "\n\n".join(t for t in (result.thinking, parsed.thought) if t), notes, "native"
@@ -298,13 +313,7 @@ class SchemaActionsStrategy:
                 analysis = parsed.thought if unwritten is not None else parsed.answer
                 return force_conclusion(state, reason, result.text, analysis, timeline, notes)
             if unwritten is not None:
-                timeline.append(
-                    TimelineEvent(
-                        type=TimelineEventType.LLM_RESPONSE, content=result.text, metadata=notes
-                    )
-                )
-                follow_up = ConversationMessage(role="user", content=feedback(unwritten))
-                return continue_or_stop(state, [assistant, follow_up], timeline)
+                return _answered_with_feedback(state, result, unwritten, timeline, notes)
             return conclude(state, result.text, parsed.answer.strip(), timeline, notes)
         call = _call(parsed, call_id_for(state))
         assert call is not None  # a call_tool action that matched the schema names its tool
@@ -314,5 +323,8 @@ class SchemaActionsStrategy:
             content = loops[call.id].observation
         else:
             content = "\n\n".join(r.content for r in tool_results) or "Error: no result"
-        follow_up = ConversationMessage(role="user", content=observation(call, content))
-        return continue_or_stop(state, [assistant, follow_up], timeline)
+        exchange = [
+            ConversationMessage(role="assistant", content=result.text),
+            ConversationMessage(role="user", content=observation(call, content)),
+        ]
+        return continue_or_stop(state, exchange, timeline)
