@@ -1,0 +1,182 @@
+"""What the gather phase saw of the cluster, parsed: the input of every detection.
+
+Design constraint: detections are pure functions of a :class:`Snapshot`, so
+they are tested on clusters built inside the tests, never on a live server.
+The collectors (:mod:`tarsy.evidence.gather`) fill a snapshot from tool
+results; nothing here knows which tool produced what beyond the ``source``
+each item carries, the id of the gathered call it rests on (a detection
+points at its evidence with it).
+
+Kubernetes objects are kept as the API serves them (``dict`` bodies in the
+API's own shape, ``metadata``/``spec``/``status``), so a fixture is written
+exactly as ``kubectl get -o yaml`` would print it. Events, logs and usage
+figures, which the tools print in their own formats, are normalized into
+small models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ObjectRef(BaseModel):
+    """A Kubernetes object by kind, namespace (empty for cluster-scoped) and name."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    name: str
+    namespace: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+class KubeObject(BaseModel):
+    """One object as the API served it, and the gathered call it came from."""
+
+    kind: str
+    body: dict[str, Any]
+    source: str = Field(description="the id of the gathered call that returned it")
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The object's ``metadata`` (empty when absent)."""
+        value = self.body.get("metadata")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def name(self) -> str:
+        """``metadata.name``."""
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        """``metadata.namespace`` ("" for cluster-scoped objects)."""
+        return str(self.metadata.get("namespace", "") or "")
+
+    @property
+    def ref(self) -> ObjectRef:
+        """This object's reference."""
+        return ObjectRef(kind=self.kind, name=self.name, namespace=self.namespace)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The object's ``spec`` (empty when absent)."""
+        value = self.body.get("spec")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def status(self) -> dict[str, Any]:
+        """The object's ``status`` (empty when absent)."""
+        value = self.body.get("status")
+        return value if isinstance(value, dict) else {}
+
+
+class KubeEvent(BaseModel):
+    """One Kubernetes event, as ``events_list`` prints it, normalized."""
+
+    namespace: str = ""
+    object: ObjectRef
+    type: str = "Normal"
+    reason: str = ""
+    message: str = ""
+    count: int = 1
+    last_seen: datetime | None = None
+    source: str
+
+
+class PodLog(BaseModel):
+    """The tail of one container's log (``previous``: its last terminated run)."""
+
+    namespace: str
+    pod: str
+    container: str = ""
+    previous: bool = False
+    text: str
+    source: str
+
+
+class Usage(BaseModel):
+    """A pod's or node's current CPU and memory, from the metrics API (``*_top``)."""
+
+    ref: ObjectRef
+    cpu_millicores: float | None = None
+    memory_bytes: float | None = None
+    source: str
+
+
+class AlertFacts(BaseModel):
+    """What the alert itself says: its name, labels, annotations and when it started."""
+
+    name: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    starts_at: datetime | None = None
+
+
+class Snapshot(BaseModel):
+    """Everything gathered for one alert: objects by kind, events, logs, usage.
+
+    ``errors`` maps a gathered call's id to the error it returned, so a
+    detection can tell "not there" from "could not look".
+    """
+
+    alert: AlertFacts = Field(default_factory=AlertFacts)
+    objects: list[KubeObject] = Field(default_factory=list)
+    events: list[KubeEvent] = Field(default_factory=list)
+    logs: list[PodLog] = Field(default_factory=list)
+    usage: list[Usage] = Field(default_factory=list)
+    errors: dict[str, str] = Field(default_factory=dict)
+
+    def of_kind(self, kind: str) -> Iterator[KubeObject]:
+        """The objects of ``kind`` (e.g. ``Pod``), in the order gathered."""
+        return (o for o in self.objects if o.kind == kind)
+
+    def get(self, kind: str, name: str, namespace: str = "") -> KubeObject | None:
+        """The object of ``kind`` named ``name`` (in ``namespace`` when namespaced)."""
+        for obj in self.objects:
+            if obj.kind == kind and obj.name == name and obj.namespace == namespace:
+                return obj
+        return None
+
+    def events_of(self, ref: ObjectRef) -> list[KubeEvent]:
+        """The events about ``ref``, newest first."""
+        found = [e for e in self.events if e.object.kind == ref.kind and e.object.name == ref.name]
+        if ref.namespace:
+            found = [e for e in found if (e.namespace or e.object.namespace) == ref.namespace]
+        return sorted(found, key=_seen, reverse=True)
+
+    def logs_of(self, namespace: str, pod: str) -> list[PodLog]:
+        """The gathered logs of pod ``namespace/pod`` (previous runs first)."""
+        found = [log for log in self.logs if log.namespace == namespace and log.pod == pod]
+        return sorted(found, key=lambda log: not log.previous)
+
+
+def _seen(event: KubeEvent) -> float:
+    return event.last_seen.timestamp() if event.last_seen is not None else 0.0
+
+
+class Detection(BaseModel):
+    """One finding of plain code over the snapshot: one sentence, with its evidence.
+
+    ``check`` names the detection that found it (``crash_loop``, ``oom_killed``,
+    ...); ``subject`` is the object it is about; ``finding`` is the sentence a
+    person (and the model) reads, naming the objects and figures it rests on;
+    ``evidence`` holds the ids of the gathered calls whose results show it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    check: str
+    subject: ObjectRef
+    finding: str
+    evidence: list[str] = Field(default_factory=list)
+    severity: int = Field(
+        default=2, ge=1, le=3, description="1: the likely cause; 2: a symptom; 3: context"
+    )
