@@ -14,6 +14,7 @@ from tarsy.app import Deps
 from tarsy.http.request import HttpRequest
 from tarsy.models import (
     AgentExecution,
+    ChainRouting,
     ExecutionStatus,
     Session,
     Stage,
@@ -199,6 +200,22 @@ async def test_hostile_alert_tool_and_model_text_render_as_text() -> None:
     assert everything.count("&lt;script&gt;") >= 4
     assert "&lt;img src=x onerror=" in everything
     assert "<h1>Cause</h1>" in update["overview"]
+
+
+async def test_the_header_says_why_the_session_runs_its_chain() -> None:
+    store = hostile_store()
+    session = store.sessions["s-1"]
+    store.sessions["s-1"] = session.model_copy(
+        update={
+            "routing": ChainRouting(
+                by="rule", rule="metrics-service", reason=f"service {SCRIPT!r} is set"
+            )
+        }
+    )
+    update: dict[str, Any] = json.loads((await call(store, get("/ui/data/sessions/s-1"))).body)
+    no_markup_from(update["header"])
+    assert "<dt>routed</dt>" in update["header"]
+    assert "by rule metrics-service: service" in update["header"]
 
 
 def test_markdown_keeps_structure_and_drops_active_content() -> None:
