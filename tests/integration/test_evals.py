@@ -74,3 +74,34 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
     )  # fmt: skip
     assert report.harness_ok
     assert [(m.model, m.pass_rate) for m in report.models] == [("standin", 100.0), ("sloppy", 0.0)]
+
+
+METRICS_SCENARIOS = ["cpu-throttling-latency", "canary-5xx-by-version", "memory-leak-toward-oom"]
+
+
+def test_the_metrics_scenarios_pass_for_the_standin_and_fail_for_the_sloppy_model(
+    tmp_path: Path,
+) -> None:
+    """The real Prometheus and prometheus-mcp-server answer the metrics tool calls."""
+    settings = Settings()
+    models = resolve_models(["standin", "sloppy"], settings)
+    results = run_evaluation(
+        EvalOptions(
+            root=ROOT, state_dir=tmp_path / "state", scenarios=METRICS_SCENARIOS, models=models
+        ),
+        settings,
+    )
+    assert len(results) == 2 * len(METRICS_SCENARIOS)
+    for result in results:
+        observation, score = result.observation, result.score
+        assert observation.status == "completed", observation.error
+        scenario = load_scenario(observation.scenario)
+        if observation.model == "standin":
+            assert score.passed, (observation.scenario, score.reasons)
+            # Every playbook call answered, the metrics ones from the backfilled history.
+            assert [(c.tool, c.is_error) for c in observation.tool_calls] == [
+                (s.tool, s.fails) for s in scenario.playbook.steps
+            ]
+        else:
+            assert not score.passed, observation.scenario
+            assert score.forbidden[0].found
