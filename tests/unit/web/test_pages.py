@@ -218,6 +218,37 @@ async def test_the_header_says_why_the_session_runs_its_chain() -> None:
     assert "by rule metrics-service: service" in update["header"]
 
 
+async def test_a_metric_tool_result_is_drawn_beside_its_folded_text() -> None:
+    store = hostile_store()
+    result = json.dumps(
+        {
+            "resultType": "matrix",
+            "result": [{"metric": {"pod": IMAGE}, "values": [[1, "0.1"], [61, "0.9"]]}],
+        }
+    )
+    store.timelines["e-1"].append(
+        (
+            "0001-003",
+            TimelineEvent(
+                type=TimelineEventType.MCP_TOOL_CALL,
+                content=result,
+                metadata={
+                    "tool_name": "execute_range_query",
+                    "server_name": "prometheus",
+                    "arguments": {"query": "ratio > 0.5", "start": "a", "end": "b", "step": "1m"},
+                },
+            ),
+        )
+    )
+    update: dict[str, Any] = json.loads((await call(store, get("/ui/data/sessions/s-1"))).body)
+    [html] = [e["html"] for e in update["events"] if "execute_range_query" in e["html"]]
+    no_markup_from(html)
+    assert '<svg class="metric-chart"' in html and '<line class="threshold"' in html
+    assert "<code>ratio &gt; 0.5</code>" in html
+    assert html.index("<svg") < html.index("<details>")  # the chart, then the folded result
+    assert "style=" not in html
+
+
 def test_markdown_keeps_structure_and_drops_active_content() -> None:
     html = str(markdown_html("**bold** [ok](https://example.org) [bad](javascript:alert(1))"))
     assert "<strong>bold</strong>" in html
