@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tarsy.errors import ConfigError
+from tarsy_dev.demo_cluster.loader import load_scenario, scenario_names
 from tarsy_dev.demo_cluster.metrics import openmetrics
 from tarsy_dev.demo_cluster.models import Scenario
 from tarsy_dev.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
@@ -166,8 +167,6 @@ def serve_scenario_metrics(
     Returns:
         The running Prometheus (stop it with ``processes.stop``).
     """
-    from tarsy_dev.demo_cluster import load_scenario, scenario_names
-
     ensure_installed(root, progress)
     scenarios = [load_scenario(name) for name in scenario_names()]
     progress("backfilling the scenarios' metrics into Prometheus (promtool)")
