@@ -43,9 +43,10 @@ _RESOLVE_FAILURES = tuple(
         rf"(?:failed|unable) to resolve(?: host(?:name)?)?:? ['\"]?{_HOST}",
         rf"UnknownHostException:? {_HOST}",
         rf"host='{_HOST}'.*{_NOT_RESOLVED}",
-        rf"{_HOST}(?::\d+)?['\"]?:? .*{_NOT_RESOLVED}",
-        rf"NXDOMAIN\W+(?:for |resolving )?['\"]?{_HOST}",
-        rf"{_HOST}\.? .*NXDOMAIN",
+        rf"{_HOST}(?::\d+)?['\"]?: (?:\[Errno -?\d+\] )?{_NOT_RESOLVED}",
+        # CoreDNS's query log: "A IN <name>. udp ..." NXDOMAIN
+        rf"\b(?:A|AAAA|SRV) IN {_HOST}\.? .*NXDOMAIN",
+        rf"NXDOMAIN\W+(?:for|resolving|looking up) ['\"]?{_HOST}",
     )
 )
 _NOT_HOSTS = {"localhost", "tcp", "udp", "dial", "lookup", "error", "errno", "host"}
@@ -67,7 +68,9 @@ def failing_hosts(text: str) -> list[str]:
             if not match:
                 continue
             host = match.group(1).lower().rstrip(".")
-            if host in _NOT_HOSTS or not re.search(r"[a-z]", host) or _is_ip(host):
+            if host in _NOT_HOSTS or _is_ip(host) or not re.search(r"[a-z]", host):
+                continue
+            if re.search(r"(error|exception)$", host):  # an exception's name, not a host
                 continue
             found.setdefault(host, None)
             break
