@@ -13,11 +13,11 @@ _APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 def _config_map(
     data: dict[str, str], applied: dict[str, str] | None = None, **metadata: Any
-) -> KubeObject:  # noqa: E501
+) -> KubeObject:
     annotations = {_APPLIED: json.dumps({"kind": "ConfigMap", "data": applied})} if applied else {}
     return obj(
         "ConfigMap", "pricing-config", data=data, metadata={"annotations": annotations, **metadata}
-    )  # noqa: E501
+    )
 
 
 def _reader(**spec: Any) -> KubeObject:
@@ -46,13 +46,13 @@ def test_a_configmap_written_after_the_replicaset_was_created_says_who_and_when(
             "operation": "Update",
             "time": iso(-90),
             "fieldsV1": {"f:data": {}},
-        },  # noqa: E501
+        },
         {
             "manager": "kubectl-edit",
             "operation": "Update",
             "time": iso(-10),
             "fieldsV1": {"f:data": {"f:TAX_RATE": {}}},
-        },  # noqa: E501
+        },
     ]
     changed = _config_map({"TAX_RATE": "0.21"}, managedFields=managed)
     rs = replica_set("pricing-6d5", "pricing", 3, {}, created=-60)
@@ -78,16 +78,16 @@ def test_a_configmap_read_through_a_volume_or_a_key_reference_is_checked_too() -
                 ],
             )
         ],
-    )  # noqa: E501
+    )
     assert list(config.config_map_names(key_reader)) == ["other"]
 
 
 def test_a_configmap_that_matches_what_was_applied_and_predates_the_rollout_is_not_reported() -> (
     None
-):  # noqa: E501
+):
     managed = [
         {"manager": "kubectl", "operation": "Apply", "time": iso(-90), "fieldsV1": {"f:data": {}}}
-    ]  # noqa: E501
+    ]
     steady = _config_map({"TAX_RATE": "0.21"}, applied={"TAX_RATE": "0.21"}, managedFields=managed)
     rs = replica_set("pricing-6d5", "pricing", 3, {}, created=-60)
     assert config.config_drift(snapshot(_reader(), steady, rs)) == []

@@ -29,7 +29,7 @@ _GO = "dial tcp: lookup inventry-svc.orders.svc.cluster.local on 10.96.0.10:53: 
         (
             "resolver: NXDOMAIN for search-index.catalog.svc.cluster.local.",
             "search-index.catalog.svc.cluster.local",
-        ),  # noqa: E501
+        ),
         ("connect to 10.0.0.5:5432 failed: connection refused", None),
         (
             '[INFO] 10.244.0.5:43420 - 1 "A IN stock.orders.svc.cluster.local. udp 60 false 512" '
@@ -45,28 +45,28 @@ def test_the_host_a_log_line_fails_to_resolve_is_extracted(line: str, host: str 
 
 def _service(
     name: str, namespace: str = "orders", selector: dict[str, str] | None = None, **spec: Any
-) -> KubeObject:  # noqa: E501
+) -> KubeObject:
     ports = spec.pop("ports", [{"port": 80, "targetPort": 8080}])
     return obj(
         "Service",
         name,
         namespace,
         spec={"selector": selector or {"app": name}, "ports": ports, **spec},
-    )  # noqa: E501
+    )
 
 
 def test_a_host_that_names_no_service_is_reported_with_the_closest_service_and_its_config_key() -> (
     None
-):  # noqa: E501
+):
     caller = log("checkout-1", f"starting\n{_GO}\n")
     settings = obj(
         "ConfigMap",
         "checkout-env",
         data={"INVENTORY_URL": "http://inventry-svc.orders.svc.cluster.local:8080", "MODE": "live"},
-    )  # noqa: E501
+    )
     [found] = network.unresolvable_host(
         snapshot(caller, settings, _service("inventory-svc"), _service("payments"))
-    )  # noqa: E501
+    )
     assert found.severity == 1
     text = found.finding
     assert "cannot resolve host inventry-svc.orders.svc.cluster.local" in text
@@ -80,7 +80,7 @@ def test_a_host_whose_service_was_listed_in_another_namespace_is_checked_there()
     caller = log("checkout-1", "lookup ledger.billing.svc.cluster.local: no such host")
     row = ListedRow(
         kind="Service", namespace="billing", name="ledger-api", source="list-services-billing"
-    )  # noqa: E501
+    )
     [found] = network.unresolvable_host(snapshot(caller, row))
     assert "namespace billing has no Service ledger" in found.finding
     assert "list-services-billing" in found.evidence
@@ -90,7 +90,7 @@ def test_a_service_looked_up_and_not_found_is_said_not_to_exist() -> None:
     caller = log("checkout-1", "getaddrinfo ENOTFOUND stock")
     [found] = network.unresolvable_host(
         snapshot(caller, ObjectRef(kind="Service", name="stock", namespace="orders"))
-    )  # noqa: E501
+    )
     assert "Service orders/stock does not exist" in found.finding
 
 
@@ -98,7 +98,7 @@ def test_a_host_that_names_an_existing_service_or_an_outside_host_is_not_reporte
     caller = log(
         "checkout-1",
         "getaddrinfo ENOTFOUND inventory-svc\nlookup api.payments.example.com: no such host\n",
-    )  # noqa: E501
+    )
     assert network.unresolvable_host(snapshot(caller, _service("inventory-svc"))) == []
 
 
@@ -111,7 +111,7 @@ def _policy(
     selector: dict[str, Any],
     ingress: list[dict[str, Any]] | None,
     name: str = "inventory-ingress",
-) -> KubeObject:  # noqa: E501
+) -> KubeObject:
     spec: dict[str, Any] = {"podSelector": selector, "policyTypes": ["Ingress"]}
     if ingress is not None:
         spec["ingress"] = ingress
@@ -121,7 +121,7 @@ def _policy(
 def _peers() -> tuple[KubeObject, KubeObject, KubeObject]:
     caller = pod(
         "checkout-7f-a", "orders", labels={"app": "checkout"}, ip="10.1.0.5", owner="checkout-7f"
-    )  # noqa: E501
+    )
     served = pod(
         "inventory-5c-b",
         "inventory",
@@ -142,7 +142,7 @@ _FROM_WEB = [
         ],
         "ports": [{"port": 8080}],
     }
-]  # noqa: E501
+]
 
 
 def test_a_policy_admitting_only_other_pods_blocks_the_caller_and_says_what_it_admits() -> None:
@@ -157,7 +157,7 @@ def test_a_policy_admitting_only_other_pods_blocks_the_caller_and_says_what_it_a
         config,
         _namespace("orders", team="orders"),
         _namespace("inventory"),
-    )  # noqa: E501
+    )
     [found] = network.network_policy_blocks(cluster)
     assert found.severity == 1  # the caller's configuration names the Service
     text = found.finding
@@ -166,7 +166,7 @@ def test_a_policy_admitting_only_other_pods_blocks_the_caller_and_says_what_it_a
     assert (
         "to pod inventory/inventory-5c-b (app=inventory) (Service inventory-svc) on port 8080/TCP"
         in text
-    )  # noqa: E501
+    )
     assert "admits only namespaces team=storefront and pods app=web on 8080/TCP" in text
     assert found.evidence[0] == policy.source
 
@@ -192,7 +192,7 @@ def test_a_rule_on_another_port_does_not_admit_the_service_port() -> None:
     rule = [{"from": [{"namespaceSelector": {}}], "ports": [{"port": 9090}]}]
     [found] = network.network_policy_blocks(
         snapshot(caller, served, service, _policy("inventory", {}, rule))
-    )  # noqa: E501
+    )
     assert "on port 8080/TCP" in found.finding
 
 
@@ -204,7 +204,7 @@ def test_a_named_port_rule_admits_the_container_port_of_that_name() -> None:
             snapshot(caller, served, service, _policy("inventory", {}, rule))
         )
         == []
-    )  # noqa: E501
+    )
 
 
 def test_a_namespace_selector_on_labels_not_gathered_is_not_taken_as_a_denial() -> None:
@@ -231,7 +231,7 @@ def test_an_egress_policy_on_the_caller_blocks_it_too() -> None:
             "policyTypes": ["Egress"],
             "egress": [{"to": [{"ipBlock": {"cidr": "10.9.0.0/16"}}]}],
         },
-    )  # noqa: E501
+    )
     served.body["status"]["podIP"] = "10.2.0.9"
     alert = AlertFacts(labels={"pod": "checkout-7f-a", "namespace": "orders"}, starts_at=T0)
     [found] = network.network_policy_blocks(snapshot(caller, served, service, egress, alert=alert))
@@ -248,7 +248,7 @@ def test_a_service_whose_selector_matches_no_pod_names_the_selector_and_the_labe
         name="search-1",
         columns={"LABELS": "app=search,tier=backend"},
         source="list-pods-orders",
-    )  # noqa: E501
+    )
     [found] = network.service_no_endpoints(snapshot(service, endpoints, row))
     assert found.severity == 1
     text = found.finding
@@ -257,7 +257,7 @@ def test_a_service_whose_selector_matches_no_pod_names_the_selector_and_the_labe
     assert (
         "matches none of the 1 pods seen in the namespace (their labels: app=search,tier=backend)"
         in text
-    )  # noqa: E501
+    )
 
 
 def test_a_service_whose_pods_are_not_ready_counts_them() -> None:
@@ -266,7 +266,7 @@ def test_a_service_whose_pods_are_not_ready_counts_them() -> None:
         "Endpoints",
         "search",
         subsets=[{"notReadyAddresses": [{"ip": "10.1.0.7"}, {"ip": "10.1.0.8"}]}],
-    )  # noqa: E501
+    )
     sick = pod("search-1", labels={"app": "search"}, statuses=[running("app", ready=False)])
     [found] = network.service_no_endpoints(snapshot(service, endpoints, sick))
     assert "no ready endpoint (2 not ready)" in found.finding
@@ -281,7 +281,7 @@ def test_a_service_with_ready_endpoints_is_not_reported() -> None:
             snapshot(service, endpoints, pod("search-1", labels={"app": "search"}))
         )
         == []
-    )  # noqa: E501
+    )
 
 
 def test_a_service_with_ready_endpoint_slices_is_not_reported() -> None:
@@ -291,5 +291,5 @@ def test_a_service_with_ready_endpoint_slices_is_not_reported() -> None:
         "search-abc",
         metadata={"labels": {"kubernetes.io/service-name": "search"}},
         endpoints=[{"addresses": ["10.1.0.7"], "conditions": {"ready": True}}],
-    )  # noqa: E501
+    )
     assert network.service_no_endpoints(snapshot(service, sliced)) == []
