@@ -134,6 +134,13 @@ def test_an_answer_naming_evidence_in_other_case_is_accepted() -> None:
     assert answers.unnamed_evidence("CHECKOUT-CONFIG is wrong.", observed()) is None
 
 
+def test_an_answer_naming_the_workload_of_a_pod_in_the_evidence_is_accepted() -> None:
+    pods = observed("payments-api-7d9f8b6c5-x2k4q   0/1   CrashLoopBackOff")
+    assert answers.unnamed_evidence("The payments-api pods crash.", pods) is None
+    assert answers.unnamed_evidence("The payments pods crash.", pods) is not None
+    assert answers.unnamed_evidence("The payments-api-7d9f8b6c5-x2k4q-z pod.", pods) is not None
+
+
 def test_an_answer_naming_nothing_from_the_evidence_is_nudged() -> None:
     nudge = answers.unnamed_evidence(UNNAMED, observed())
     assert nudge is not None and answers.NUDGE_MARKER in nudge

@@ -189,9 +189,16 @@ def evidence_names(messages: Sequence[ConversationMessage]) -> set[str]:
 
 
 def mentions_any(answer: str, names: Iterable[str]) -> bool:
-    """Whether ``answer`` names any of ``names`` (case ignored, whole names only)."""
+    """Whether ``answer`` names any of ``names`` (case ignored, whole names only).
+
+    A name the answer gives also names what it owns: ``payments-api`` names the
+    pod ``payments-api-7d9f8b6c5-x2k4q`` that the evidence shows, as a
+    Deployment's name starts each of its pods' names.
+    """
     said = names_in(answer.lower())
-    return any(name in said for name in names)
+    return any(
+        name in said or any(name.startswith(f"{owner}-") for owner in said) for name in names
+    )
 
 
 def already_nudged(messages: Sequence[ConversationMessage]) -> bool:
