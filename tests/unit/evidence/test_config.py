@@ -96,3 +96,16 @@ def test_a_configmap_that_matches_what_was_applied_and_predates_the_rollout_is_n
 def test_a_configmap_no_pod_reads_is_not_reported() -> None:
     edited = _config_map({"A": "2"}, applied={"A": "1"})
     assert config.config_drift(snapshot(pod("other-1"), edited)) == []
+
+
+def test_the_cluster_ca_configmap_every_pod_mounts_is_not_reported() -> None:
+    reader = pod("pricing-6d5-q", owner="pricing-6d5")
+    reader.spec["volumes"] = [
+        {"name": "token", "projected": {"sources": [{"configMap": {"name": "kube-root-ca.crt"}}]}}
+    ]
+    managed = [{"manager": "kube-controller-manager", "operation": "Update", "time": iso(-1)}]
+    rotated = obj(
+        "ConfigMap", "kube-root-ca.crt", data={"ca.crt": "..."}, metadata={"managedFields": managed}
+    )
+    rs = replica_set("pricing-6d5", "pricing", 3, {}, created=-60)
+    assert config.config_drift(snapshot(reader, rotated, rs)) == []

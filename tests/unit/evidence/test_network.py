@@ -94,6 +94,15 @@ def test_a_service_looked_up_and_not_found_is_said_not_to_exist() -> None:
     assert "Service orders/stock does not exist" in found.finding
 
 
+def test_a_statefulset_pod_name_is_checked_against_its_headless_service() -> None:
+    caller = log("checkout-1", "lookup ledger-0.ledgr.orders.svc.cluster.local: no such host")
+    [found] = network.unresolvable_host(snapshot(caller, _service("ledger")))
+    assert (
+        "namespace orders has no Service ledgr; the closest existing Service is ledger"
+        in found.finding
+    )
+
+
 def test_a_host_that_names_an_existing_service_or_an_outside_host_is_not_reported() -> None:
     caller = log(
         "checkout-1",
@@ -183,7 +192,10 @@ def test_an_empty_pod_selector_with_no_rules_denies_every_caller() -> None:
     caller, served, service = _peers()
     cluster = snapshot(caller, served, service, _policy("inventory", {}, None, name="default-deny"))
     [found] = network.network_policy_blocks(cluster)
-    assert "default-deny" in found.finding and "no rules: it denies all" in found.finding
+    assert (
+        "default-deny" in found.finding
+        and "admits nothing (it has no ingress rules)" in found.finding
+    )
     assert found.severity == 2
 
 
@@ -239,6 +251,37 @@ def test_an_egress_policy_on_the_caller_blocks_it_too() -> None:
     assert "ipBlock 10.9.0.0/16" in found.finding
 
 
+def test_an_egress_policy_that_forgets_dns_is_reported_with_the_pods_failing_lookups() -> None:
+    caller = _peers()[0]
+    only_db = {"to": [{"podSelector": {"matchLabels": {"app": "db"}}}], "ports": [{"port": 5432}]}
+    egress = obj(
+        "NetworkPolicy",
+        "checkout-egress",
+        "orders",
+        spec={"podSelector": {}, "policyTypes": ["Egress"], "egress": [only_db]},
+    )
+    failing = log("checkout-7f-a", "getaddrinfo EAI_AGAIN inventory-svc.inventory")
+    [found] = network.network_policy_blocks(snapshot(caller, egress, failing))
+    assert found.severity == 1
+    assert (
+        "selects pod orders/checkout-7f-a (app=checkout) for egress and admits no DNS traffic"
+        in found.finding
+    )
+    assert "checkout-egress admits only pods app=db on 5432/TCP" in found.finding
+
+
+def test_an_egress_policy_admitting_dns_to_any_namespace_is_not_reported() -> None:
+    caller = _peers()[0]
+    dns = {"to": [{"namespaceSelector": {}}], "ports": [{"port": 53, "protocol": "UDP"}]}
+    egress = obj(
+        "NetworkPolicy",
+        "checkout-egress",
+        "orders",
+        spec={"podSelector": {}, "policyTypes": ["Egress"], "egress": [dns]},
+    )
+    assert network.network_policy_blocks(snapshot(caller, egress)) == []
+
+
 def test_a_service_whose_selector_matches_no_pod_names_the_selector_and_the_labels_seen() -> None:
     service = _service("search", selector={"app": "search", "tier": "api"})
     endpoints = obj("Endpoints", "search", subsets=[])
@@ -255,9 +298,14 @@ def test_a_service_whose_selector_matches_no_pod_names_the_selector_and_the_labe
     assert "Service orders/search (selector app=search,tier=api)" in text
     assert "no ready endpoint (0 not ready)" in text
     assert (
-        "matches none of the 1 pods seen in the namespace (their labels: app=search,tier=backend)"
+        "matches none of the 1 pods listed in the namespace (their labels: app=search,tier=backend)"
         in text
     )
+
+
+def test_pods_fetched_one_by_one_do_not_show_that_a_selector_matches_nothing() -> None:
+    service = _service("search")
+    assert network.service_no_endpoints(snapshot(service, pod("checkout-1"))) == []
 
 
 def test_a_service_whose_pods_are_not_ready_counts_them() -> None:

@@ -120,7 +120,6 @@ def test_an_image_pull_failure_names_the_image_the_missing_tag_and_the_previous_
         f'Failed to pull image "{image}": rpc error: code = NotFound desc = failed to pull and '
         f'unpack image "{image}": not found',
     )
-    web = obj("Deployment", "web", spec={})
     new = replica_set("web-6b9", "web", 5, {"containers": [container("web", image)]})
     old = replica_set(
         "web-55d",
@@ -128,7 +127,7 @@ def test_an_image_pull_failure_names_the_image_the_missing_tag_and_the_previous_
         4,
         {"containers": [container("web", "registry.example.com/shop/web:2.4.0")]},
     )
-    found = pods.image_pull(snapshot(failing, pulled, web, new, old))
+    found = pods.image_pull(snapshot(failing, pulled, new, old))
     assert len(found) == 1
     text = found[0].finding
     assert f"cannot pull image {image} (ImagePullBackOff)" in text
@@ -285,3 +284,30 @@ def test_a_completed_job_is_not_reported() -> None:
         "Job", "nightly-export", status={"conditions": [{"type": "Complete", "status": "True"}]}
     )
     assert pods.job_failed(snapshot(job)) == []
+
+
+def test_a_python_traceback_gives_its_exception_line_and_klog_its_error_line() -> None:
+    traceback = (
+        "Traceback (most recent call last):\n  File \"app.py\", line 3\nKeyError: 'TAX_RATE'\n"
+    )
+    assert pods.last_error_line(traceback) == "KeyError: 'TAX_RATE'"
+    klog = (
+        "I1127 10:00:01.000 1 main.go:10] starting\nE1127 10:00:02.000 1 main.go:42] cannot sync\n"
+    )
+    assert pods.last_error_line(klog) == "E1127 10:00:02.000 1 main.go:42] cannot sync"
+
+
+def test_restarts_that_ended_long_before_the_alert_are_not_a_crash_loop() -> None:
+    old = pod("worker-1", statuses=[running("app", 5, lastState=terminated("Error", 1, -600))])
+    recent = pod("worker-2", statuses=[running("app", 5, lastState=terminated("Error", 1, -20))])
+    [found] = pods.crash_loop(snapshot(old, recent))
+    assert "worker-2 container app is running again, restarting: restarted 5 times" in found.finding
+
+
+def test_docker_hubs_ambiguous_answer_is_reported_as_missing_or_private() -> None:
+    message = (
+        'Failed to pull image "acme/tool:1": pull access denied for acme/tool, repository does not '
+        "exist or may require 'docker login'"
+    )
+    [found] = pods.image_pull(snapshot(_pulling("acme/tool:1", message)))
+    assert "does not exist, or the registry wants credentials" in found.finding

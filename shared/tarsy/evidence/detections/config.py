@@ -30,6 +30,8 @@ from tarsy.evidence.detections.kube import (
 from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, Snapshot
 
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# Every pod with a service account token mounts this one; the control plane rewrites it.
+_CLUSTER_MANAGED = {"kube-root-ca.crt"}
 
 
 def config_map_names(pod: KubeObject) -> Iterator[str]:
@@ -147,6 +149,8 @@ def config_drift(snapshot: Snapshot) -> list[Detection]:
     reported: set[ObjectRef] = set()
     for pod in snapshot.of_kind("Pod"):
         for name in dict.fromkeys(config_map_names(pod)):
+            if name in _CLUSTER_MANAGED:
+                continue
             config_map = snapshot.get("ConfigMap", name, pod.namespace)
             if config_map is None or config_map.ref in reported:
                 continue

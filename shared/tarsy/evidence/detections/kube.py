@@ -188,9 +188,13 @@ def revision(replica_set: KubeObject) -> int:
     return int(value) if value.isdigit() else 0
 
 
-def replica_sets(snapshot: Snapshot, deployment: KubeObject) -> list[KubeObject]:
-    """The gathered ReplicaSets of ``deployment``, newest revision first."""
-    found = owned(snapshot, "ReplicaSet", deployment)
+def replica_sets(snapshot: Snapshot, namespace: str, deployment: str) -> list[KubeObject]:
+    """The gathered ReplicaSets of Deployment ``namespace/deployment``, newest revision first."""
+    found = [
+        rs
+        for rs in snapshot.of_kind("ReplicaSet")
+        if rs.namespace == namespace and owner_name(rs, "Deployment") == deployment
+    ]
     return sorted(found, key=revision, reverse=True)
 
 

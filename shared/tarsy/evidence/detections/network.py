@@ -23,6 +23,7 @@ from tarsy.evidence.detections.kube import (
     labels,
     owner_name,
     pod_ready,
+    pods_in,
     quoted,
     selector_text,
     selects,
@@ -33,7 +34,10 @@ from tarsy.evidence.detections.kube import (
 from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, Snapshot
 
 _HOST = r"([A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9])"
-_NOT_RESOLVED = r"(?:Name or service not known|Temporary failure in name resolution|nodename nor servname|No address associated)"  # noqa: E501
+_NOT_RESOLVED = (
+    r"(?:Name or service not known|Temporary failure in name resolution"
+    r"|nodename nor servname|No address associated)"
+)
 _RESOLVE_FAILURES = tuple(
     re.compile(pattern, re.IGNORECASE)
     for pattern in (
@@ -112,6 +116,8 @@ def service_of_host(
         return host, namespace
     if len(parts) >= 3 and parts[2] == "svc":
         return parts[0], parts[1]
+    if len(parts) >= 4 and parts[3] == "svc":  # a StatefulSet pod: <pod>.<service>.<namespace>.svc
+        return parts[1], parts[2]
     if len(parts) == 2 and parts[1] in known_namespaces:
         return parts[0], parts[1]
     return None
@@ -361,7 +367,7 @@ def _peer_text(peer: Mapping[str, Any]) -> str:
 def _rules_text(policy: KubeObject, key: str, peer_key: str) -> str:
     rules = dicts(policy.spec.get(key))
     if not rules:
-        return "no rules: it denies all"
+        return f"nothing (it has no {key} rules)"
     texts = []
     for rule in rules:
         peers = ", ".join(_peer_text(p) for p in dicts(rule.get(peer_key))) or "anywhere"
@@ -369,7 +375,7 @@ def _rules_text(policy: KubeObject, key: str, peer_key: str) -> str:
             f"{p.get('port', 'any')}/{p.get('protocol', 'TCP')}" for p in dicts(rule.get("ports"))
         )
         texts.append(f"{peers}" + (f" on {ports}" if ports else ""))
-    return "; ".join(texts)
+    return "only " + "; ".join(texts)
 
 
 _DIRECTIONS = {
@@ -458,6 +464,73 @@ def _blocked_ports(
     return None
 
 
+def _pair_finding(
+    snapshot: Snapshot, source: _Pod, target: _Pod, reported: set[tuple[str, str, str]]
+) -> Detection | None:
+    services = _selecting_services(snapshot, target)
+    ports = _destination_ports(services, target) or [_Port(None, "", "TCP")]
+    blocked = _blocked_ports(snapshot, source, target, ports)
+    if blocked is None:
+        return None
+    direction, policies, denied = blocked
+    key = (source.owner or source.obj.name, services[0].name if services else target.obj.name)
+    if (*key, direction) in reported:
+        return None
+    reported.add((*key, direction))
+    through = f" (Service {services[0].name})" if services else ""
+    port_text = ", ".join(str(p) for p in denied if p.number is not None or p.name)
+    finding = (
+        f"NetworkPolicy {', '.join(p.name for p in policies)} in namespace "
+        f"{policies[0].namespace} denies {direction.lower()} traffic from {source} to "
+        f"{target}{through}"
+        + (f" on port {port_text}" if port_text else "")
+        + f": {_admits_text(policies, direction)}."
+    )
+    severity = 1 if _mentions(snapshot, source, services) else 2
+    evidence = sources(*policies, source.obj, target.obj, *services)
+    return detection(
+        "network_policy_blocks", policies[0].ref, trim(finding, 900), evidence, severity
+    )
+
+
+def _admits_text(policies: list[KubeObject], direction: str) -> str:
+    key, peer_key = _DIRECTIONS[direction]
+    return "; ".join(f"{p.name} admits {_rules_text(p, key, peer_key)}" for p in policies[:2])
+
+
+# The cluster DNS as most distributions label it; a rule naming other labels is read as
+# not admitting it, and the finding says which pods it assumed.
+_DNS = _Pod(
+    KubeObject(
+        kind="Pod",
+        body={"metadata": {"name": "kube-dns", "namespace": "kube-system"}},
+        source="",
+    ),
+    {"k8s-app": "kube-dns"},
+)
+_DNS_PORT = _Port(53, "dns", "UDP")
+
+
+def _dns_finding(
+    snapshot: Snapshot, pod: _Pod, reported: set[tuple[str, str, str]]
+) -> Detection | None:
+    key = (pod.namespace, pod.owner or pod.obj.name, "dns")
+    policies = _verdict(snapshot, "Egress", pod, _DNS, _DNS_PORT)
+    if policies is None or key in reported:
+        return None
+    reported.add(key)
+    failing = any(failing_hosts(log.text) for log in snapshot.logs_of(pod.namespace, pod.obj.name))
+    finding = (
+        f"NetworkPolicy {', '.join(p.name for p in policies)} in namespace {pod.namespace} "
+        f"selects {pod} for egress and admits no DNS traffic (53/UDP to kube-system pods "
+        f"k8s-app=kube-dns), so its name lookups fail: {_admits_text(policies, 'Egress')}."
+    )
+    evidence = sources(*policies, pod.obj)
+    return detection(
+        "network_policy_blocks", policies[0].ref, trim(finding, 900), evidence, 1 if failing else 2
+    )
+
+
 def network_policy_blocks(snapshot: Snapshot) -> list[Detection]:
     """NetworkPolicies under which no rule admits a gathered pod's traffic to another one.
 
@@ -465,50 +538,37 @@ def network_policy_blocks(snapshot: Snapshot) -> list[Detection]:
     none); destinations every other gathered pod, on the ports its Services
     send to (its container ports when no Service selects it). Traffic is
     denied when policies select the destination for Ingress (or the source
-    for Egress) and none of their rules admits the peer on that port.
+    for Egress) and none of their rules admits the peer on that port. Every
+    gathered pod's egress is also checked for DNS (53/UDP to the cluster DNS).
     """
     found: list[Detection] = []
     reported: set[tuple[str, str, str]] = set()
     for source, target in _pairs(snapshot):
-        services = _selecting_services(snapshot, target)
-        ports = _destination_ports(services, target) or [_Port(None, "", "TCP")]
-        blocked = _blocked_ports(snapshot, source, target, ports)
-        via = services[0].name if services else target.obj.name
-        if blocked is None or (source.owner or source.obj.name, via, blocked[0]) in reported:
-            continue
-        reported.add((source.owner or source.obj.name, via, blocked[0]))
-        direction, policies, denied = blocked
-        key, peer_key = _DIRECTIONS[direction]
-        rules = "; ".join(
-            f"{p.name} admits only {_rules_text(p, key, peer_key)}" for p in policies[:2]
-        )
-        through = f" (Service {services[0].name})" if services else ""
-        port_text = ", ".join(str(p) for p in denied if p.number is not None or p.name)
-        finding = (
-            f"NetworkPolicy {', '.join(p.name for p in policies)} in namespace "
-            f"{policies[0].namespace} denies {direction.lower()} traffic from {source} to "
-            f"{target}{through}" + (f" on port {port_text}" if port_text else "") + f": {rules}."
-        )
-        severity = 1 if _mentions(snapshot, source, services) else 2
-        evidence = sources(*policies, source.obj, target.obj, *services)
-        found.append(
-            detection(
-                "network_policy_blocks", policies[0].ref, trim(finding, 900), evidence, severity
-            )
-        )
+        result = _pair_finding(snapshot, source, target, reported)
+        if result is not None:
+            found.append(result)
+    for pod in snapshot.of_kind("Pod"):
+        result = _dns_finding(snapshot, _Pod(pod, labels(pod)), reported)
+        if result is not None:
+            found.append(result)
     return found
 
 
-def _known_pods(snapshot: Snapshot, namespace: str) -> dict[str, tuple[dict[str, str], str]]:
-    """The pods seen in ``namespace`` (fetched or listed with labels): name → (labels, source)."""
-    known: dict[str, tuple[dict[str, str], str]] = {}
-    for row in snapshot.rows:
-        if row.kind == "Pod" and row.namespace == namespace and "LABELS" in row.columns:
-            known[row.name] = (row.labels, row.source)
+def _listed_pods(snapshot: Snapshot, namespace: str) -> dict[str, tuple[dict[str, str], str]]:
+    """The pods listed in ``namespace`` with their labels: name → (labels, source).
+
+    Only a list shows what is *not* there; pods fetched one by one (the
+    alert's) say nothing of the others, so they only lend their labels.
+    """
+    listed = {
+        row.name: (row.labels, row.source)
+        for row in snapshot.rows
+        if row.kind == "Pod" and row.namespace == namespace and "LABELS" in row.columns
+    }
     for pod in snapshot.of_kind("Pod"):
-        if pod.namespace == namespace:
-            known[pod.name] = (labels(pod), pod.source)
-    return known
+        if pod.name in listed:
+            listed[pod.name] = (labels(pod), listed[pod.name][1])
+    return listed
 
 
 def _ready_addresses(snapshot: Snapshot, service: KubeObject) -> tuple[int, int, list[str]] | None:
@@ -535,23 +595,25 @@ def _ready_addresses(snapshot: Snapshot, service: KubeObject) -> tuple[int, int,
 def _selected_text(
     snapshot: Snapshot, service: KubeObject, selector: dict[str, str]
 ) -> tuple[str, int, list[str]] | None:
-    known = _known_pods(snapshot, service.namespace)
-    if not known:
-        return None
-    matching = [n for n, (have, _) in known.items() if selects({"matchLabels": selector}, have)]
+    listed = _listed_pods(snapshot, service.namespace)
+    fetched = {p.name: p for p in pods_in(snapshot, service.namespace)}
+    seen = {name: have for name, (have, _) in listed.items()}
+    seen.update((name, labels(pod)) for name, pod in fetched.items())
+    matching = {name for name, have in seen.items() if selects({"matchLabels": selector}, have)}
     if not matching:
-        shown = sorted({selector_text(have) for have, _ in known.values()})[:4]
+        if not listed:
+            return None
+        shown = sorted({selector_text(have) for have, _ in listed.values()})[:4]
         text = (
-            f"its selector {selector_text(selector)} matches none of the {len(known)} pods seen "
-            f"in the namespace (their labels: {'; '.join(shown)})"
+            f"its selector {selector_text(selector)} matches none of the {len(listed)} pods "
+            f"listed in the namespace (their labels: {'; '.join(shown)})"
         )
-        return text, 1, sorted({src for _, src in known.values()})
-    pods = [snapshot.get("Pod", n, service.namespace) for n in matching]
-    ready = [p for p in pods if p is not None and pod_ready(p)]
-    if ready or len([p for p in pods if p is not None]) < len(matching):
+        return text, 1, sorted({src for _, src in listed.values()})
+    pods = [fetched[n] for n in sorted(matching) if n in fetched]
+    if len(pods) < len(matching) or any(pod_ready(p) for p in pods):
         return None
-    text = f"its selector {selector_text(selector)} matches {len(matching)} pods, none ready"
-    return text, 2, [p.source for p in pods if p is not None]
+    text = f"its selector {selector_text(selector)} matches {len(pods)} pods, none ready"
+    return text, 2, [p.source for p in pods]
 
 
 def service_no_endpoints(snapshot: Snapshot) -> list[Detection]:
@@ -571,7 +633,8 @@ def service_no_endpoints(snapshot: Snapshot) -> list[Detection]:
             evidence += counted[2]
         if matched is not None:
             parts.append(matched[0])
-            severity = min(severity, matched[1])
+            # A list may have been filtered: only the Endpoints confirm that nothing matches.
+            severity = matched[1] if counted is not None else 2
             evidence += matched[2]
         if not parts:
             continue

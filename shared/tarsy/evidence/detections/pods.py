@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from tarsy.evidence.detections.kube import (
@@ -28,6 +29,7 @@ from tarsy.evidence.detections.kube import (
     parse_time,
     pod_replica_set,
     quoted,
+    reference_time,
     replica_sets,
     revision,
     sources,
@@ -39,7 +41,11 @@ from tarsy.evidence.detections.kube import (
 from tarsy.evidence.parse import quantity
 from tarsy.evidence.snapshot import Detection, KubeObject, PodLog, Snapshot
 
-_ERROR_LINE = words(r"\b(error|fatal|exception|panic|failed|failure|traceback|critical)\b")
+# Words of an error, exception class names (``KeyError``, ``IOException``) and klog's E/F lines.
+_ERROR_LINE = words(
+    r"\b(errors?|fatal|panic|failed|failure|traceback|critical|refused)\b"
+    r"|\w*(error|exception)\b|^[EF]\d{4} \d\d:\d\d"
+)
 _ERROR_LEVELS = {"error", "fatal", "panic", "critical", "crit", "err", "emerg", "alert"}
 _LOGFMT_LEVEL = words(r"\blevel=\"?(error|fatal|panic|crit\w*)\b")
 _MESSAGE_KEYS = ("msg", "message", "error", "err", "exception", "reason")
@@ -119,13 +125,20 @@ def _log_evidence(snapshot: Snapshot, pod: KubeObject, container: str) -> tuple[
     return "", None
 
 
-def _restarting(status: Mapping[str, Any]) -> bool:
+# A container running again counts as restarting while its last failure is this recent.
+RECENT = timedelta(hours=1)
+
+
+def _restarting(status: Mapping[str, Any], now: datetime) -> bool:
     waiting = state_of(status, "state", "waiting")
     if waiting.get("reason") == "CrashLoopBackOff":
         return True
     last = state_of(status, "lastState", "terminated")
     restarts = status.get("restartCount")
-    return bool(last) and isinstance(restarts, int) and restarts >= 3 and last.get("exitCode") != 0
+    if not last or not isinstance(restarts, int) or restarts < 3 or last.get("exitCode") == 0:
+        return False
+    finished = parse_time(last.get("finishedAt"))
+    return finished is None or now - finished <= RECENT
 
 
 def crash_loop(snapshot: Snapshot) -> list[Detection]:
@@ -135,13 +148,14 @@ def crash_loop(snapshot: Snapshot) -> list[Detection]:
     code and finish time, and the last error line of the gathered log.
     """
     found: list[Detection] = []
+    now = reference_time(snapshot)
     for pod in snapshot.of_kind("Pod"):
         for status in container_statuses(pod):
-            if not _restarting(status):
+            if not _restarting(status, now):
                 continue
             name = str(status.get("name", ""))
             waiting = state_of(status, "state", "waiting")
-            state = str(waiting.get("reason") or "restarting")
+            state = str(waiting.get("reason") or "running again, restarting")
             last = state_of(status, "lastState", "terminated")
             finished = stamp(parse_time(last.get("finishedAt")))
             ended = (
@@ -204,6 +218,11 @@ def oom_killed(snapshot: Snapshot) -> list[Detection]:
 
 _PULL_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
+        # Docker Hub and others answer this for both a missing and a private repository.
+        words(r"repository does not exist or may require"),
+        "the repository does not exist, or the registry wants credentials it was not given",
+    ),
+    (
         words(r"not found|manifest unknown|does not exist|no such image|repository .* not found"),
         "the image or its tag does not exist in the registry",
     ),
@@ -235,13 +254,12 @@ def _pull_cause(texts: list[str]) -> tuple[str, str]:
 def _previous_tag(snapshot: Snapshot, pod: KubeObject, container: str) -> str:
     """The sentence naming the tag the workload's previous revision ran, when it differs."""
     current_rs = pod_replica_set(snapshot, pod)
-    deployment_name = current_rs and owner_name(current_rs, "Deployment")
-    deployment = deployment_name and snapshot.get("Deployment", deployment_name, pod.namespace)
-    if not current_rs or not deployment:
+    deployment = owner_name(current_rs, "Deployment") if current_rs else None
+    if current_rs is None or deployment is None:
         return ""
     image = str(container_spec(pod, container).get("image", ""))
     repo, tag = image_parts(image)
-    for older in replica_sets(snapshot, deployment):
+    for older in replica_sets(snapshot, pod.namespace, deployment):
         if revision(older) >= revision(current_rs):
             continue
         template = as_dict(as_dict(older.spec.get("template")).get("spec"))

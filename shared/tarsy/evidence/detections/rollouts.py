@@ -157,7 +157,7 @@ def rollout_regression(snapshot: Snapshot) -> list[Detection]:
     """Deployments whose newest ReplicaSet fails while the previous one's pods are ready."""
     found: list[Detection] = []
     for deployment in snapshot.of_kind("Deployment"):
-        revisions = replica_sets(snapshot, deployment)
+        revisions = replica_sets(snapshot, deployment.namespace, deployment.name)
         if len(revisions) < 2:
             continue
         new, old = revisions[0], revisions[1]

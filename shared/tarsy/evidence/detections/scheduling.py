@@ -30,15 +30,27 @@ _CAUSES = (
     (words(r"Insufficient memory"), "not enough free memory on any node"),
     (words(r"Insufficient ([\w./-]*gpu[\w./-]*)"), "no free GPU"),
     (words(r"Insufficient ephemeral-storage"), "not enough ephemeral storage"),
-    (words(r"untolerated taint|had taints? .* that the pod didn't tolerate"), "node taints the pod does not tolerate"),  # noqa: E501
-    (words(r"didn't match Pod's node affinity|node\(s\) didn't match node selector|node affinity/selector"), "no node matches its node affinity or nodeSelector"),  # noqa: E501
+    (
+        words(r"untolerated taint|had taints? .* that the pod didn't tolerate"),
+        "node taints the pod does not tolerate",
+    ),
+    (
+        words(r"didn't match Pod's node affinity|didn't match node selector|affinity/selector"),
+        "no node matches its node affinity or nodeSelector",
+    ),
     (words(r"pod (anti-)?affinity"), "pod affinity or anti-affinity rules"),
-    (words(r"persistentvolumeclaim .* not found"), "a PersistentVolumeClaim it mounts does not exist"),  # noqa: E501
-    (words(r"unbound immediate PersistentVolumeClaims|volume node affinity conflict|pod has unbound"), "its PersistentVolumeClaims are not bound (or bound to volumes out of reach)"),  # noqa: E501
+    (
+        words(r"persistentvolumeclaim .* not found"),
+        "a PersistentVolumeClaim it mounts does not exist",
+    ),
+    (
+        words(r"unbound immediate PersistentVolumeClaims|volume node affinity conflict|unbound"),
+        "its PersistentVolumeClaims are not bound (or bound to volumes out of reach)",
+    ),
     (words(r"Too many pods"), "the nodes hold their maximum number of pods"),
     (words(r"node\(s\) were unschedulable|unschedulable: true"), "nodes are cordoned"),
     (words(r"didn't have free ports"), "the host port it asks for is taken"),
-)  # fmt: skip
+)
 
 
 def classify(message: str) -> list[str]:
