@@ -3,7 +3,8 @@
 Design constraint: the alert data is untrusted text in the sender's shape.
 Native sources store one alert with ``labels`` and ``annotations`` at the
 top; a plain ``POST /alerts`` may carry a whole Alertmanager or Grafana
-notification (``alerts: [...]`` with ``commonLabels``). Only string values
+notification (``alerts: [...]`` with ``commonLabels``), or a flat object whose
+own text fields (``{"namespace": ..., "pod": ...}``) are its labels. Only string values
 are kept, and anything unreadable yields empty facts: the gather phase then
 runs the collectors that need no label, or none.
 """
@@ -60,6 +61,9 @@ def alert_facts(alert_data: str) -> AlertFacts:
         return AlertFacts()
     alert = _first_alert(data)
     labels = {**_strings(data.get("commonLabels")), **_strings(alert.get("labels"))}
+    if not labels and not isinstance(alert.get("labels"), Mapping):
+        # A plain JSON alert without a labels mapping: its own text fields name things.
+        labels = _strings(alert)
     annotations = {
         **_strings(data.get("commonAnnotations")),
         **_strings(alert.get("annotations")),

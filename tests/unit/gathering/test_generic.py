@@ -29,7 +29,14 @@ EVIDENCE_CODE = [
 NAMING_KEYS = {"name", "namespace", "pod", "deployment", "service", "node", "container", "image",
                "host", "instance", "job", "claimName", "secretName", "nodeName"}  # fmt: skip
 # Names every cluster has: seeing them in both places says nothing about a scenario.
-KUBERNETES_WORDS = {"default", "kube-system", "kube-public", "kube-root-ca.crt", "kubernetes"}
+KUBERNETES_WORDS = {
+    "default",
+    "kube-system",
+    "kube-public",
+    "kube-root-ca.crt",
+    "kubernetes",
+    "kube-dns",
+}
 # Software every cluster may run, which the issue asks collectors to know by name.
 KUBERNETES_WORDS |= {"cert-manager"}
 _WORD = re.compile(r"^[a-z0-9][a-z0-9\-.]*$")
