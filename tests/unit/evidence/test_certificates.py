@@ -117,3 +117,22 @@ def test_a_certificate_past_its_not_after_is_expired_even_when_ready() -> None:
 
 def test_a_ready_certificate_in_its_validity_is_not_reported() -> None:
     assert certificates.certificate(snapshot(_cert())) == []
+
+
+def test_a_challenge_is_found_by_its_name_when_the_request_was_not_gathered() -> None:
+    challenge = obj(
+        "Challenge",
+        "storefront-tls-1-42-7",
+        "shop",
+        spec={"type": "DNS-01", "dnsName": "shop.example.org"},
+        status={"state": "pending", "reason": "DNS record not yet propagated"},
+    )
+    other = obj("Challenge", "billing-tls-1-1-1", "shop", status={"state": "valid"})
+    [found] = certificates.certificate(
+        snapshot(_cert("False", reason="DoesNotExist"), challenge, other)
+    )
+    assert (
+        'Challenge storefront-tls-1-42-7 (DNS-01 for shop.example.org) state pending: "DNS record not yet propagated"'  # noqa: E501
+        in found.finding
+    )
+    assert "billing" not in found.finding

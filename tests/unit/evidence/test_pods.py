@@ -311,3 +311,38 @@ def test_docker_hubs_ambiguous_answer_is_reported_as_missing_or_private() -> Non
     )
     [found] = pods.image_pull(snapshot(_pulling("acme/tool:1", message)))
     assert "does not exist, or the registry wants credentials" in found.finding
+
+
+def test_a_pod_whose_volume_does_not_mount_names_the_missing_configmap() -> None:
+    stuck = pod("report-9-z", phase="Pending", statuses=[waiting("app", "ContainerCreating")])
+    failed = event(
+        stuck,
+        "FailedMount",
+        'MountVolume.SetUp failed for volume "settings" : configmap "report-settings" not found',
+        count=8,
+    )
+    [found] = pods.container_creating(snapshot(stuck, failed))
+    assert (
+        "Pod orders/report-9-z is stuck in ContainerCreating: ConfigMap orders/report-settings does not exist"  # noqa: E501
+        in found.finding
+    )
+    assert "FailedMount" in found.finding and "8 times" in found.finding
+
+
+def test_a_started_pod_with_an_old_mount_warning_is_not_stuck() -> None:
+    started = pod("report-9-z")
+    failed = event(started, "FailedMount", "MountVolume.SetUp failed for volume token: timed out")
+    assert pods.container_creating(snapshot(started, failed)) == []
+
+
+def test_the_probe_an_event_names_is_chosen_among_several_containers() -> None:
+    web = container("web", readinessProbe={"httpGet": {"path": "/ready", "port": 8080}})
+    proxy = container("proxy", readinessProbe={"tcpSocket": {"port": 15021}, "timeoutSeconds": 3})
+    probed = pod("search-7-a", containers=[web, proxy], statuses=[running("web"), running("proxy")])
+    unhealthy = event(
+        probed,
+        "Unhealthy",
+        "Readiness probe failed: dial tcp 10.1.0.4:15021: connect: connection refused",
+    )
+    [found] = pods.probe_failure(snapshot(probed, unhealthy))
+    assert "container proxy's probe is TCP port 15021 with timeoutSeconds=3" in found.finding

@@ -40,6 +40,7 @@ CHECKS: Mapping[str, Check] = MappingProxyType(
         "oom_killed": pods.oom_killed,
         "image_pull": pods.image_pull,
         "container_config": pods.container_config,
+        "container_creating": pods.container_creating,
         "probe_failure": pods.probe_failure,
         "evicted": pods.evicted,
         "job_failed": pods.job_failed,

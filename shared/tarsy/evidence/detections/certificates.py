@@ -83,7 +83,18 @@ def _chain(snapshot: Snapshot, cert: KubeObject) -> tuple[list[str], list[str]]:
     """The texts of the cert's newest CertificateRequest, its Orders and Challenges."""
     texts: list[str] = []
     evidence: list[str] = []
-    for request in _requests(snapshot, cert)[:1]:
+    requests = _requests(snapshot, cert)
+    if not requests:
+        # Without the request, its Orders and Challenges are known by their names' prefix.
+        for obj in snapshot.objects:
+            if (
+                obj.kind in ("Order", "Challenge")
+                and obj.namespace == cert.namespace
+                and obj.name.startswith(f"{cert.name}-")
+            ):
+                texts.append(_acme_state(obj))
+                evidence.append(obj.source)
+    for request in requests[:1]:
         ready = condition(request, "Ready")
         texts.append(
             f"CertificateRequest {request.name} "

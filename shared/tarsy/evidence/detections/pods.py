@@ -27,6 +27,7 @@ from tarsy.evidence.detections.kube import (
     owned,
     owner_name,
     parse_time,
+    pod_ready,
     pod_replica_set,
     quoted,
     reference_time,
@@ -391,6 +392,19 @@ def _probes(pod: KubeObject, kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
             yield str(container.get("name", "")), probe
 
 
+def _probe_for(pod: KubeObject, kind: str, message: str) -> tuple[str, dict[str, Any]] | None:
+    """The container probe an Unhealthy message is about: the only one, or the one it names."""
+    probes = list(_probes(pod, kind))
+    if len(probes) == 1:
+        return probes[0]
+    for name, probe in probes:
+        target = {**as_dict(probe.get("httpGet")), **as_dict(probe.get("tcpSocket"))}
+        port, path = target.get("port"), target.get("path")
+        if (port is not None and f":{port}" in message) or (path and f"{path}" in message):
+            return name, probe
+    return None
+
+
 def probe_failure(snapshot: Snapshot) -> list[Detection]:
     """Unhealthy events (liveness, readiness, startup probes) with the probe's settings."""
     found: list[Detection] = []
@@ -402,10 +416,10 @@ def probe_failure(snapshot: Snapshot) -> list[Detection]:
                 continue
             kind = match.group(1)
             reported.add(kind)  # the newest event of each probe kind speaks for the rest
-            probes = list(_probes(pod, kind))
+            chosen = _probe_for(pod, kind, event.message)
             described = ""
-            if len(probes) == 1:
-                name, probe = probes[0]
+            if chosen is not None:
+                name, probe = chosen
                 timeout = float(probe.get("timeoutSeconds", 1))
                 described = (
                     f"; container {name}'s probe is {_probe_target(probe)} with "
@@ -477,4 +491,37 @@ def job_failed(snapshot: Snapshot) -> list[Detection]:
             f"failed pods, backoffLimit {job.spec.get('backoffLimit', 6)}{named}."
         )
         found.append(detection("job_failed", job.ref, finding, sources(job, *pods[:3]), 2))
+    return found
+
+
+_SETUP_FAILURES = {"FailedMount", "FailedAttachVolume", "FailedCreatePodSandBox", "FailedMapVolume"}
+
+
+def container_creating(snapshot: Snapshot) -> list[Detection]:
+    """Pods not started because a volume does not mount or the sandbox is not created.
+
+    The finding quotes the newest FailedMount, FailedAttachVolume or
+    FailedCreatePodSandBox event, and names a missing ConfigMap or Secret.
+    """
+    found: list[Detection] = []
+    for pod in snapshot.of_kind("Pod"):
+        if pod_ready(pod):
+            continue
+        events = [e for e in snapshot.events_of(pod.ref) if e.reason in _SETUP_FAILURES]
+        if not events:
+            continue
+        waiting = {
+            str(state_of(s, "state", "waiting").get("reason") or "")
+            for s in container_statuses(pod)
+        } - {""}
+        state = "/".join(sorted(waiting)) or str(pod.status.get("phase") or "not started")
+        missing = _MISSING_OBJECT.search(events[0].message)
+        cause = ""
+        if missing:
+            kind = "ConfigMap" if missing.group(1).lower() == "configmap" else "Secret"
+            cause = f": {kind} {pod.namespace}/{missing.group(2)} does not exist"
+        finding = (
+            f"Pod {pod.namespace}/{pod.name} is stuck in {state}{cause}; {event_line(events[0])}."
+        )
+        found.append(detection("container_creating", pod.ref, finding, sources(pod, events[0]), 1))
     return found
