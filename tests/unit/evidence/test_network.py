@@ -298,7 +298,7 @@ def test_a_service_whose_selector_matches_no_pod_names_the_selector_and_the_labe
     assert "Service orders/search (selector app=search,tier=api)" in text
     assert "no ready endpoint (0 not ready)" in text
     assert (
-        "matches none of the 1 pods listed in the namespace (their labels: app=search,tier=backend)"
+        "matches none of the 1 pod listed in the namespace (their labels: app=search,tier=backend)"
         in text
     )
 
@@ -318,7 +318,7 @@ def test_a_service_whose_pods_are_not_ready_counts_them() -> None:
     sick = pod("search-1", labels={"app": "search"}, statuses=[running("app", ready=False)])
     [found] = network.service_no_endpoints(snapshot(service, endpoints, sick))
     assert "no ready endpoint (2 not ready)" in found.finding
-    assert "matches 1 pods, none ready" in found.finding
+    assert "matches 1 pod, none ready" in found.finding
 
 
 def test_a_service_with_ready_endpoints_is_not_reported() -> None:

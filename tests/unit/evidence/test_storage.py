@@ -30,7 +30,7 @@ def test_a_pending_claim_quotes_its_latest_event_with_class_and_size() -> None:
     assert "PersistentVolumeClaim orders/data-ledger-0 is Pending (20Gi requested" in text
     assert "storageClassName fast-ssd, which does not exist" in text
     assert (
-        'latest event ProvisioningFailed: "storageclass.storage.k8s.io \\"fast-ssd\\" not found"'
+        "latest event ProvisioningFailed: \"storageclass.storage.k8s.io 'fast-ssd' not found\""
         in text
     )
 

@@ -8,7 +8,6 @@ finding, never crashes the detections of the others.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -91,8 +90,9 @@ def trim(text: str, limit: int = 200) -> str:
 
 
 def quoted(text: str, limit: int = 200) -> str:
-    """``text`` trimmed and in double quotes."""
-    return json.dumps(trim(text, limit), ensure_ascii=False)
+    """``text`` trimmed and in double quotes (its own double quotes made single, not escaped)."""
+    # Backslash escapes are noise to a reader; the quote marks only delimit the text.
+    return '"' + trim(text, limit).replace('"', "'") + '"'
 
 
 def labels(obj: KubeObject) -> dict[str, str]:
@@ -113,6 +113,23 @@ def created(obj: KubeObject) -> datetime | None:
 def selector_text(selector: Mapping[str, str]) -> str:
     """A label selector as ``kubectl`` writes it (``app=api,tier=web``); "everything"."""
     return ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or "everything"
+
+
+def selector_description(selector: object) -> str:
+    """A LabelSelector in words: ``app=api, tier in (web,edge)``; "all" when empty."""
+    body = as_dict(selector)
+    parts = [f"{k}={v}" for k, v in sorted(text_map(body.get("matchLabels")).items())]
+    for expression in dicts(body.get("matchExpressions")):
+        values = ",".join(str(v) for v in expression.get("values") or [])
+        operator = str(expression.get("operator", ""))
+        shown = f" {operator.lower()} ({values})" if values else f" {operator}"
+        parts.append(f"{expression.get('key')}{shown}")
+    return ", ".join(parts) or "all"
+
+
+def plural(count: int, word: str) -> str:
+    """``1 pod``, ``2 pods``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _expression_holds(expression: Mapping[str, Any], have: Mapping[str, str]) -> bool:

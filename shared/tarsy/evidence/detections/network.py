@@ -22,9 +22,11 @@ from tarsy.evidence.detections.kube import (
     dicts,
     labels,
     owner_name,
+    plural,
     pod_ready,
     pods_in,
     quoted,
+    selector_description,
     selector_text,
     selects,
     sources,
@@ -354,11 +356,9 @@ def _rule_admits(
 def _peer_text(peer: Mapping[str, Any]) -> str:
     parts = []
     if "namespaceSelector" in peer:
-        namespace = as_dict(peer.get("namespaceSelector"))
-        parts.append(f"namespaces {selector_text(text_map(namespace.get('matchLabels')))}")
+        parts.append(f"namespaces {selector_description(peer.get('namespaceSelector'))}")
     if "podSelector" in peer:
-        pod = as_dict(peer.get("podSelector"))
-        parts.append(f"pods {selector_text(text_map(pod.get('matchLabels')))}")
+        parts.append(f"pods {selector_description(peer.get('podSelector'))}")
     if "ipBlock" in peer:
         parts.append(f"ipBlock {as_dict(peer.get('ipBlock')).get('cidr')}")
     return " and ".join(parts) or "anywhere"
@@ -605,14 +605,15 @@ def _selected_text(
             return None
         shown = sorted({selector_text(have) for have, _ in listed.values()})[:4]
         text = (
-            f"its selector {selector_text(selector)} matches none of the {len(listed)} pods "
-            f"listed in the namespace (their labels: {'; '.join(shown)})"
+            f"its selector {selector_text(selector)} matches none of the "
+            f"{plural(len(listed), 'pod')} listed in the namespace "
+            f"(their labels: {'; '.join(shown)})"
         )
         return text, 1, sorted({src for _, src in listed.values()})
     pods = [fetched[n] for n in sorted(matching) if n in fetched]
     if len(pods) < len(matching) or any(pod_ready(p) for p in pods):
         return None
-    text = f"its selector {selector_text(selector)} matches {len(pods)} pods, none ready"
+    text = f"its selector {selector_text(selector)} matches {plural(len(pods), 'pod')}, none ready"
     return text, 2, [p.source for p in pods]
 
 
