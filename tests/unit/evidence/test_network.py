@@ -188,24 +188,33 @@ def test_a_policy_whose_rule_admits_the_callers_namespace_and_labels_does_not_bl
     assert network.network_policy_blocks(cluster) == []
 
 
-def test_an_empty_pod_selector_with_no_rules_denies_every_caller() -> None:
+def test_an_empty_pod_selector_with_no_rules_denies_the_alerts_pod_as_context() -> None:
     caller, served, service = _peers()
-    cluster = snapshot(caller, served, service, _policy("inventory", {}, None, name="default-deny"))
-    [found] = network.network_policy_blocks(cluster)
-    assert (
-        "default-deny" in found.finding
-        and "admits nothing (it has no ingress rules)" in found.finding
-    )
-    assert found.severity == 2
+    deny = _policy("inventory", {}, None, name="default-deny")
+    alert = AlertFacts(labels={"namespace": "orders", "pod": "checkout-7f-a"}, starts_at=T0)
+    [found] = network.network_policy_blocks(snapshot(caller, served, service, deny, alert=alert))
+    assert "default-deny admits nothing (it has no ingress rules)" in found.finding
+    assert found.severity == 3  # nothing shows the caller talks to inventory
+
+
+def test_a_denied_pair_neither_named_by_the_alert_nor_known_to_talk_is_not_reported() -> None:
+    caller, served, service = _peers()
+    deny = _policy("inventory", {}, None, name="default-deny")
+    assert network.network_policy_blocks(snapshot(caller, served, service, deny)) == []
 
 
 def test_a_rule_on_another_port_does_not_admit_the_service_port() -> None:
     caller, served, service = _peers()
+    service.spec["clusterIP"] = "10.96.4.20"
+    timeout = log("checkout-7f-a", "error: dial tcp 10.96.4.20:80: i/o timeout")
     rule = [{"from": [{"namespaceSelector": {}}], "ports": [{"port": 9090}]}]
-    [found] = network.network_policy_blocks(
-        snapshot(caller, served, service, _policy("inventory", {}, rule))
+    deny = _policy("inventory", {}, rule)
+    [found] = network.network_policy_blocks(snapshot(caller, served, service, deny, timeout))
+    assert (
+        "on port 8080/TCP" in found.finding
+        and "admits only namespaces all on 9090/TCP" in found.finding
     )
-    assert "on port 8080/TCP" in found.finding
+    assert found.severity == 1  # the caller's log names the Service's address
 
 
 def test_a_named_port_rule_admits_the_container_port_of_that_name() -> None:

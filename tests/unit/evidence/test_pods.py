@@ -346,3 +346,25 @@ def test_the_probe_an_event_names_is_chosen_among_several_containers() -> None:
     )
     [found] = pods.probe_failure(snapshot(probed, unhealthy))
     assert "container proxy's probe is TCP port 15021 with timeoutSeconds=3" in found.finding
+
+
+def test_a_crash_loop_carries_the_termination_message_of_its_last_run() -> None:
+    last = terminated("StartError", 128)
+    last["terminated"]["message"] = 'exec: "/app/serve": stat /app/serve: no such file or directory'
+    looping = pod("api-2", statuses=[waiting("app", "CrashLoopBackOff", restarts=4, last=last)])
+    [found] = pods.crash_loop(snapshot(looping))
+    assert "ended StartError, exit code 128" in found.finding
+    assert (
+        "with message \"exec: '/app/serve': stat /app/serve: no such file or directory\""
+        in found.finding
+    )
+
+
+def test_a_container_the_runtime_cannot_run_quotes_the_runtimes_error() -> None:
+    message = 'failed to create containerd task: exec: "serve": executable file not found in $PATH'
+    blocked = pod("api-3", statuses=[waiting("app", "RunContainerError", message)])
+    [found] = pods.container_config(snapshot(blocked))
+    assert (
+        "cannot start (RunContainerError)" in found.finding
+        and "executable file not found" in found.finding
+    )

@@ -407,7 +407,7 @@ def _verdict(
 
 
 def _alert_pods(snapshot: Snapshot, pods: list[_Pod]) -> list[_Pod]:
-    """The pods the alert names (by pod, or by workload prefix); all pods when it names none."""
+    """The pods the alert names (by pod, or by workload prefix); none when it names none."""
     alert = snapshot.alert.labels
     names = {alert[k] for k in ("pod", "pod_name") if alert.get(k)}
     workloads = [
@@ -418,11 +418,11 @@ def _alert_pods(snapshot: Snapshot, pods: list[_Pod]) -> list[_Pod]:
         for p in pods
         if p.obj.name in names or any(p.obj.name.startswith(f"{w}-") for w in workloads)
     ]
-    return chosen or pods
+    return chosen
 
 
-def _mentions(snapshot: Snapshot, pod: _Pod, services: list[KubeObject]) -> bool:
-    """Whether ``pod``'s logs or its namespace's ConfigMaps name one of ``services``."""
+def _mentions(snapshot: Snapshot, pod: _Pod, target: _Pod, services: list[KubeObject]) -> bool:
+    """Whether ``pod``'s logs, env or namespace's ConfigMaps name ``target``'s Service or IP."""
     texts = [log.text for log in snapshot.logs_of(pod.namespace, pod.obj.name)]
     texts += [
         value
@@ -435,18 +435,21 @@ def _mentions(snapshot: Snapshot, pod: _Pod, services: list[KubeObject]) -> bool
         for container in dicts(pod.obj.spec.get("containers"))
         for env in dicts(container.get("env"))
     ]
-    names = [s.name for s in services]
-    return any(re.search(rf"\b{re.escape(n)}\b", t) for n in names for t in texts)
+    names = [s.name for s in services] + [str(s.spec.get("clusterIP") or "") for s in services]
+    names = [n for n in [*names, target.ip] if n and n != "None"]
+    return any(re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", t) for n in names for t in texts)
 
 
-def _pairs(snapshot: Snapshot) -> Iterator[tuple[_Pod, _Pod]]:
+def _pairs(snapshot: Snapshot) -> Iterator[tuple[_Pod, _Pod, bool]]:
+    """(source, destination, whether the alert names the source) for every pair of pods."""
     pods = [_Pod(p, labels(p)) for p in snapshot.of_kind("Pod")]
-    for source in _alert_pods(snapshot, pods):
+    named = {p.obj.ref for p in _alert_pods(snapshot, pods)}
+    for source in pods:
         for target in pods:
             if target.obj.ref != source.obj.ref and (
                 not source.owner or source.owner != target.owner
             ):
-                yield source, target
+                yield source, target, source.obj.ref in named
 
 
 def _blocked_ports(
@@ -465,9 +468,12 @@ def _blocked_ports(
 
 
 def _pair_finding(
-    snapshot: Snapshot, source: _Pod, target: _Pod, reported: set[tuple[str, str, str]]
+    snapshot: Snapshot, source: _Pod, target: _Pod, named: bool, reported: set[tuple[str, str, str]]
 ) -> Detection | None:
     services = _selecting_services(snapshot, target)
+    talks = _mentions(snapshot, source, target, services)
+    if not talks and not named:
+        return None  # two pods that may never talk: a policy between them says nothing
     ports = _destination_ports(services, target) or [_Port(None, "", "TCP")]
     blocked = _blocked_ports(snapshot, source, target, ports)
     if blocked is None:
@@ -486,7 +492,8 @@ def _pair_finding(
         + (f" on port {port_text}" if port_text else "")
         + f": {_admits_text(policies, direction)}."
     )
-    severity = 1 if _mentions(snapshot, source, services) else 2
+    # Known to talk: a likely cause; only the alert's pod: worth knowing, no more.
+    severity = 1 if talks else 3
     evidence = sources(*policies, source.obj, target.obj, *services)
     return detection(
         "network_policy_blocks", policies[0].ref, trim(finding, 900), evidence, severity
@@ -534,17 +541,18 @@ def _dns_finding(
 def network_policy_blocks(snapshot: Snapshot) -> list[Detection]:
     """NetworkPolicies under which no rule admits a gathered pod's traffic to another one.
 
-    Sources are the pods the alert names (all gathered pods when it names
-    none); destinations every other gathered pod, on the ports its Services
-    send to (its container ports when no Service selects it). Traffic is
+    A pair of gathered pods is evaluated when the source's logs, env or
+    ConfigMaps name the destination's Service or IP (a likely cause), or the
+    alert names the source (context); the destination's ports are those its
+    Services send to (its container ports when no Service selects it). Traffic is
     denied when policies select the destination for Ingress (or the source
     for Egress) and none of their rules admits the peer on that port. Every
     gathered pod's egress is also checked for DNS (53/UDP to the cluster DNS).
     """
     found: list[Detection] = []
     reported: set[tuple[str, str, str]] = set()
-    for source, target in _pairs(snapshot):
-        result = _pair_finding(snapshot, source, target, reported)
+    for source, target, named in _pairs(snapshot):
+        result = _pair_finding(snapshot, source, target, named, reported)
         if result is not None:
             found.append(result)
     for pod in snapshot.of_kind("Pod"):

@@ -142,6 +142,20 @@ def _restarting(status: Mapping[str, Any], now: datetime) -> bool:
     return finished is None or now - finished <= RECENT
 
 
+def _termination_text(last: Mapping[str, Any]) -> str:
+    """The last run's end: reason, exit code, time, and its termination message if any."""
+    if not last:
+        return ""
+    finished = stamp(parse_time(last.get("finishedAt")))
+    # The termination message is what the container wrote to its termination log (or
+    # the runtime's error for a StartError): often the cause, in the container's words.
+    message = f", with message {quoted(str(last['message']))}" if last.get("message") else ""
+    return (
+        f"; its last run ended {last.get('reason') or 'with no reason'}, "
+        f"{_exit_text(last.get('exitCode'))}, at {finished}{message}"
+    )
+
+
 def crash_loop(snapshot: Snapshot) -> list[Detection]:
     """Containers in CrashLoopBackOff (or restarting after failures), with their last run.
 
@@ -158,13 +172,7 @@ def crash_loop(snapshot: Snapshot) -> list[Detection]:
             waiting = state_of(status, "state", "waiting")
             state = str(waiting.get("reason") or "running again, restarting")
             last = state_of(status, "lastState", "terminated")
-            finished = stamp(parse_time(last.get("finishedAt")))
-            ended = (
-                f"; its last run ended {last.get('reason') or 'with no reason'}, "
-                f"{_exit_text(last.get('exitCode'))}, at {finished}"
-                if last
-                else ""
-            )
+            ended = _termination_text(last)
             line, log_source = _log_evidence(snapshot, pod, name)
             finding = (
                 f"Pod {pod.namespace}/{pod.name} container {name} is {state}: "
@@ -303,6 +311,7 @@ def image_pull(snapshot: Snapshot) -> list[Detection]:
     return found
 
 
+_START_ERRORS = {"CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
 _MISSING_OBJECT = words(r'(configmap|secret)s? "([^"]+)" not found')
 _MISSING_KEY = words(r"couldn't find key (\S+) in (ConfigMap|Secret) ([\w.-]+)/([\w.-]+)")
 
@@ -329,12 +338,12 @@ def _config_cause(snapshot: Snapshot, pod: KubeObject, message: str) -> str:
 
 
 def container_config(snapshot: Snapshot) -> list[Detection]:
-    """Containers in CreateContainerConfigError: the missing ConfigMap, Secret or key."""
+    """Containers that cannot start: the missing ConfigMap, Secret or key, or the runtime error."""
     found: list[Detection] = []
     for pod in snapshot.of_kind("Pod"):
         for status in container_statuses(pod):
             waiting = state_of(status, "state", "waiting")
-            if waiting.get("reason") not in ("CreateContainerConfigError", "CreateContainerError"):
+            if waiting.get("reason") not in _START_ERRORS:
                 continue
             message = str(waiting.get("message") or "")
             finding = (
