@@ -368,3 +368,10 @@ def test_a_container_the_runtime_cannot_run_quotes_the_runtimes_error() -> None:
         "cannot start (RunContainerError)" in found.finding
         and "executable file not found" in found.finding
     )
+
+
+def test_a_json_line_without_a_level_is_read_by_its_words() -> None:
+    assert (
+        pods.last_error_line('{"msg": "fatal: cannot open /data"}\nbye\n')
+        == '{"msg": "fatal: cannot open /data"}'
+    )

@@ -136,3 +136,21 @@ def test_an_unavailable_deployment_is_reported_and_an_available_one_is_not() -> 
     assert "orders/api is unavailable: Available=False (MinimumReplicasUnavailable" in found.finding
     assert "2 desired, 2 updated, 0 ready, 0 available" in found.finding
     assert rollouts.progress_deadline(snapshot(up)) == []
+
+
+def test_a_new_revision_still_creating_its_pods_is_not_yet_a_regression() -> None:
+    objects = _rollout(new_ready=True)
+    objects[3] = pod("api-6f9-n1", owner="api-6f9", statuses=[waiting("api", "ContainerCreating")])
+    assert rollouts.rollout_regression(snapshot(*objects)) == []
+
+
+def test_without_its_pods_a_new_revision_is_judged_by_its_counts_once_settled() -> None:
+    settled = [
+        deployment("api", ready=1),
+        replica_set("api-6f9", "api", 8, _NEW_SPEC, replicas=1, ready=0, created=-30),
+        replica_set("api-58c", "api", 7, _OLD_SPEC, replicas=1, ready=1, created=-600),
+    ]
+    [found] = rollouts.rollout_regression(snapshot(*settled))
+    assert "revision 8 (api-6f9) has 0/1 pods ready while the previous revision 7" in found.finding
+    settled[1] = replica_set("api-6f9", "api", 8, _NEW_SPEC, replicas=1, ready=0, created=-2)
+    assert rollouts.rollout_regression(snapshot(*settled)) == []

@@ -67,8 +67,8 @@ def _exit_text(code: object) -> str:
     return f"exit code {code} ({meaning})" if meaning else f"exit code {code}"
 
 
-def _json_error(line: str) -> str | None:
-    """The message of a JSON log line at an error level, compactly; None otherwise."""
+def _json_level(line: str) -> tuple[str, dict[str, Any]] | None:
+    """The level and record of a structured (JSON) log line that states a level."""
     start = line.find("{")
     if start < 0:
         return None
@@ -79,6 +79,11 @@ def _json_error(line: str) -> str | None:
     if not isinstance(record, dict):
         return None
     level = str(record.get("level") or record.get("severity") or record.get("lvl") or "")
+    return (level, record) if level else None
+
+
+def _json_error(level: str, record: Mapping[str, Any], line: str) -> str | None:
+    """A JSON line at an error level as ``[level] msg=... error=...``; None below it."""
     if level.lower() not in _ERROR_LEVELS:
         return None
     parts = [f"{key}={record[key]}" for key in _MESSAGE_KEYS if record.get(key)]
@@ -97,11 +102,13 @@ def last_error_line(text: str) -> str | None:
     for line in reversed(text.splitlines()):
         if not line.strip():
             continue
-        rendered = _json_error(line)
-        if rendered is not None:
-            return trim(rendered)
-        if line.lstrip().startswith("{"):
-            continue  # a JSON line below the error level: its words are field names
+        structured = _json_level(line)
+        if structured is not None:
+            # The stated level decides: below error, words like "error" are field names.
+            rendered = _json_error(*structured, line)
+            if rendered is not None:
+                return trim(rendered)
+            continue
         if _ERROR_LINE.search(line) or _LOGFMT_LEVEL.search(line):
             return trim(line)
     return None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from tarsy.evidence.detections.kube import (
@@ -16,10 +18,12 @@ from tarsy.evidence.detections.kube import (
     condition,
     condition_text,
     container_statuses,
+    created,
     detection,
     dicts,
     owned,
     pod_ready,
+    reference_time,
     replica_sets,
     revision,
     sources,
@@ -74,13 +78,13 @@ def _env_from(container: Mapping[str, Any]) -> list[str]:
 def _volumes(spec: Mapping[str, Any]) -> list[str]:
     found: list[str] = []
     for volume in dicts(spec.get("volumes")):
-        for kind, field in (
+        for kind, key in (
             ("configMap", "name"),
             ("secret", "secretName"),
             ("persistentVolumeClaim", "claimName"),
         ):
             if kind in volume:
-                found.append(f"{kind} {as_dict(volume[kind]).get(field)}")
+                found.append(f"{kind} {as_dict(volume[kind]).get(key)}")
     return sorted(found)
 
 
@@ -128,29 +132,54 @@ def _template_spec(replica_set: KubeObject) -> dict[str, Any]:
     return as_dict(as_dict(replica_set.spec.get("template")).get("spec"))
 
 
-def _health(snapshot: Snapshot, replica_set: KubeObject) -> tuple[int, int, list[str], list[str]]:
-    """Ready and total pods of a ReplicaSet, the troubles of those not ready, and their sources."""
+# Waiting reasons of a pod still starting: not yet a failure.
+_STARTING = {"ContainerCreating", "PodInitializing"}
+# A revision whose pods were not gathered is judged failing once its ReplicaSet is this old.
+SETTLE = timedelta(minutes=10)
+
+
+@dataclass
+class _Health:
+    ready: int
+    total: int
+    troubles: list[str] = field(default_factory=list)
+    failing: bool = False
+    evidence: list[str] = field(default_factory=list)
+
+
+def _pod_trouble(pod: KubeObject) -> tuple[str, bool]:
+    """A pod not ready in words, and whether it fails (rather than still starting)."""
+    for status in container_statuses(pod):
+        waiting = str(state_of(status, "state", "waiting").get("reason") or "")
+        restarts = status.get("restartCount") or 0
+        if waiting or restarts:
+            text = f"{pod.name} {waiting or 'running'} ({restarts} restarts)"
+            return text, bool(restarts) or waiting not in _STARTING
+    phase = str(pod.status.get("phase") or "unknown")
+    return f"{pod.name} {phase}, not ready", phase == "Running"
+
+
+def _health(snapshot: Snapshot, replica_set: KubeObject) -> _Health:
+    """A ReplicaSet's ready and total pods, the troubles of those not ready, whether it fails."""
     pods = owned(snapshot, "Pod", replica_set)
     if not pods:
         total = replica_set.status.get("replicas", 0)
         ready = replica_set.status.get("readyReplicas", 0)
-        counts = (ready if isinstance(ready, int) else 0, total if isinstance(total, int) else 0)
-        return counts[0], counts[1], [], []
-    troubles: list[str] = []
+        made = created(replica_set)
+        old = made is not None and reference_time(snapshot) - made >= SETTLE
+        health = _Health(
+            ready if isinstance(ready, int) else 0, total if isinstance(total, int) else 0
+        )
+        health.failing = old and health.ready < health.total
+        return health
+    health = _Health(sum(1 for p in pods if pod_ready(p)), len(pods))
+    health.evidence = [p.source for p in pods]
     for pod in pods:
-        if pod_ready(pod):
-            continue
-        for status in container_statuses(pod):
-            waiting = state_of(status, "state", "waiting").get("reason")
-            if waiting or status.get("restartCount"):
-                troubles.append(
-                    f"{pod.name} {waiting or 'running'} ({status.get('restartCount', 0)} restarts)"
-                )
-                break
-        else:
-            troubles.append(f"{pod.name} {pod.status.get('phase', 'unknown')}, not ready")
-    ready = sum(1 for p in pods if pod_ready(p))
-    return ready, len(pods), troubles, [p.source for p in pods]
+        if not pod_ready(pod):
+            text, failing = _pod_trouble(pod)
+            health.troubles.append(text)
+            health.failing = health.failing or failing
+    return health
 
 
 def rollout_regression(snapshot: Snapshot) -> list[Detection]:
@@ -161,20 +190,19 @@ def rollout_regression(snapshot: Snapshot) -> list[Detection]:
         if len(revisions) < 2:
             continue
         new, old = revisions[0], revisions[1]
-        new_ready, new_total, troubles, new_sources = _health(snapshot, new)
-        old_ready, _old_total, _, old_sources = _health(snapshot, old)
-        if new_total == 0 or new_ready == new_total or old_ready == 0:
+        fresh, previous = _health(snapshot, new), _health(snapshot, old)
+        if not fresh.failing or previous.ready == 0:
             continue
         changes = template_changes(_template_spec(old), _template_spec(new))
         changed = "; ".join(changes[:8]) if changes else "no difference in the pod template"
-        failing = f" ({'; '.join(troubles[:3])})" if troubles else ""
+        failing = f" ({'; '.join(fresh.troubles[:3])})" if fresh.troubles else ""
         finding = (
             f"Deployment {deployment.namespace}/{deployment.name}: the new revision "
-            f"{revision(new)} ({new.name}) has {new_ready}/{new_total} pods ready{failing} while "
-            f"the previous revision {revision(old)} ({old.name}) has {old_ready} ready; "
+            f"{revision(new)} ({new.name}) has {fresh.ready}/{fresh.total} pods ready{failing} "
+            f"while the previous revision {revision(old)} ({old.name}) has {previous.ready} ready; "
             f"changed: {changed}."
         )
-        evidence = sources(deployment, new, old, *new_sources[:3], *old_sources[:1])
+        evidence = sources(deployment, new, old, *fresh.evidence[:3], *previous.evidence[:1])
         found.append(detection("rollout_regression", deployment.ref, finding, evidence, 1))
     return found
 
