@@ -109,3 +109,12 @@ def test_the_cluster_ca_configmap_every_pod_mounts_is_not_reported() -> None:
     )
     rs = replica_set("pricing-6d5", "pricing", 3, {}, created=-60)
     assert config.config_drift(snapshot(reader, rotated, rs)) == []
+
+
+def test_a_configmap_applied_with_its_deployment_seconds_later_is_not_a_change() -> None:
+    managed = [
+        {"manager": "kubectl", "operation": "Apply", "time": iso(-59.9), "fieldsV1": {"f:data": {}}}
+    ]
+    applied = _config_map({"TAX_RATE": "0.21"}, managedFields=managed)
+    rs = replica_set("pricing-6d5", "pricing", 3, {}, created=-60)
+    assert config.config_drift(snapshot(_reader(), applied, rs)) == []

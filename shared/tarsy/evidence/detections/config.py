@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from tarsy.evidence.detections.kube import (
     annotations_of,
@@ -32,6 +32,7 @@ from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, Snapshot
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # Every pod with a service account token mounts this one; the control plane rewrites it.
 _CLUSTER_MANAGED = {"kube-root-ca.crt"}
+SAME_APPLY = timedelta(minutes=1)
 
 
 def config_map_names(pod: KubeObject) -> Iterator[str]:
@@ -98,6 +99,8 @@ def _writes_data(entry: Mapping[str, object]) -> bool:
 
 def _writes_after(config_map: KubeObject, since: datetime) -> list[str]:
     """The managedFields writes of the data after ``since``, and annotations holding later times."""
+    # One apply of a whole manifest may write the ConfigMap just after the Deployment.
+    since = since + SAME_APPLY
     found: list[str] = []
     for entry in dicts(config_map.metadata.get("managedFields")):
         when = parse_time(entry.get("time"))

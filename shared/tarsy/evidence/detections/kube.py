@@ -247,12 +247,6 @@ def pod_ready(pod: KubeObject) -> bool:
     return pod.status.get("phase") == "Running" and entry is not None and entry["status"] == "True"
 
 
-def template_labels(workload: KubeObject) -> dict[str, str]:
-    """The labels of a workload's pod template."""
-    template = as_dict(workload.spec.get("template"))
-    return text_map(as_dict(template.get("metadata")).get("labels"))
-
-
 def event_line(event: KubeEvent) -> str:
     """An event as ``Reason: message (N times, last at time)``."""
     seen = f", last at {stamp(event.last_seen)}" if event.last_seen else ""
