@@ -26,6 +26,9 @@ class ToolCallRecord(BaseModel):
     tool: str = Field(description="The tool's name on its server (pods_list).")
     arguments: dict[str, Any] = Field(default_factory=dict)
     is_error: bool = False
+    gathered: bool = Field(
+        default=False, description="Made by the gather phase before the model, not by the model."
+    )
 
 
 class RunObservation(BaseModel):
@@ -123,6 +126,7 @@ def tool_call(metadata: dict[str, Any]) -> ToolCallRecord:
         tool=str(metadata.get("tool_name") or metadata.get("tool") or ""),
         arguments=dict(metadata.get("arguments") or {}),
         is_error=bool(metadata.get("is_error")),
+        gathered=bool(metadata.get("gathered")),
     )
 
 

@@ -117,6 +117,12 @@ def test_an_answer_without_tools_counts_the_models_own_calls_not_the_gathered_on
     assert helped.model_tool_calls == 1 and not helped.answered_without_tools
 
 
+def test_a_gathered_call_is_one_of_the_runs_calls_and_says_it_was_gathered() -> None:
+    gathered = mcp_call("pod yaml", error=False, gathered=True)
+    [call] = observe(timeline_view(gathered), scenario="oom-killed", model="local").tool_calls
+    assert call.gathered and not call.is_error
+
+
 def test_a_run_without_an_analysis_is_no_answer_without_tools() -> None:
     observation = observe(timeline_view(), scenario="oom-killed", model="local")
     unfinished = observation.model_copy(update={"final_analysis": ""})
