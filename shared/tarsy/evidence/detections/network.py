@@ -20,6 +20,7 @@ from tarsy.evidence.detections.kube import (
     as_dict,
     detection,
     dicts,
+    items,
     labels,
     owner_name,
     plural,
@@ -235,7 +236,7 @@ def _container_ports(pod: KubeObject) -> list[_Port]:
 
 
 def _resolve_target(target: object, pod_ports: list[_Port], protocol: str) -> _Port:
-    if isinstance(target, str) and not target.isdigit():
+    if isinstance(target, str) and not target.isdecimal():
         for port in pod_ports:
             if port.name == target:
                 return port
@@ -297,7 +298,8 @@ def _in_block(block: Mapping[str, Any], ip: str) -> bool | None:
         address = ipaddress.ip_address(ip)
         inside = address in ipaddress.ip_network(str(block.get("cidr")), strict=False)
         outside = any(
-            address in ipaddress.ip_network(str(e), strict=False) for e in block.get("except") or []
+            address in ipaddress.ip_network(str(e), strict=False)
+            for e in items(block.get("except"))
         )
     except ValueError:
         return None  # no pod IP gathered, or a malformed block: it may match
@@ -323,11 +325,11 @@ def _port_matches(rule_port: Mapping[str, Any], port: _Port) -> bool:
     wanted = rule_port.get("port")
     if wanted is None:
         return True
-    if isinstance(wanted, str) and not wanted.isdigit():
+    if isinstance(wanted, str) and not wanted.isdecimal():
         return wanted == port.name
     if port.number is None:
         return False
-    low = int(str(wanted)) if str(wanted).isdigit() else -1
+    low = int(str(wanted)) if str(wanted).isdecimal() else -1
     end = rule_port.get("endPort")
     high = end if isinstance(end, int) else low
     return low <= port.number <= high
