@@ -350,3 +350,31 @@ def test_a_service_with_ready_endpoint_slices_is_not_reported() -> None:
         endpoints=[{"addresses": ["10.1.0.7"], "conditions": {"ready": True}}],
     )
     assert network.service_no_endpoints(snapshot(service, sliced)) == []
+
+
+def test_a_service_whose_target_port_no_pod_declares_names_both_ports() -> None:
+    service = _service("search", ports=[{"port": 80, "targetPort": 8081}])
+    serving = pod(
+        "search-1",
+        labels={"app": "search"},
+        containers=[container("app", ports=[{"containerPort": 8080, "name": "http"}])],
+    )
+    [found] = network.service_port_mismatch(snapshot(service, serving))
+    assert found.finding == (
+        "Service orders/search sends port 80 → targetPort 8081, but its pods (search-1) declare "
+        "container ports 8080/TCP (http): connections to the Service find nothing listening."
+    )
+
+
+def test_a_named_target_port_the_pod_declares_or_a_pod_declaring_no_ports_is_not_a_mismatch() -> (
+    None
+):
+    named = _service("search", ports=[{"port": 80, "targetPort": "http"}])
+    serving = pod(
+        "search-1",
+        labels={"app": "search"},
+        containers=[container("app", ports=[{"containerPort": 8080, "name": "http"}])],
+    )
+    silent = pod("search-2", labels={"app": "search"})
+    assert network.service_port_mismatch(snapshot(named, serving)) == []
+    assert network.service_port_mismatch(snapshot(_service("search"), silent)) == []

@@ -48,6 +48,7 @@ CHECKS: Mapping[str, Check] = MappingProxyType(
         "unresolvable_host": network.unresolvable_host,
         "network_policy_blocks": network.network_policy_blocks,
         "service_no_endpoints": network.service_no_endpoints,
+        "service_port_mismatch": network.service_port_mismatch,
         "quota_exhausted": quota.quota_exhausted,
         "unschedulable": scheduling.unschedulable,
         "node_pressure": nodes.node_pressure,

@@ -655,3 +655,51 @@ def service_no_endpoints(snapshot: Snapshot) -> list[Detection]:
         )
         found.append(detection("service_no_endpoints", service.ref, finding, evidence, severity))
     return found
+
+
+def _port_text(port: _Port) -> str:
+    return f"{port} ({port.name})" if port.name and port.number is not None else str(port)
+
+
+def _unexposed(service: KubeObject, pods: list[KubeObject]) -> list[str]:
+    """The Service ports whose targetPort none of ``pods`` declares (pods declaring ports)."""
+    declared = [port for pod in pods for port in _container_ports(pod)]
+    missing: list[str] = []
+    for port in dicts(service.spec.get("ports")):
+        target = port.get("targetPort", port.get("port"))
+        protocol = str(port.get("protocol") or "TCP")
+        resolved = _resolve_target(target, declared, protocol)
+        if resolved.number is not None and any(
+            d.number == resolved.number and d.protocol == protocol for d in declared
+        ):
+            continue
+        missing.append(f"port {port.get('port')} → targetPort {target}")
+    return missing
+
+
+def service_port_mismatch(snapshot: Snapshot) -> list[Detection]:
+    """Services whose targetPort none of their pods declares as a container port.
+
+    Only pods that declare container ports are judged (a container may listen
+    on a port it does not declare; one that declares some says where it listens).
+    """
+    found: list[Detection] = []
+    for service in snapshot.of_kind("Service"):
+        selector = text_map(service.spec.get("selector"))
+        pods = [
+            p
+            for p in pods_in(snapshot, service.namespace)
+            if selector and selects({"matchLabels": selector}, labels(p)) and _container_ports(p)
+        ]
+        missing = _unexposed(service, pods) if pods else []
+        if not missing:
+            continue
+        declared = sorted({_port_text(p) for p in _container_ports(pods[0])})
+        finding = (
+            f"Service {service.namespace}/{service.name} sends {'; '.join(missing)}, but its "
+            f"pods ({', '.join(p.name for p in pods[:3])}) declare container ports "
+            f"{', '.join(declared)}: connections to the Service find nothing listening."
+        )
+        evidence = sources(service, *pods[:3])
+        found.append(detection("service_port_mismatch", service.ref, finding, evidence, 1))
+    return found

@@ -403,6 +403,18 @@ def _timing(message: str, timeout: float) -> str:
     return ""
 
 
+def _undeclared_port(pod: KubeObject, container: str, probe: Mapping[str, Any]) -> str:
+    """A note when the probe's port is not one the container declares (and it declares some)."""
+    port = {**as_dict(probe.get("httpGet")), **as_dict(probe.get("tcpSocket"))}.get("port")
+    declared = dicts(container_spec(pod, container).get("ports"))
+    if port is None or not declared:
+        return ""
+    if any(port in (d.get("containerPort"), d.get("name")) for d in declared):
+        return ""
+    shown = ", ".join(str(d.get("containerPort")) for d in declared)
+    return f"; the probe's port {port} is not among the container's declared ports ({shown})"
+
+
 def _probes(pod: KubeObject, kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
     key = f"{kind.lower()}Probe"
     for container in dicts(pod.spec.get("containers")):
@@ -443,6 +455,7 @@ def probe_failure(snapshot: Snapshot) -> list[Detection]:
                 described = (
                     f"; container {name}'s probe is {_probe_target(probe)} with "
                     f"{_probe_settings(probe)}{_timing(event.message, timeout)}"
+                    f"{_undeclared_port(pod, name, probe)}"
                 )
             finding = (
                 f"Pod {pod.namespace}/{pod.name}: {kind.lower()} probe failing, "
