@@ -378,3 +378,12 @@ def test_a_named_target_port_the_pod_declares_or_a_pod_declaring_no_ports_is_not
     silent = pod("search-2", labels={"app": "search"})
     assert network.service_port_mismatch(snapshot(named, serving)) == []
     assert network.service_port_mismatch(snapshot(_service("search"), silent)) == []
+
+
+def test_the_configmap_key_is_found_by_the_short_service_name_as_a_whole_word() -> None:
+    caller = log("checkout-1", "lookup stok.orders.svc.cluster.local: no such host")
+    settings = obj(
+        "ConfigMap", "checkout-env", data={"A": "http://mystok:80", "STOCK_ADDR": "stok:9000"}
+    )
+    [found] = network.unresolvable_host(snapshot(caller, settings, _service("stock")))
+    assert 'ConfigMap checkout-env key STOCK_ADDR holds it ("stok:9000")' in found.finding

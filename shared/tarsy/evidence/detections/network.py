@@ -134,16 +134,21 @@ def _services_in(snapshot: Snapshot, namespace: str) -> tuple[set[str], list[str
     return names, sources(*objects, *(r.source for r in rows))
 
 
-def _config_key_holding(snapshot: Snapshot, host: str, namespace: str) -> tuple[str, str | None]:
-    for config_map in snapshot.of_kind("ConfigMap"):
-        if config_map.namespace != namespace:
-            continue
-        for key, value in text_map(config_map.body.get("data")).items():
-            if host in value.lower():
-                return (
-                    f"; ConfigMap {config_map.name} key {key} holds it ({quoted(value, 100)})",
-                    config_map.source,
-                )
+def _config_key_holding(
+    snapshot: Snapshot, names: list[str], namespace: str
+) -> tuple[str, str | None]:
+    """The ConfigMap key of ``namespace`` whose value names the host (tried in order)."""
+    config_maps = [c for c in snapshot.of_kind("ConfigMap") if c.namespace == namespace]
+    for name in names:
+        # A whole name only: "db" must not be found inside "mongodb".
+        pattern = re.compile(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", re.IGNORECASE)
+        for config_map in config_maps:
+            for key, value in text_map(config_map.body.get("data")).items():
+                if pattern.search(value):
+                    return (
+                        f"; ConfigMap {config_map.name} key {key} holds it ({quoted(value, 100)})",
+                        config_map.source,
+                    )
     return "", None
 
 
@@ -166,7 +171,8 @@ def _host_finding(
         there = f"Service {namespace}/{service} does not exist"
     else:
         there = f"no Service {namespace}/{service} was among the objects gathered"
-    key, config_source = _config_key_holding(snapshot, host, pod_namespace)
+    # The log may show the name expanded by the search path; the ConfigMap the short one.
+    key, config_source = _config_key_holding(snapshot, [host, service], pod_namespace)
     finding = f"Pod {pod_namespace}/{pod} cannot resolve host {host}: {there}{key}."
     return finding, (1 if names or absent else 2), [*listed, *sources(config_source)]
 
