@@ -64,9 +64,8 @@ def test_a_host_that_names_no_service_is_reported_with_the_closest_service_and_i
         "checkout-env",
         data={"INVENTORY_URL": "http://inventry-svc.orders.svc.cluster.local:8080", "MODE": "live"},
     )
-    [found] = network.unresolvable_host(
-        snapshot(caller, settings, _service("inventory-svc"), _service("payments"))
-    )
+    listed = [_row("inventory-svc"), _row("payments")]
+    [found] = network.unresolvable_host(snapshot(caller, settings, *listed))
     assert found.severity == 1
     text = found.finding
     assert "cannot resolve host inventry-svc.orders.svc.cluster.local" in text
@@ -94,21 +93,46 @@ def test_a_service_looked_up_and_not_found_is_said_not_to_exist() -> None:
     assert "Service orders/stock does not exist" in found.finding
 
 
+def _row(service: str, namespace: str = "orders") -> ListedRow:
+    return ListedRow(
+        kind="Service", namespace=namespace, name=service, source=f"list-services-{namespace}"
+    )
+
+
+def test_services_fetched_one_by_one_make_a_missing_host_only_a_symptom() -> None:
+    caller = log("checkout-1", _GO)
+    [found] = network.unresolvable_host(snapshot(caller, _service("inventory-svc")))
+    assert found.severity == 2
+    assert (
+        "no Service orders/inventry-svc was among the objects gathered; the closest existing Service is inventory-svc"  # noqa: E501
+        in found.finding
+    )
+
+
 def test_a_statefulset_pod_name_is_checked_against_its_headless_service() -> None:
     caller = log("checkout-1", "lookup ledger-0.ledgr.orders.svc.cluster.local: no such host")
-    [found] = network.unresolvable_host(snapshot(caller, _service("ledger")))
+    [found] = network.unresolvable_host(snapshot(caller, _row("ledger")))
     assert (
         "namespace orders has no Service ledgr; the closest existing Service is ledger"
         in found.finding
     )
 
 
-def test_a_host_that_names_an_existing_service_or_an_outside_host_is_not_reported() -> None:
+def test_an_outside_host_that_does_not_resolve_is_not_a_missing_service() -> None:
+    caller = log("checkout-1", "lookup api.payments.example.com: no such host\n")
+    assert network.unresolvable_host(snapshot(caller, _row("inventory-svc"))) == []
+
+
+def test_an_existing_service_that_does_not_resolve_means_resolution_itself_fails() -> None:
     caller = log(
-        "checkout-1",
-        "getaddrinfo ENOTFOUND inventory-svc\nlookup api.payments.example.com: no such host\n",
+        "checkout-1", "getaddrinfo ENOTFOUND inventory-svc\ngetaddrinfo ENOTFOUND payments\n"
     )
-    assert network.unresolvable_host(snapshot(caller, _service("inventory-svc"))) == []
+    [found] = network.unresolvable_host(snapshot(caller, _row("inventory-svc")))
+    assert found.finding == (
+        "Pod orders/checkout-1 cannot resolve inventory-svc, payments, including existing Service "
+        "orders/inventory-svc: name resolution itself fails (the cluster DNS, or a policy blocking "
+        "DNS), not a missing Service."
+    )
 
 
 def _namespace(name: str, **labels: str) -> KubeObject:

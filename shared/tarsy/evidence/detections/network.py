@@ -34,7 +34,7 @@ from tarsy.evidence.detections.kube import (
     text_map,
     trim,
 )
-from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, Snapshot
+from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, PodLog, Snapshot
 
 _HOST = r"([A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9])"
 _NOT_RESOLVED = (
@@ -126,12 +126,12 @@ def service_of_host(
     return None
 
 
-def _services_in(snapshot: Snapshot, namespace: str) -> tuple[set[str], list[str]]:
-    """The Service names seen in ``namespace``, and the evidence ids that show them."""
+def _services_in(snapshot: Snapshot, namespace: str) -> tuple[set[str], bool, list[str]]:
+    """The Service names seen in ``namespace``, whether a list showed them all, and sources."""
     objects = [s for s in snapshot.of_kind("Service") if s.namespace == namespace]
     rows = [r for r in snapshot.rows if r.kind == "Service" and r.namespace == namespace]
     names = {s.name for s in objects} | {r.name for r in rows}
-    return names, sources(*objects, *(r.source for r in rows))
+    return names, bool(rows), sources(*objects, *(r.source for r in rows))
 
 
 def _config_key_holding(
@@ -152,6 +152,15 @@ def _config_key_holding(
     return "", None
 
 
+def _existing_service(snapshot: Snapshot, host: str, namespace: str) -> str | None:
+    """The Service ``host`` names when it was seen to exist."""
+    target = service_of_host(host, namespace, _namespaces_known(snapshot))
+    if target is None:
+        return None
+    names, _listed, _ = _services_in(snapshot, target[1])
+    return f"{target[1]}/{target[0]}" if target[0] in names else None
+
+
 def _host_finding(
     snapshot: Snapshot, host: str, pod_namespace: str, pod: str
 ) -> tuple[str, int, list[str]] | None:
@@ -159,30 +168,54 @@ def _host_finding(
     if target is None:
         return None
     service, namespace = target
-    names, listed = _services_in(snapshot, namespace)
+    names, listed, seen = _services_in(snapshot, namespace)
     absent = ObjectRef(kind="Service", name=service, namespace=namespace) in snapshot.absent
     if service in names:
         return None
-    if names:
-        close = difflib.get_close_matches(service, sorted(names), n=1, cutoff=0.6)
-        hint = f"; the closest existing Service is {close[0]}" if close else ""
+    close = difflib.get_close_matches(service, sorted(names), n=1, cutoff=0.6)
+    hint = f"; the closest existing Service is {close[0]}" if close else ""
+    if absent:
+        there = f"Service {namespace}/{service} does not exist{hint}"
+    elif listed:
         there = f"namespace {namespace} has no Service {service}{hint}"
-    elif absent:
-        there = f"Service {namespace}/{service} does not exist"
     else:
-        there = f"no Service {namespace}/{service} was among the objects gathered"
+        # Services fetched one by one say nothing of the others.
+        there = f"no Service {namespace}/{service} was among the objects gathered{hint}"
     # The log may show the name expanded by the search path; the ConfigMap the short one.
     key, config_source = _config_key_holding(snapshot, [host, service], pod_namespace)
     finding = f"Pod {pod_namespace}/{pod} cannot resolve host {host}: {there}{key}."
-    return finding, (1 if names or absent else 2), [*listed, *sources(config_source)]
+    return finding, (1 if listed or absent else 2), [*seen, *sources(config_source)]
+
+
+def _dns_down(snapshot: Snapshot, log: PodLog, hosts: list[str]) -> Detection | None:
+    """One finding when even existing Services do not resolve: resolution itself fails."""
+    existing = [e for h in hosts if (e := _existing_service(snapshot, h, log.namespace))]
+    if not existing:
+        return None
+    finding = (
+        f"Pod {log.namespace}/{log.pod} cannot resolve {', '.join(hosts[:4])}, including "
+        f"existing Service {existing[0]}: name resolution itself fails (the cluster DNS, "
+        f"or a policy blocking DNS), not a missing Service."
+    )
+    subject = ObjectRef(kind="Pod", name=log.pod, namespace=log.namespace)
+    return detection("unresolvable_host", subject, finding, [log.source], 1)
 
 
 def unresolvable_host(snapshot: Snapshot) -> list[Detection]:
-    """In-cluster hosts a log says do not resolve, against the Services gathered."""
+    """In-cluster hosts a log says do not resolve, against the Services gathered.
+
+    When an existing Service fails to resolve too, the finding is that
+    resolution itself fails, and no Service is called missing.
+    """
     found: list[Detection] = []
     reported: set[tuple[str, str]] = set()
     for log in snapshot.logs:
-        for host in failing_hosts(log.text):
+        hosts = failing_hosts(log.text)
+        down = _dns_down(snapshot, log, hosts)
+        if down is not None:
+            found.append(down)
+            continue
+        for host in hosts:
             if (log.namespace, host) in reported:
                 continue
             result = _host_finding(snapshot, host, log.namespace, log.pod)
