@@ -37,6 +37,10 @@ _GO = "dial tcp: lookup inventry-svc.orders.svc.cluster.local on 10.96.0.10:53: 
             "stock.orders.svc.cluster.local",
         ),
         ("upstream dns query failed: NXDOMAIN", None),
+        (
+            '"A IN stock.orders.svc.cluster.local.orders.svc.cluster.local. udp 80" NXDOMAIN qr',
+            None,
+        ),
     ],
 )
 def test_the_host_a_log_line_fails_to_resolve_is_extracted(line: str, host: str | None) -> None:
