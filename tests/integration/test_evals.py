@@ -45,26 +45,36 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
         assert observation.latency_s is not None and observation.latency_s > 0
         # Time inside the (fake) model, read from the interaction records the steps wrote.
         assert observation.model_s is not None and 0 < observation.model_s < observation.latency_s
+        # Turns and cut replies from the same records; invalid calls from the timeline.
+        assert observation.turns is not None and observation.turns >= 2  # and the summary
+        assert (observation.cut_replies, observation.invalid_calls) == (0, 0)
+        assert not observation.answered_without_tools
         label = STAND_IN_LABEL if observation.model == "standin" else SLOPPY_LABEL
         assert observation.final_analysis.startswith(label)
         assert observation.executive_summary.startswith(label)
         scenario = load_scenario(observation.scenario)
         if observation.model == "standin":
             assert score.passed, score.reasons
-            # Every playbook call went through MCP to the demo cluster, faults included.
-            assert [(c.tool, c.is_error) for c in observation.tool_calls] == [
+            assert score.fix_proposed, score.fixes  # its playbooks here propose the fix
+            # Every playbook call went through MCP to the demo cluster, faults included
+            # (the calls gathered before the model are the session's too, and counted apart).
+            own = [c for c in observation.tool_calls if not c.gathered]
+            assert [(c.tool, c.is_error) for c in own] == [
                 (s.tool, s.fails) for s in scenario.playbook.steps
             ]
         else:
             assert not score.passed
-            assert score.forbidden[0].found and score.tool_recall == 0.0
+            # Its own calls are irrelevant; the needed evidence may still have been gathered
+            # before it answered (those calls are the session's own), so no tool recall here.
+            assert score.forbidden[0].found
+            assert not score.fix_proposed
     [timed_out] = [
         c
         for r in results
         if r.observation.model == "standin"
         and r.observation.scenario == "media-evictions-flaky-api"
         for c in r.observation.tool_calls
-        if c.is_error
+        if c.is_error and not c.gathered
     ]
     assert timed_out.tool == "events_list"
 
@@ -74,6 +84,7 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
     )  # fmt: skip
     assert report.harness_ok
     assert [(m.model, m.pass_rate) for m in report.models] == [("standin", 100.0), ("sloppy", 0.0)]
+    assert [(m.fix_proposed, m.cut_replies) for m in report.models] == [(3, 0), (0, 0)]
 
 
 METRICS_SCENARIOS = ["cpu-throttling-latency", "canary-5xx-by-version", "memory-leak-toward-oom"]
@@ -98,10 +109,14 @@ def test_the_metrics_scenarios_pass_for_the_standin_and_fail_for_the_sloppy_mode
         scenario = load_scenario(observation.scenario)
         if observation.model == "standin":
             assert score.passed, (observation.scenario, score.reasons)
-            # Every playbook call answered, the metrics ones from the backfilled history.
-            assert [(c.tool, c.is_error) for c in observation.tool_calls] == [
+            assert score.fix_proposed, score.fixes
+            # Every playbook call answered, the metrics ones from the backfilled history
+            # (the calls gathered before the model are the session's too, counted apart).
+            own = [c for c in observation.tool_calls if not c.gathered]
+            assert [(c.tool, c.is_error) for c in own] == [
                 (s.tool, s.fails) for s in scenario.playbook.steps
             ]
         else:
             assert not score.passed, observation.scenario
             assert score.forbidden[0].found
+            assert not score.fix_proposed

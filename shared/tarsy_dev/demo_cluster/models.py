@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from tarsy.models import AlertSubmission
-from tarsy_dev.demo_cluster.facts import Finding, Forbidden
+from tarsy_dev.demo_cluster.facts import Finding, Fix, Forbidden
 from tarsy_dev.demo_cluster.faults import Fault
 from tarsy_dev.demo_cluster.metrics import ScenarioMetrics
 
@@ -308,6 +308,16 @@ class Expected(_Model):
     tools: list[ToolNeed] = Field(
         min_length=1, description="The evidence a good investigation must fetch."
     )
+    fix: list[Fix] = Field(
+        default_factory=list,
+        description="The remedy a reviewer accepts; with two causes, one part per cause, all "
+        "needed. Scored apart from pass or fail. A single mapping is one part.",
+    )
+
+    @field_validator("fix", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict) else value
 
 
 class PlaybookStep(_Model):
@@ -390,6 +400,9 @@ class Scenario(_Model):
         unmatched = [f.claim for f in self.expected.forbidden if f.found_in(f.claim) is None]
         if unmatched:
             raise ValueError(f"forbidden claims that their own patterns miss: {unmatched}")
+        unproposed = [f.accept for f in self.expected.fix if f.found_in(f.accept) is None]
+        if unproposed:
+            raise ValueError(f"fixes whose own patterns miss them: {unproposed}")
         uses_metrics = any(step.tool in PROMETHEUS_TOOL_NAMES for step in self.playbook.steps)
         if uses_metrics and self.metrics is None:
             raise ValueError("the playbook queries Prometheus, but the scenario has no metrics")

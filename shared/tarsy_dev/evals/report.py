@@ -13,10 +13,12 @@ import statistics
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 from rich.table import Table
 
+from tarsy.evidence.brief import CHARS_PER_TOKEN
 from tarsy_dev.demo_cluster.models import Scenario
 from tarsy_dev.evals.harness import RunResult
 from tarsy_dev.evals.observation import RunObservation
@@ -60,6 +62,32 @@ class ModelSummary(BaseModel):
     judge_avg: float | None = Field(default=None, description="Mean LLM-judge score, if judged.")
     model_share: float | None = Field(
         default=None, description="Share of the runs' wall time spent inside the model."
+    )
+    fix_proposed: int = Field(
+        default=0, description="Runs whose analysis proposed the scenario's fix (not pass/fail)."
+    )
+    avg_turns: float | None = Field(
+        default=None, description="Mean model calls per run, over the runs whose records were read."
+    )
+    invalid_calls: int = Field(
+        default=0, description="Replies that broke the action format, and unusable tool calls."
+    )
+    answers_without_tools: int = Field(
+        default=0, description="Runs that ended in an analysis without the model calling a tool."
+    )
+    cut_replies: int | None = Field(
+        default=None, description="Replies cut at the output-token limit (None: unread)."
+    )
+    findings_stated: int = Field(default=0, description="Expected findings stated, over all runs.")
+    findings_expected: int = Field(default=0, description="Expected findings, over all runs.")
+    gather_p50_s: float | None = Field(
+        default=None, description="Median time of the gather step (evidence first)."
+    )
+    brief_tokens: float | None = Field(
+        default=None, description="Mean size of the opening's findings and evidence (tokens, est.)."
+    )
+    first_model_call_p50_s: float | None = Field(
+        default=None, description="Median time from ingest to the first model call."
     )
 
 
@@ -137,7 +165,42 @@ def _summary(model: ModelUnderTest, runs: list[RunResult]) -> ModelSummary:
         tool_precision=round(sum(r.score.tool_precision for r in runs) / count, 3),
         judge_avg=round(statistics.fmean(judged), 1) if judged else None,
         model_share=model_share(observations),
+        fix_proposed=sum(r.score.fix_proposed for r in runs),
+        findings_stated=sum(sum(f.found for f in r.score.findings) for r in runs),
+        findings_expected=sum(len(r.score.findings) for r in runs),
+        **behaviour(observations),
+        **evidence_figures(observations),
     )
+
+
+def evidence_figures(observations: Sequence[RunObservation]) -> dict[str, Any]:
+    """The gather step's median time and brief size, and the time to the first model call."""
+    gathered = [o.gather_s for o in observations if o.gather_s is not None]
+    briefs = [o.brief_chars for o in observations if o.brief_chars is not None]
+    firsts = [o.first_model_call_s for o in observations if o.first_model_call_s is not None]
+    return {
+        "gather_p50_s": round(percentile(gathered, 50), 2) if gathered else None,
+        "brief_tokens": (round(statistics.fmean(briefs) / CHARS_PER_TOKEN) if briefs else None),
+        "first_model_call_p50_s": round(percentile(firsts, 50), 2) if firsts else None,
+    }
+
+
+def behaviour(observations: Sequence[RunObservation]) -> dict[str, Any]:
+    """How the model behaved over its runs: turns, invalid calls, tool-less answers, cut replies.
+
+    Turns and cut replies come from the interaction records, which may be
+    unreadable for a run: they average and add up over the runs that have them.
+    """
+    recorded = [o for o in observations if o.turns is not None]
+    cut = [o.cut_replies for o in observations if o.cut_replies is not None]
+    return {
+        "avg_turns": (
+            round(sum(o.turns or 0 for o in recorded) / len(recorded), 1) if recorded else None
+        ),
+        "invalid_calls": sum(o.invalid_calls for o in observations),
+        "answers_without_tools": sum(o.answered_without_tools for o in observations),
+        "cut_replies": sum(cut) if cut else None,
+    }
 
 
 def model_share(observations: Sequence[RunObservation]) -> float | None:
@@ -233,6 +296,7 @@ def _summary_rows(report: EvalReport) -> list[list[str]]:
                 m.label,
                 f"{m.pass_rate:.0f}%",
                 f"{m.passed}/{m.runs}",
+                f"{m.fix_proposed}/{m.runs}",
                 f"${m.avg_cost:.4f}",
                 f"${m.total_cost:.4f}",
                 f"{m.latency_p50_s:.1f}s",
@@ -244,17 +308,30 @@ def _summary_rows(report: EvalReport) -> list[list[str]]:
                 f"{m.avg_tool_calls:.1f}",
                 f"{m.tool_precision:.0%}",
                 NONE if m.judge_avg is None else f"{m.judge_avg:.0f}",
+                NONE if m.avg_turns is None else f"{m.avg_turns:.1f}",
+                str(m.invalid_calls),
+                f"{m.answers_without_tools}/{m.runs}",
+                NONE if m.cut_replies is None else str(m.cut_replies),
             ]
         )
     return rows
 
 
 SUMMARY_HEADERS = [
-    "Model", "Pass rate", "Passed", "Avg cost", "Total cost", "p50 latency", "p95 latency",
-    "Model share",
+    "Model", "Pass rate", "Passed", "Fix proposed", "Avg cost", "Total cost", "p50 latency",
+    "p95 latency", "Model share",
     "Avg input tokens", "Avg output tokens", "Avg thinking tokens", "Avg tool calls",
-    "Tool precision", "Judge",
+    "Tool precision", "Judge", "Avg turns", "Invalid calls", "Answers without tools",
+    "Cut replies",
 ]  # fmt: skip
+
+
+def _seconds(value: float | None) -> str:
+    return NONE if value is None else f"{value:.1f}s"
+
+
+def _tokens(value: float | None) -> str:
+    return NONE if value is None else f"{value:,.0f}"
 
 
 def to_markdown(report: EvalReport) -> str:
@@ -289,6 +366,20 @@ def to_markdown(report: EvalReport) -> str:
         "|" + "---|" * len(SUMMARY_HEADERS),
     ]
     lines += ["| " + " | ".join(row) + " |" for row in _summary_rows(report)]
+    lines += [
+        "",
+        "## Evidence first",
+        "",
+        "| Model | Findings stated | Gather p50 | Brief (tokens, est.) "
+        "| Ingest to first model call p50 |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {m.label} | {m.findings_stated}/{m.findings_expected} | "
+        f"{_seconds(m.gather_p50_s)} | {_tokens(m.brief_tokens)} | "
+        f"{_seconds(m.first_model_call_p50_s)} |"
+        for m in report.models
+    ]
     labels = [m.label for m in report.models]
     lines += [
         "",
