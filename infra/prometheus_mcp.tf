@@ -31,6 +31,9 @@ locals {
       PROMETHEUS_MCP_STATELESS_HTTP   = "true"
       # The links name a URL the model cannot open.
       PROMETHEUS_DISABLE_LINKS = "true"
+      # No banner, and no check of PyPI for a newer FastMCP at every start.
+      FASTMCP_CHECK_FOR_UPDATES  = "off"
+      FASTMCP_SHOW_SERVER_BANNER = "false"
     },
     try(var.metrics.auth, "none") == "basic" ? { PROMETHEUS_USERNAME = var.metrics.username } : {},
     try(var.metrics.org_id, null) != null ? { ORG_ID = var.metrics.org_id } : {},

@@ -11,6 +11,10 @@ It runs over stdio with ``PROMETHEUS_URL`` pointing at the local Prometheus. Eve
 tool it lists is a read-only GET of Prometheus' HTTP API (why this server:
 docs/metrics.md). Its links to the Prometheus UI are turned off
 (``PROMETHEUS_DISABLE_LINKS``): they name a loopback URL the model cannot open.
+FastMCP's start-up banner and its check of PyPI for a newer FastMCP are turned off
+too (a network call at every start). Being Python, it starts in about 3 s on an idle
+machine and took 20-40 s on this 2-core machine under a load of 8, so its connect
+timeout is a minute: a server that is slow to start must not read as unavailable.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ PACKAGE = "prometheus-mcp-server"
 LOCK = Path("tools") / "prometheus-mcp" / "requirements.txt"
 VENV = ".venv-prometheus-mcp"
 INSTALL_TIMEOUT_S = 600.0
+CONNECT_TIMEOUT_S = 60.0
 
 
 class PrometheusMcpUnavailable(ConfigError):
@@ -102,6 +107,9 @@ def server_config(binary: Path, prometheus_url: str, description: str) -> dict[s
             "PROMETHEUS_URL": prometheus_url,
             "PROMETHEUS_MCP_SERVER_TRANSPORT": "stdio",
             "PROMETHEUS_DISABLE_LINKS": "true",
+            "FASTMCP_CHECK_FOR_UPDATES": "off",
+            "FASTMCP_SHOW_SERVER_BANNER": "false",
         },
+        "connect_timeout": CONNECT_TIMEOUT_S,
         "description": description,
     }
