@@ -39,7 +39,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from tarsy.api.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
+from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
 from tarsy.settings import ClientSettings

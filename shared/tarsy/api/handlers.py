@@ -30,7 +30,6 @@ from tarsy.http.request import (
 from tarsy.models import ExecutionStatus, utcnow
 from tarsy.notify.session_end import on_session_end
 from tarsy.persistence.ports import SessionReader
-from tarsy.persistence.retention import stamp_finished
 
 logger = logging.getLogger(__name__)
 
@@ -267,7 +266,7 @@ async def _scheduled(path: str, request: HttpRequest, deps: Deps) -> HttpRespons
         raise InputError("method not allowed", status=405, details={"allow": "POST"})
     if path == "/sweep":
         return HttpResponse(status=200, body=(await sweep(deps)).model_dump())
-    stamped = await stamp_finished(deps.store.client, deps.settings)
+    stamped = await deps.store.stamp_retention(deps.settings)
     return HttpResponse(status=200, body=stamped.model_dump())
 
 

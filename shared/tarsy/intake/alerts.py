@@ -46,7 +46,7 @@ from tarsy.intake.sources.config import SourceConfig
 from tarsy.intake.sources.normalized import NormalizedAlert
 from tarsy.log import fields
 from tarsy.models import AlertFingerprint, Session, StepMessage, utcnow
-from tarsy.persistence.store import Store
+from tarsy.persistence.ports import Persistence
 from tarsy.settings import Settings
 from tarsy.tools.masking import Masker
 
@@ -97,7 +97,7 @@ class Intake:
 
     settings: Settings
     config: TarsyConfig
-    store: Store
+    store: Persistence
     bus: Publisher
     clock: Callable[[], datetime] = utcnow
 

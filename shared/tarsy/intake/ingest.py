@@ -22,8 +22,7 @@ from tarsy.intake import routes as alert_routes
 from tarsy.intake.sessions import new_session, queue_unavailable
 from tarsy.log import fields
 from tarsy.models import AlertSubmission, MCPSelection, StepMessage, utcnow
-from tarsy.persistence.ports import ToolListCache
-from tarsy.persistence.store import Store
+from tarsy.persistence.ports import Persistence, ToolListCache
 from tarsy.settings import Settings
 from tarsy.tools.masking import Masker
 from tarsy.tools.selection import fresh_tool_names, selection_problems, servers_to_check
@@ -119,7 +118,11 @@ def status_url(settings: Settings, session_id: str) -> str:
 
 
 async def handle(
-    request: HttpRequest, settings: Settings, config: TarsyConfig, store: Store, bus: Publisher
+    request: HttpRequest,
+    settings: Settings,
+    config: TarsyConfig,
+    store: Persistence,
+    bus: Publisher,
 ) -> HttpResponse:
     """Serve one ingest request."""
     if request.path.rstrip("/") == "/healthz":

@@ -50,7 +50,7 @@ from tarsy.intake.sessions import queue_unavailable
 from tarsy.intake.sources.normalized import NormalizedAlert
 from tarsy.intake.sources.receiver import ROUTE_PREFIX, AlertReceiver
 from tarsy.intake.sources.registry import receiver_for
-from tarsy.persistence.store import Store
+from tarsy.persistence.ports import Persistence
 from tarsy.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -88,7 +88,11 @@ async def _take(
 
 
 async def handle(
-    request: HttpRequest, settings: Settings, config: TarsyConfig, store: Store, bus: Publisher
+    request: HttpRequest,
+    settings: Settings,
+    config: TarsyConfig,
+    store: Persistence,
+    bus: Publisher,
 ) -> HttpResponse:
     """Serve one request to a source route.
 

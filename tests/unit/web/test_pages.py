@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from tarsy.api.session_list import SessionPage, SessionQuery, SessionSummary
+from tarsy.persistence.session_list import SessionPage, SessionQuery, SessionSummary
 from tarsy.app import Deps
 from tarsy.http.request import HttpRequest
 from tarsy.models import (
