@@ -167,6 +167,16 @@ class ChainRouting(_Model):
     reason: str
 
 
+class GatherSummary(_Model):
+    """What an agent's gather step did (evidence first), for the people and the evaluations."""
+
+    calls: int = 0
+    detections: int = 0
+    elapsed_ms: float = 0.0
+    stopped: str = Field(default="", description="why gathering ended (complete, a budget)")
+    brief_chars: int = Field(default=0, description="the findings and evidence the opening got")
+
+
 class Session(_Model):
     """``sessions/{session_id}``: one investigation of one alert."""
 
@@ -194,6 +204,10 @@ class Session(_Model):
     current_stage: int | None = None
     final_analysis: str | None = None
     executive_summary: str | None = None
+    # The findings of the gather phase's checks (tarsy.evidence), one sentence each: they
+    # stand in the executive summary when the model does not finish the investigation.
+    findings: list[str] = Field(default_factory=list)
+    gather: GatherSummary | None = None
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
     cost: float = 0.0
@@ -303,6 +317,9 @@ class AgentExecution(_Model):
     depth: int = 0
     # Set while this execution waits for the answers of the sub-agents it messaged.
     awaiting: SubAgentWait | None = None
+    # Evidence first: the execution's next step is its gather phase (tarsy.evidence), which
+    # runs the collectors and rewrites the opening before the first model call.
+    gather_pending: bool = False
 
 
 # ─── conversation ─────────────────────────────────────────────────────────────
@@ -332,7 +349,7 @@ class ConversationMessage(_Model):
 
 
 class TimelineEventType(StrEnum):
-    """The eight timeline event types of seed 003."""
+    """The eight timeline event types of seed 003, and tarsy's detections."""
 
     LLM_THINKING = "llm_thinking"
     LLM_RESPONSE = "llm_response"
@@ -342,6 +359,8 @@ class TimelineEventType(StrEnum):
     FINAL_ANALYSIS = "final_analysis"
     USER_QUESTION = "user_question"
     EXECUTIVE_SUMMARY = "executive_summary"
+    # A finding of the gather phase's plain-code checks (tarsy.evidence.detections).
+    DETECTION = "detection"
 
 
 class TimelineEvent(_Model):
@@ -429,8 +448,9 @@ class MCPInteraction(_Model):
 # ─── Pub/Sub ──────────────────────────────────────────────────────────────────
 
 # The kinds the engine publishes: a session's start (stage 0), a later stage's
-# start (``stage``), and one iteration (``step``) of one execution.
-StepKind = Literal["start_session", "start_stage", "iterate"]
+# start (``stage``), one iteration (``step``) of one execution, and an execution's
+# gather phase (its first step, before the first model call: tarsy.evidence).
+StepKind = Literal["start_session", "start_stage", "iterate", "gather"]
 
 
 class StepMessage(_Model):
@@ -448,6 +468,11 @@ class StepMessage(_Model):
     step: int = Field(default=0, ge=0)
     stage: int = Field(default=0, ge=0)
     kind: StepKind
+
+    @property
+    def runs_step(self) -> bool:
+        """Whether this message runs a step of an execution (``iterate`` or ``gather``)."""
+        return self.kind in ("iterate", "gather")
 
     def dedup_key(self) -> str:
         """Return a key that is equal for duplicates of one logical message."""

@@ -81,8 +81,9 @@ def test_the_deployed_image_is_the_version_the_local_stack_and_the_tests_run() -
     pinned = json.loads((root / "package.json").read_text())["optionalDependencies"]
     assert pinned["kubernetes-mcp-server-linux-amd64"] == version
     image = variables()["kubernetes_mcp_image"]
-    assert f"v{version} (quay.io/containers/kubernetes_mcp_server:v{version})" in (
-        image["description"]
+    assert (
+        f"v{version} (quay.io/containers/kubernetes_mcp_server:v{version})"
+        in (image["description"])
     )
     assert "${local.kubernetes_mcp_version}" in service()["description"]
 

@@ -31,7 +31,7 @@ async def hang() -> str:
 @server.tool()
 async def hang_marked(marker: str) -> str:
     """Write ``marker`` (a file path), so a test knows the call is in flight; never answer."""
-    Path(marker).write_text("called")
+    await asyncio.to_thread(Path(marker).write_text, "called")
     await asyncio.sleep(3600)
     return "unreachable"
 

@@ -25,7 +25,14 @@ from datetime import datetime
 from typing import Any
 
 from tarsy.errors import IllegalTransitionError
-from tarsy.models import AgentExecution, ErrorInfo, ExecutionStatus, Session, SubAgentWait
+from tarsy.models import (
+    AgentExecution,
+    ErrorInfo,
+    ExecutionStatus,
+    GatherSummary,
+    Session,
+    SubAgentWait,
+)
 
 # Re-exported: the engine speaks of the updates its transitions return.
 from tarsy.persistence.updates import ExecutionUpdate as ExecutionUpdate
@@ -123,6 +130,11 @@ def reopen_sub_agent(
         parent_step=parent_step,
         due_at=due,
     )
+
+
+def gathered(next_due: datetime) -> ExecutionUpdate:
+    """The gather phase committed its evidence: the first model call is due by ``next_due``."""
+    return ExecutionUpdate(gather_pending=False, due_at=next_due)
 
 
 def fan_in_done() -> ExecutionUpdate:
@@ -302,9 +314,27 @@ def fail_session(
     if status is S.COMPLETED or status is S.PAUSED or not status.is_terminal:
         raise IllegalTransitionError(f"session {session.session_id!r}", "failing", status.value)
     _session(session, status)
-    return SessionUpdate(
+    update = SessionUpdate(
         status=status, error=error, completed_at=now, due_at=None, retention_due=now
     )
+    if session.findings and status is not S.CANCELLED and session.executive_summary is None:
+        return update.model_copy(update={"executive_summary": findings_summary(session, error)})
+    return update
+
+
+def findings_summary(session: Session, error: ErrorInfo) -> str:
+    """The executive summary of an investigation the model did not finish: the checks' findings."""
+    lines = [
+        f"The investigation did not finish ({error.message}). "
+        "tarsy's automatic checks of the evidence found:",
+        *(f"- {finding}" for finding in session.findings),
+    ]
+    return "\n".join(lines)
+
+
+def record_gathering(findings: list[str], summary: GatherSummary) -> SessionUpdate:
+    """The gather phase's findings (kept for a summary if the model fails) and its figures."""
+    return SessionUpdate(findings=findings, gather=summary)
 
 
 def keep_until_answered(session: Session, now: datetime) -> SessionUpdate:

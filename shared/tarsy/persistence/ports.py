@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from tarsy.llm.base import ToolDefinition
 from tarsy.models import (
     AgentExecution,
     AlertFingerprint,
@@ -85,6 +86,10 @@ class ToolListCache(Protocol):
 
     async def get_tool_lists(self, servers: Sequence[str]) -> dict[str, CachedToolList]:
         """The cached lists of ``servers`` that exist."""
+        ...
+
+    async def save_tool_list(self, server: str, tools: Sequence[ToolDefinition]) -> None:
+        """Cache a server's tools."""
         ...
 
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tarsy.models import ErrorInfo, ExecutionStatus, SubAgentWait
+from tarsy.models import ErrorInfo, ExecutionStatus, GatherSummary, SubAgentWait
 
 __all__ = ["ExecutionUpdate", "SessionUpdate", "StageUpdate"]
 
@@ -42,6 +42,7 @@ class ExecutionUpdate(_Update):
     awaiting: SubAgentWait | None = None
     parent_tool_call_id: str | None = None
     parent_step: int | None = None
+    gather_pending: bool | None = None
     release_lease: bool = False
 
 
@@ -61,6 +62,8 @@ class SessionUpdate(_Update):
     current_stage: int | None = None
     final_analysis: str | None = None
     executive_summary: str | None = None
+    findings: list[str] | None = None
+    gather: GatherSummary | None = None
     error: ErrorInfo | None = None
     cancel_requested: bool | None = None
     score: int | None = None
