@@ -11,9 +11,9 @@ import httpx
 from pydantic import BaseModel, Field
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from tarsy.api.session_list import SessionPage
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
+from tarsy.persistence.session_list import SessionPage
 from tarsy.web.links import session_url
 
 DEFAULT_TIMEOUT_S = 30.0

@@ -259,18 +259,25 @@ def _body(request: HttpRequest, model: type[_Body]) -> _Body:
         raise InputError("invalid request body", status=422, details=details) from e
 
 
+async def _scheduled(path: str, request: HttpRequest, deps: Deps) -> HttpResponse:
+    """A Cloud Scheduler job: the sweep (recovery) or the retention pass, apart."""
+    check_sweeper(request.headers, deps.settings)
+    if request.method != "POST":
+        raise InputError("method not allowed", status=405, details={"allow": "POST"})
+    if path == "/sweep":
+        return HttpResponse(status=200, body=(await sweep(deps)).model_dump())
+    stamped = await deps.store.stamp_retention(deps.settings)
+    return HttpResponse(status=200, body=stamped.model_dump())
+
+
 async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
     """Serve one api request."""
     path = request.path.rstrip("/") or "/"
     if path == "/healthz":
         return HttpResponse(status=200, body={"status": "ok"})
     try:
-        if path == "/sweep":
-            check_sweeper(request.headers, deps.settings)
-            if request.method != "POST":
-                raise InputError("method not allowed", status=405, details={"allow": "POST"})
-            report = await sweep(deps)
-            return HttpResponse(status=200, body=report.model_dump())
+        if path in ("/sweep", "/retention"):
+            return await _scheduled(path, request, deps)
         check_api_key(request.headers, deps.settings)
         if path == "/sessions":
             if request.method != "GET":
