@@ -56,12 +56,14 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
         if observation.model == "standin":
             assert score.passed, score.reasons
             assert score.fix_proposed, score.fixes  # its playbooks here propose the fix
-            # Every playbook call went through MCP to the demo cluster, faults included
-            # (the calls gathered before the model are the session's too, and counted apart).
+            # Every playbook call went through MCP to the demo cluster (the calls gathered
+            # before the model are the session's too, and counted apart). A scenario's
+            # injected fault is met once, by whichever call comes first: since evidence
+            # first, often the gather step's.
             own = [c for c in observation.tool_calls if not c.gathered]
-            assert [(c.tool, c.is_error) for c in own] == [
-                (s.tool, s.fails) for s in scenario.playbook.steps
-            ]
+            assert [c.tool for c in own] == [s.tool for s in scenario.playbook.steps]
+            failing = {s.tool for s in scenario.playbook.steps if s.fails}
+            assert failing <= {c.tool for c in observation.tool_calls if c.is_error}
         else:
             assert not score.passed
             # Its own calls are irrelevant; the needed evidence may still have been gathered
@@ -74,9 +76,9 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
         if r.observation.model == "standin"
         and r.observation.scenario == "media-evictions-flaky-api"
         for c in r.observation.tool_calls
-        if c.is_error and not c.gathered
+        if c.is_error and c.tool == "events_list"
     ]
-    assert timed_out.tool == "events_list"
+    assert "media" in str(timed_out.arguments.get("namespace", "media"))
 
     report = build_report(
         results, models, [load_scenario(n) for n in SCENARIOS], duration_s=1, repeat=1,
