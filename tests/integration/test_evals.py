@@ -70,7 +70,7 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
             # before it answered (those calls are the session's own), so no tool recall here.
             assert score.forbidden[0].found
             assert not score.fix_proposed
-    [timed_out] = [
+    timed_out = [
         c
         for r in results
         if r.observation.model == "standin"
@@ -78,7 +78,7 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
         for c in r.observation.tool_calls
         if c.is_error and c.tool == "events_list"
     ]
-    assert "media" in str(timed_out.arguments.get("namespace", "media"))
+    assert len(timed_out) == 1  # the scenario's one injected timeout, met once
 
     report = build_report(
         results, models, [load_scenario(n) for n in SCENARIOS], duration_s=1, repeat=1,
