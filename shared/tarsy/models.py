@@ -198,6 +198,8 @@ class Session(_Model):
     tokens: TokenUsage = Field(default_factory=TokenUsage)
     cost: float = 0.0
     cancel_requested: bool = False
+    # What people did to it, as keys the session list filters on (tarsy.access.audit).
+    audit_keys: list[str] = Field(default_factory=list)
     deadline: datetime | None = None
     # The LLM judge's score (0-100) and its report (tarsy.agent.scoring.SessionScore as a
     # mapping: the four categories with reasons, missing tools); or why scoring failed.
@@ -351,6 +353,20 @@ class TimelineEvent(_Model):
     content: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class AuditEvent(_Model):
+    """``sessions/{sid}/audit/{id}``: one thing a person (or a machine) did to a session.
+
+    Written by the api after the action succeeded, never for a refused one.
+    """
+
+    action: str = Field(description="cancel, cancel_agent, resume, chat or score")
+    actor: str = Field(description="the verified e-mail of who did it")
+    role: str = Field(description="the role they held")
+    target: str | None = Field(default=None, description="the execution it named, if any")
+    detail: str = Field(default="", description="what they asked, for a chat (shortened)")
+    at: datetime = Field(default_factory=utcnow)
 
 
 # ─── interaction records ──────────────────────────────────────────────────────

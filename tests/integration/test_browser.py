@@ -1,8 +1,8 @@
 """The api's pages in a real browser (Debian's chromium, Playwright), against the local stack.
 
-Each test opens the page the api function serves, gives the API key in the
-page's form as a person would, and reads what the page shows while the step
-function works: a session watched live to its end, a chat answered as it
+Each test opens the page the api function serves through the local sign-in
+proxy (signed in as the stack's user, as Identity-Aware Proxy signs people in
+when deployed), and reads what the page shows while the step function works: a session watched live to its end, a chat answered as it
 streams, a cancel, the list filtered, and hostile text shown as text.
 With ``TARSY_SCREENSHOT_DIR`` set, the list and a session page are saved there
 (``docs/images`` holds the ones the README shows).
@@ -99,7 +99,7 @@ def test_a_submitted_alert_is_watched_live_to_its_end(
 ) -> None:
     fake_gemini.responder = Investigation()
     session_id = client.submit({"alert_type": "test-tools", "data": "orders p99 is 2 s"}).session_id
-    tab = open_page(chromium, session_url(stack.api_url, session_id), stack.api_key)
+    tab = open_page(chromium, session_url(stack.signin_url, session_id))
     page = tab.page
     polls: list[str] = []
     page.on(
@@ -133,8 +133,9 @@ def test_a_submitted_alert_is_watched_live_to_its_end(
     assert len(ids) == len(set(ids)) == event_count(page)
     screenshot(page, "session-page.png")
     no_problems(tab)
-    # The key stays in the tab's sessionStorage and in headers, never in a URL.
-    assert page.evaluate("() => sessionStorage.getItem('tarsy.apiKey')") == stack.api_key
+    # Signed in through the proxy: the page never asked for a key and says who is reading.
+    assert page.locator("input[type=password]").count() == 0
+    assert page.inner_text("#who") == f"signed in as {stack.user} · admin"
     assert polls and not any(stack.api_key in url for url in [*polls, page.url])
     # A finished session stops polling: nothing is asked over several poll intervals.
     polled = len(polls)
@@ -154,7 +155,7 @@ def test_a_follow_up_is_asked_and_its_answer_streams_onto_the_page(
 ) -> None:
     fake_gemini.responder = slow_chat
     session_id = finished(client, {"alert_type": "generic", "data": "error rate 31% on orders"})
-    tab = open_page(chromium, session_url(stack.api_url, session_id), stack.api_key)
+    tab = open_page(chromium, session_url(stack.signin_url, session_id))
     page = tab.page
     wait_finished(page)
     page.fill("#chat-question", "Which finding matters?")
@@ -178,7 +179,7 @@ def test_a_running_session_is_cancelled_from_its_page(
         text="still thinking", stream_chunks=8, chunk_delay=0.5
     )
     session_id = client.submit({"alert_type": "generic", "data": "disk 91% on db-1"}).session_id
-    tab = open_page(chromium, session_url(stack.api_url, session_id), stack.api_key)
+    tab = open_page(chromium, session_url(stack.signin_url, session_id))
     page = tab.page
     page.locator("#action-cancel").wait_for(state="visible")
     page.click("#action-cancel")
@@ -197,7 +198,7 @@ def test_the_list_shows_sessions_and_filters_them(
 ) -> None:
     disk = finished(client, {"alert_type": "DiskFull", "data": "disk 97% on db-1"})
     latency = finished(client, {"alert_type": "HighLatency", "data": "p99 2.3 s on orders"})
-    tab = open_page(chromium, list_url(stack.api_url), stack.api_key)
+    tab = open_page(chromium, list_url(stack.signin_url))
     page = tab.page
     page.locator(f"tr[data-session='{latency}']").wait_for()
     assert page.locator(f"tr[data-session='{disk}']").count() == 1
@@ -236,7 +237,7 @@ def test_hostile_alert_tool_and_model_text_show_as_text(
     )
     alert = {"alert_type": "test-tools", "data": f"disk full {HOSTILE_SCRIPT} {HOSTILE_IMAGE}"}
     session_id = finished(client, alert)
-    tab = open_page(chromium, session_url(stack.api_url, session_id), stack.api_key)
+    tab = open_page(chromium, session_url(stack.signin_url, session_id))
     page = tab.page
     wait_finished(page)
     page.click(".overview details.alert summary")

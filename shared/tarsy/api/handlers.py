@@ -10,6 +10,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tarsy import telemetry
+from tarsy.access.audit import audit_event, audit_keys
+from tarsy.access.iap import authenticate
+from tarsy.access.roles import Principal, RecordedAction
 from tarsy.api.session_list import parse_query
 from tarsy.app import Deps
 from tarsy.engine import transitions
@@ -22,7 +25,6 @@ from tarsy.errors import InputError, NotFoundError
 from tarsy.http.request import (
     HttpRequest,
     HttpResponse,
-    check_api_key,
     check_sweeper,
     error_response,
     read_json,
@@ -95,11 +97,13 @@ async def session_view(store: SessionReader, session_id: str) -> dict[str, Any]:
         )
         timeline.extend(event_views)
     timeline.sort(key=lambda e: (e["created_at"], e["stage"]))
+    audit = await store.list_audit(session_id)
     return {
         "session": session.model_dump(mode="json"),
         "stages": [stage.model_dump(mode="json") for stage in stages],
         "executions": execution_views,
         "timeline": timeline,
+        "audit": [event.model_dump(mode="json") for event in audit],
     }
 
 
@@ -246,6 +250,21 @@ async def chat(deps: Deps, session_id: str, request: ChatRequest) -> dict[str, A
     return {"session_id": session_id, "execution_id": execution.execution_id}
 
 
+async def _record(
+    deps: Deps,
+    principal: Principal,
+    action: RecordedAction,
+    session_id: str,
+    *,
+    target: str | None = None,
+    detail: str = "",
+) -> None:
+    """Record on the session who did ``action``, once it has succeeded."""
+    event = audit_event(principal, action, target=target, detail=detail)
+    await deps.store.record_action(session_id, event, audit_keys(event))
+    logger.info("%s by %s on %s", action, principal.email, session_id)
+
+
 def _body(request: HttpRequest, model: type[_Body]) -> _Body:
     """The request's JSON body as ``model``: hostile bodies are 4xx (see tarsy.http.json_body)."""
     payload = read_json(request, empty={})
@@ -260,7 +279,13 @@ def _body(request: HttpRequest, model: type[_Body]) -> _Body:
 
 
 async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
-    """Serve one api request."""
+    """Serve one api request.
+
+    Every route but ``/healthz`` and ``/sweep`` is a person's: the proxy's signed
+    header is verified first (401 without a valid one), then the role the route
+    needs is checked (403 naming it) before anything is read or written, and an
+    action that succeeded is recorded on its session with who did it.
+    """
     path = request.path.rstrip("/") or "/"
     if path == "/healthz":
         return HttpResponse(status=200, body={"status": "ok"})
@@ -271,18 +296,23 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
                 raise InputError("method not allowed", status=405, details={"allow": "POST"})
             report = await sweep(deps)
             return HttpResponse(status=200, body=report.model_dump())
-        check_api_key(request.headers, deps.settings)
+        principal = await authenticate(request.headers, deps.settings)
         if path == "/sessions":
             if request.method != "GET":
                 raise InputError("method not allowed", status=405, details={"allow": "GET"})
+            principal.require("read")
             page = await deps.store.list_sessions(parse_query(request.query_string))
             return HttpResponse(status=200, body=page.model_dump(mode="json"))
         one = _EXECUTION_CANCEL_PATH.match(path)
         if one is not None:
             if request.method != "POST":
                 raise InputError("method not allowed", status=405, details={"allow": "POST"})
+            principal.require("cancel_agent")
             read_json(request, empty={})
             body = await cancel_agent(deps, one["session_id"], one["execution_id"])
+            await _record(
+                deps, principal, "cancel_agent", one["session_id"], target=one["execution_id"]
+            )
             return HttpResponse(status=202, body=body)
         match = _SESSION_PATH.match(path)
         if match is None:
@@ -294,19 +324,36 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
                 f"method {request.method} not allowed", status=405, details={"allow": allowed}
             )
         if action == "cancel":
+            principal.require("cancel")
             read_json(request, empty={})  # no body is expected; a hostile one is still a 4xx
-            return HttpResponse(status=202, body=await cancel(deps, session_id))
+            body = await cancel(deps, session_id)
+            await _record(deps, principal, "cancel", session_id)
+            return HttpResponse(status=202, body=body)
         if action == "resume":
-            return HttpResponse(
-                status=202, body=await resume(deps, session_id, _body(request, ResumeRequest))
-            )
+            principal.require("resume")
+            body = await resume(deps, session_id, _body(request, ResumeRequest))
+            await _record(deps, principal, "resume", session_id)
+            return HttpResponse(status=202, body=body)
         if action == "score":
+            principal.require("score")
             read_json(request, empty={})
-            return HttpResponse(status=202, body=await rescore(deps, session_id))
+            body = await rescore(deps, session_id)
+            await _record(deps, principal, "score", session_id, target=body["execution_id"])
+            return HttpResponse(status=202, body=body)
         if action == "chat":
-            return HttpResponse(
-                status=202, body=await chat(deps, session_id, _body(request, ChatRequest))
+            principal.require("chat")
+            question = _body(request, ChatRequest)
+            body = await chat(deps, session_id, question)
+            await _record(
+                deps,
+                principal,
+                "chat",
+                session_id,
+                target=body["execution_id"],
+                detail=question.question,
             )
+            return HttpResponse(status=202, body=body)
+        principal.require("read")
         return HttpResponse(status=200, body=await session_view(deps.store, session_id))
     except InputError as e:
         return error_response(e)

@@ -5,7 +5,9 @@ ties), filtered by equality on :data:`EQUALITY_FILTERS` and by a creation-time
 range. A page ends with an opaque cursor, the last row's ``created_at`` and id,
 from which the next page starts. Each equality filter has a composite index
 ``(field, created_at DESC)`` in ``infra/firestore.tf``; Firestore merges them
-when several filters are combined. Pure: :meth:`tarsy.persistence.store.Store.list_sessions`
+when several filters are combined. Who acted (``actor``) and what they did
+(``action``) filter by one array-contains on ``audit_keys`` (tarsy.access.audit).
+Pure: :meth:`tarsy.persistence.store.Store.list_sessions`
 runs the query.
 """
 
@@ -19,6 +21,8 @@ from urllib.parse import parse_qs
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tarsy.access.audit import audit_key
+from tarsy.access.roles import RecordedAction
 from tarsy.errors import InputError
 from tarsy.models import ErrorInfo, ExecutionStatus, TokenUsage
 
@@ -28,6 +32,8 @@ MAX_LIMIT = 100
 EQUALITY_FILTERS = ("status", "alert_type", "source")
 # What the range filters and the order use.
 ORDER_FIELD = "created_at"
+# The array the actor and action filters look in (one array-contains per query).
+AUDIT_FIELD = "audit_keys"
 
 
 class SessionCursor(BaseModel):
@@ -79,6 +85,10 @@ class SessionQuery(BaseModel):
     status: ExecutionStatus | None = None
     alert_type: str | None = Field(default=None, min_length=1, max_length=200)
     source: str | None = Field(default=None, min_length=1, max_length=100)
+    actor: str | None = Field(
+        default=None, min_length=3, max_length=320, description="sessions this e-mail acted on"
+    )
+    action: RecordedAction | None = Field(default=None, description="sessions someone did this to")
     since: datetime | None = Field(default=None, description="created at or after (inclusive)")
     until: datetime | None = Field(default=None, description="created before (exclusive)")
     limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
@@ -99,6 +109,11 @@ class SessionQuery(BaseModel):
         if self.since is not None and self.until is not None and self.since >= self.until:
             raise ValueError("since must be earlier than until")
         return self
+
+    @property
+    def audit_key(self) -> str | None:
+        """The one array-contains key of the actor and action filters (None: neither given)."""
+        return audit_key(action=self.action, actor=self.actor)
 
     def equality_filters(self) -> dict[str, str]:
         """``{field: value}`` of the equality filters given."""

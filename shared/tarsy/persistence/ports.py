@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from tarsy.models import AgentExecution, Session, Stage, TimelineEvent
+from tarsy.models import AgentExecution, AuditEvent, Session, Stage, TimelineEvent
 from tarsy.persistence.progress import ProgressSnapshot, ProgressStore
 from tarsy.persistence.store import Claim
 from tarsy.tools.base import CachedToolList
@@ -55,6 +55,10 @@ class SessionReader(Protocol):
 
     async def live_progress(self, execution_ids: Sequence[str]) -> dict[str, ProgressSnapshot]:
         """The live text of the calls streaming now."""
+        ...
+
+    async def list_audit(self, session_id: str) -> list[AuditEvent]:
+        """What people did to the session, oldest first."""
         ...
 
 

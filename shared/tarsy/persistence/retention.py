@@ -50,6 +50,7 @@ from tarsy.models import AgentExecution, utcnow
 from tarsy.notify.ledger import NOTIFICATIONS
 from tarsy.persistence._firestore import (
     ANSWERS,
+    AUDIT,
     DONE,
     EXECUTIONS,
     LLM_INTERACTIONS,
@@ -90,6 +91,7 @@ COLLECTION_GROUPS = frozenset(
         PUBLISHED,
         SUB_AGENT_TURNS,
         ANSWERS,
+        AUDIT,
         CHUNKS,
     }
 )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from tarsy.api.session_list import (
+    AUDIT_FIELD,
     SUMMARY_FIELDS,
     SessionPage,
     SessionQuery,
@@ -17,12 +19,14 @@ from tarsy.api.session_list import (
 from tarsy.engine.transitions import SessionUpdate, StageUpdate
 from tarsy.models import (
     AgentExecution,
+    AuditEvent,
     ConversationMessage,
     Session,
     Stage,
     utcnow,
 )
 from tarsy.persistence._firestore import (
+    AUDIT,
     DONE,
     MARKERS,
     MESSAGES,
@@ -81,6 +85,10 @@ class SessionRecords(FirestoreBase):
             )
         if "source" in filters:
             listing = listing.where(filter=firestore.FieldFilter("source", "==", filters["source"]))
+        if query.audit_key is not None:
+            listing = listing.where(
+                filter=firestore.FieldFilter(AUDIT_FIELD, "array_contains", query.audit_key)
+            )
         if query.since is not None:
             listing = listing.where(filter=firestore.FieldFilter("created_at", ">=", query.since))
         if query.until is not None:
@@ -97,6 +105,24 @@ class SessionRecords(FirestoreBase):
             async for snap in listing.limit(query.limit + 1).stream()
         ]
         return page_of(rows, query.limit)
+
+    async def record_action(self, session_id: str, event: AuditEvent, keys: list[str]) -> None:
+        """Record who did what to a session: its audit document and the list's keys, at once."""
+        batch = self._db.batch()
+        audit_id = f"{event.at:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
+        batch.create(
+            self._session(session_id).collection(AUDIT).document(audit_id),
+            event.model_dump(mode="python"),
+        )
+        batch.update(self._session(session_id), {"audit_keys": firestore.ArrayUnion(keys)})
+        self.round_trips.add("commit")
+        await batch.commit()
+
+    async def list_audit(self, session_id: str) -> list[AuditEvent]:
+        """What people did to a session, oldest first."""
+        self.round_trips.add("query")
+        query = self._session(session_id).collection(AUDIT).order_by("__name__")
+        return [AuditEvent.model_validate(s.to_dict()) async for s in query.stream()]
 
     async def list_stages(self, session_id: str) -> list[Stage]:
         """Return a session's stages in order."""
