@@ -19,13 +19,13 @@ import pytest
 from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import pubsub_v1  # type: ignore[attr-defined]
 
+from tarsy.access.iap import ASSERTION_HEADER
 from tarsy.app import Deps
 from tarsy.bus import get_bus
 from tarsy.config import load_config
 from tarsy.models import StepMessage
 from tarsy.persistence.store import Store, get_store
 from tarsy.settings import Settings
-from tarsy.access.iap import ASSERTION_HEADER
 from tarsy_dev.client import LocalSignIn, TarsyClient
 from tarsy_dev.fakes.fake_gemini import FakeGemini, StandInResponder
 from tarsy_dev.localstack.emulators import clear_firestore
@@ -172,7 +172,7 @@ def client(stack: Stack) -> Iterator[TarsyClient]:
 
 
 def signed_in(stack: Stack, email: str | None = None) -> dict[str, str]:
-    """Headers of a request signed in as ``email`` (default: the stack's admin), as the proxy signs."""
+    """Headers of a request signed in as ``email`` (default: the stack's admin), as a proxy's."""
     return {ASSERTION_HEADER: assertion(stack.signin_key_pem, email or stack.user)}
 
 

@@ -2,8 +2,9 @@
 
 Each test opens the page the api function serves through the local sign-in
 proxy (signed in as the stack's user, as Identity-Aware Proxy signs people in
-when deployed), and reads what the page shows while the step function works: a session watched live to its end, a chat answered as it
-streams, a cancel, the list filtered, and hostile text shown as text.
+when deployed), and reads what the page shows while the step function works:
+a session watched live to its end, a chat answered as it streams, a cancel,
+the list filtered, and hostile text shown as text.
 With ``TARSY_SCREENSHOT_DIR`` set, the list and a session page are saved there
 (``docs/images`` holds the ones the README shows).
 """

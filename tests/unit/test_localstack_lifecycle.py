@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from tarsy_dev.localstack.processes import (
     stop,
     stop_all,
 )
+from tarsy_dev.localstack.signin import write_key
 from tarsy_dev.localstack.stack import STATE_FILE, Stack, StackOptions, load_stack, save_stack
 
 
@@ -51,6 +53,11 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[StackOptions]:
     return calls
 
 
+# A signing key as the stack writes one (the demo signs its CLI requests with it).
+SIGNIN_KEY = Path(tempfile.gettempdir()) / f"tarsy-unit-{os.getuid()}" / "signin-key.pem"
+write_key(SIGNIN_KEY)
+
+
 def info(name: str, pid: int = 0) -> ProcessInfo:
     return ProcessInfo(name=name, pid=pid, log_path="/dev/null")
 
@@ -67,6 +74,8 @@ def fake_stack(processes: list[ProcessInfo]) -> Stack:
         steps_topic="t",
         model="none",
         processes=processes,
+        signin_url="http://127.0.0.1:6",
+        signin_key=str(SIGNIN_KEY),
     )
 
 
@@ -340,7 +349,7 @@ def test_a_second_up_keeps_the_running_stack_its_sessions_and_its_key(
     assert localstack.main(["--state-dir", str(state_dir), "up"]) == 0
     err = capsys.readouterr().err
     assert "already up" in err and "(API key: k)" in err
-    assert "http://127.0.0.1:4/ui/" in err
+    assert "http://127.0.0.1:6/ui/" in err
     assert all(is_running(p.pid) for p in sleepers)
     assert load_stack(state_dir) == running
 

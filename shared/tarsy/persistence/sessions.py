@@ -9,7 +9,6 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from tarsy.api.session_list import (
-    AUDIT_FIELD,
     SUMMARY_FIELDS,
     SessionPage,
     SessionQuery,
@@ -87,7 +86,7 @@ class SessionRecords(FirestoreBase):
             listing = listing.where(filter=firestore.FieldFilter("source", "==", filters["source"]))
         if query.audit_key is not None:
             listing = listing.where(
-                filter=firestore.FieldFilter(AUDIT_FIELD, "array_contains", query.audit_key)
+                filter=firestore.FieldFilter("audit_keys", "array_contains", query.audit_key)
             )
         if query.since is not None:
             listing = listing.where(filter=firestore.FieldFilter("created_at", ">=", query.since))

@@ -25,7 +25,7 @@ from tarsy.errors import ApiError
 from tarsy.settings import Settings, get_settings
 from tarsy.web.links import list_url, session_url
 from tarsy_dev.cli import StoppedWatching, consoles, watch_session
-from tarsy_dev.client import TarsyClient
+from tarsy_dev.client import LocalSignIn, TarsyClient
 from tarsy_dev.demo_cluster.loader import DEFAULT_SCENARIO, scenario_names
 from tarsy_dev.localstack.kubernetes_mcp import KubernetesMcpUnavailable
 from tarsy_dev.localstack.processes import is_running
@@ -87,9 +87,12 @@ def _options(args: argparse.Namespace) -> StackOptions:
 
 
 def _banner(stack: Stack) -> None:
-    console.print(f"[bold]pages[/]   {list_url(stack.api_url)}  (API key: {stack.api_key})")
-    console.print(f"[bold]ingest[/]  {stack.ingest_url}/alerts")
-    console.print(f"[bold]api[/]     {stack.api_url}/sessions/<id>")
+    console.print(f"[bold]pages[/]   {list_url(stack.signin_url)}  (signed in as {stack.user})")
+    console.print(f"[bold]ingest[/]  {stack.ingest_url}/alerts  (API key: {stack.api_key})")
+    console.print(
+        f"[bold]api[/]     {stack.signin_url}/sessions/<id>  (signed in; "
+        f"tarsy --user EMAIL signs in as anyone)"
+    )
     console.print(f"[bold]model[/]   {stack.model}")
     if stack.config_path:
         console.print(f"[bold]config[/]  {stack.config_path}")
@@ -273,15 +276,19 @@ def _demo(args: argparse.Namespace) -> int:
         # Full lines when redirected (make demo > file), wrapped to the terminal otherwise.
         out, _errors = consoles()
         with TarsyClient(
-            ingest_url=stack.ingest_url, api_url=stack.api_url, api_key=stack.api_key
+            ingest_url=stack.ingest_url,
+            api_url=stack.api_url,
+            api_key=stack.api_key,
+            signin=LocalSignIn(stack.signin_key_pem, stack.user),
         ) as client:
             submitted = client.submit(alert)
             console.print(
                 f"submitted [bold]{alert.get('alert_type')}[/] alert → {submitted.session_id}"
             )
             console.print(
-                f"[bold]watch it in a browser[/] {session_url(stack.api_url, submitted.session_id)}"
-                f"  (API key: {stack.api_key}; the page lives while the demo runs)"
+                f"[bold]watch it in a browser[/] "
+                f"{session_url(stack.signin_url, submitted.session_id)}"
+                f"  (signed in as {stack.user}; the page lives while the demo runs)"
             )
             # The watch prints every timeline event, the final analysis among them.
             # A CPU model takes minutes where a hosted one takes seconds.

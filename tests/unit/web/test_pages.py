@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any, cast
 
 import pytest
@@ -214,7 +214,8 @@ async def test_someone_without_a_role_is_refused_the_data_naming_the_viewer_role
 
 
 async def test_a_viewer_sees_the_session_and_is_offered_no_action() -> None:
-    update = json.loads((await call(hostile_store(), get("/ui/data/sessions/s-1", user=VIEWER))).body)
+    viewer = await call(hostile_store(), get("/ui/data/sessions/s-1", user=VIEWER))
+    update = json.loads(viewer.body)
     assert update["who"] == {"email": VIEWER, "role": "viewer"}
     assert not any(update["actions"].values())
     responder = json.loads(
