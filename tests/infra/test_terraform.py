@@ -350,8 +350,9 @@ def test_the_api_is_reached_only_through_iap_and_by_the_sweeper() -> None:
     api_env = locals_()["function_env"]["api"]
     assert api_env[env_names("iap_audience")[0]] == "${local.iap_audience}"
     assert api_env[env_names("access_grants")[0]] == "${jsonencode(var.access)}"
-    assert "backendServices/${google_compute_backend_service.api.generated_id}" in (
-        locals_()["iap_audience"]
+    assert (
+        "backendServices/${google_compute_backend_service.api.generated_id}"
+        in (locals_()["iap_audience"])
     )
 
 

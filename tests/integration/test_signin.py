@@ -36,7 +36,8 @@ def slow_investigation(call: FakeCall) -> FakeReply:
     """The investigation streams for up to a minute (time to act on it); the rest is quick."""
     if "executive-summarizer" in call.system_text() or "chat-assistant" in call.system_text():
         return StandInResponder()(call)
-    return FakeReply(text="still looking", stream_chunks=120, chunk_delay=0.5)
+    # One chunk per half second for a minute (a chunk needs text: 120 chunks, 120 words).
+    return FakeReply(text="still looking " * 120, stream_chunks=120, chunk_delay=0.5)
 
 
 def wait_for_a_model_call(fake: FakeGemini) -> None:

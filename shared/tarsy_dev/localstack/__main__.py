@@ -9,6 +9,7 @@ Ctrl-C is pressed again meanwhile.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -268,6 +269,19 @@ def _demo(args: argparse.Namespace) -> int:
     except InputProblem as e:
         console.print(f"demo: {e}", style="red", markup=False)
         return EXIT_USAGE
+    if (running := running_stack(options.state_dir)) is not None:
+        # A demo starts and stops its own stack: over a running `make up` it would stop
+        # that one and lose its sessions. Refuse, and say how to use the running one.
+        console.print(
+            "demo: a stack started by `make up` is running, with its sessions; the demo "
+            "would stop it and lose them. Use it: "
+            ".venv/bin/tarsy submit shared/tarsy_dev/samples/pod-crashloop.json --watch "
+            f"(pages: {list_url(running.signin_url or running.api_url)}), "
+            "or stop it first: make down",
+            style="red",
+            markup=False,
+        )
+        return EXIT_USAGE
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     stack: Stack | None = None
     try:
@@ -294,12 +308,14 @@ def _demo(args: argparse.Namespace) -> int:
             # A CPU model takes minutes where a hosted one takes seconds.
             timeout = DEMO_TIMEOUT_S if options.model_label is None else LOCAL_DEMO_TIMEOUT_S
             status = watch_session(client, submitted.session_id, out, timeout=timeout)
+        again = f"make up SCENARIO={options.scenario}" if options.scenario else "make up"
         if stack.kubeconfig:
             console.print(
-                "look at the incident yourself: `make up` keeps the demo cluster running, then "
-                f"{kubectl_line(stack.kubeconfig)}",
+                f"look at the incident yourself: `{again}` keeps the same demo cluster running, "
+                f"then {kubectl_line(stack.kubeconfig)}",
                 markup=False,
             )
+        hold_the_page(session_url(stack.signin_url, submitted.session_id), again)
         return status
     except (ApiError, InputProblem) as e:
         console.print(f"demo failed: {e}", style="red", markup=False)
@@ -314,6 +330,38 @@ def _demo(args: argparse.Namespace) -> int:
         if stack is not None:
             shutdown(stack, options.state_dir)
         signal.signal(signal.SIGTERM, previous_sigterm or signal.SIG_DFL)
+
+
+def interactive() -> bool:
+    """Whether someone at a terminal runs the demo (stdin is one)."""
+    return sys.stdin.isatty()
+
+
+def wait_for_enter() -> None:
+    """Block until the person presses Enter (Ctrl-C raises, as anywhere in the demo)."""
+    sys.stdin.readline()
+
+
+def hold_the_page(url: str, again: str) -> None:
+    """Keep the stack, and so the session's page, up until the person is done with it.
+
+    Design constraint: the demo's session lives in the demo's emulators, so its
+    page dies with the stack. At a terminal the demo waits for Enter before it
+    stops; redirected or in CI it stops at once and says the link goes with it.
+    """
+    if not interactive():
+        console.print(
+            f"stopping the demo's stack: its page goes with it ({again} keeps one up)",
+            markup=False,
+        )
+        return
+    console.print(
+        f"[bold]the page stays up while you look:[/] {url}\n"
+        "press Enter (or Ctrl-C) to stop the stack",
+        highlight=False,
+    )
+    with contextlib.suppress(KeyboardInterrupt, EOFError):
+        wait_for_enter()
 
 
 def shutdown(stack: Stack, state_dir: Path) -> list[str]:

@@ -26,7 +26,11 @@ def test_a_long_question_is_shortened_in_the_record() -> None:
 
 def test_the_list_finds_a_session_by_action_by_actor_and_by_both() -> None:
     keys = audit_keys(audit_event(RITA, "cancel"))
-    for query in ("action=cancel", "actor=rita@example.com", "actor=Rita@Example.com&action=cancel"):
+    for query in (
+        "action=cancel",
+        "actor=rita@example.com",
+        "actor=Rita@Example.com&action=cancel",
+    ):
         assert parse_query(query).audit_key in keys, query
     assert parse_query("action=chat").audit_key not in keys
     assert parse_query("actor=vic@example.com&action=cancel").audit_key not in keys
