@@ -30,6 +30,7 @@ from tarsy_dev.fakes.fake_gemini import (
 )
 from tarsy_dev.localstack.stack import Stack
 from tests.integration.browser import WAIT_MS, Tab, browser, open_page
+from tests.integration.conftest import VIEWER, signed_in
 
 WAIT_S = WAIT_MS / 1000
 ANSWER = "First finding. Second finding. Third finding. The conclusion."
@@ -165,10 +166,18 @@ def test_a_follow_up_is_asked_and_its_answer_streams_onto_the_page(
     live = page.locator(".live-call .text")
     live.wait_for(timeout=WAIT_MS)
     assert ANSWER.startswith(live.inner_text())
-    page.locator(".event.final_analysis", has_text="The conclusion.").last.wait_for()
+    answer = page.locator(".event.final_analysis", has_text="The conclusion.").last
+    answer.wait_for()
     wait_finished(page)
+    # The chat's reply is an answer, not the investigation's final analysis.
+    assert answer.locator(".label").text_content() == "answer"
     chat = page.inner_text("#timeline")
     assert "Which finding matters?" in chat
+    # Who asked is on the page.
+    page.locator("#audit .audit-event", has_text=stack.user).wait_for()
+    assert "chat" in page.inner_text("#audit") and "Which finding matters?" in page.inner_text(
+        "#audit"
+    )
     assert page.locator(".live-call").count() == 0
     no_problems(tab)
 
@@ -191,6 +200,69 @@ def test_a_running_session_is_cancelled_from_its_page(
     wait_finished(page)
     assert page.locator("#action-cancel").is_hidden()
     assert page.locator("#chat-form").is_visible()
+    # The cancel is recorded with who did it, and shown.
+    page.locator("#audit .audit-event[data-action='cancel']", has_text=stack.user).wait_for()
+    no_problems(tab)
+
+
+def test_a_viewer_reads_the_page_signed_in_and_is_offered_no_action(
+    stack: Stack, fake_gemini: FakeGemini, client: TarsyClient, chromium: Browser
+) -> None:
+    session_id = finished(client, {"alert_type": "generic", "data": "disk 91% on db-1"})
+    # As the proxy would: every request of the tab carries the viewer's signed header.
+    tab = open_page(chromium, session_url(stack.api_url, session_id), signed_in(stack, VIEWER))
+    page = tab.page
+    wait_finished(page)
+    assert page.inner_text("#session-status") == "completed"
+    assert page.inner_text("#who") == f"signed in as {VIEWER} · viewer"
+    for action in ("#action-cancel", "#action-resume", "#action-score", "#chat-form"):
+        assert page.locator(action).is_hidden(), action
+    assert page.locator("input[type=password]").count() == 0
+    no_problems(tab)
+
+
+@pytest.mark.parametrize(
+    ("headers", "shown"),
+    [
+        ("nobody", "not signed in"),
+        ("outsider", "needs the viewer role"),
+        ("viewer", "no session 'no-such-session'"),
+    ],
+)
+def test_a_page_that_cannot_load_says_why_instead_of_loading(
+    stack: Stack, chromium: Browser, headers: str, shown: str
+) -> None:
+    sent = {
+        "nobody": {},
+        "outsider": signed_in(stack, "mallory@elsewhere.example"),
+        "viewer": signed_in(stack, VIEWER),
+    }[headers]
+    tab = open_page(chromium, session_url(stack.api_url, "no-such-session"), sent)
+    page = tab.page
+    page.locator("#header", has_text=shown).wait_for()
+    assert "loading" not in page.inner_text("#header")
+    assert shown in page.inner_text("#message")
+    # The failed poll is the page's own report, not a script error; nothing else went wrong.
+    assert all("Failed to load resource" in p for p in tab.problems), tab.problems
+
+
+def test_a_wide_tool_table_keeps_its_columns_and_scrolls_sideways(
+    stack: Stack, fake_gemini: FakeGemini, client: TarsyClient, chromium: Browser
+) -> None:
+    row = "  ".join(f"column-{n:02d}" for n in range(30))
+    fake_gemini.responder = Investigation(first_text=row)
+    session_id = finished(client, {"alert_type": "test-tools", "data": "orders p99 is 2 s"})
+    tab = open_page(chromium, session_url(stack.signin_url, session_id))
+    page = tab.page
+    wait_finished(page)
+    result = page.locator(".event.mcp_tool_call pre.result", has_text="column-29").first
+    page.locator(".event.mcp_tool_call summary").first.click()
+    result.wait_for()
+    # Unwrapped: the row is wider than the box, which scrolls instead of breaking it.
+    box = result.evaluate(
+        "(pre) => ({space: getComputedStyle(pre).whiteSpace, wide: pre.scrollWidth > pre.clientWidth})"
+    )
+    assert box == {"space": "pre", "wide": True}, box
     no_problems(tab)
 
 

@@ -143,9 +143,14 @@ async def _list_data(request: HttpRequest, deps: Deps, principal: Principal) -> 
 
 
 def _update_payload(
-    update: SessionUpdate, audit: list[AuditEvent], principal: Principal, now: datetime
+    update: SessionUpdate,
+    audit: list[AuditEvent],
+    principal: Principal,
+    now: datetime,
+    scoring_off: str | None = None,
 ) -> dict[str, Any]:
     session = update.session
+    roles = {e.execution_id: e.role for e in update.executions}
     # Buttons a viewer's role would only have refused are not offered.
     acts = principal.role is not None and principal.role.allows(Role.RESPONDER)
     running_agents = not session.status.is_terminal
@@ -166,7 +171,7 @@ def _update_payload(
         {
             "section": shown.execution_id,
             "id": f"{shown.execution_id}/{shown.event_id}",
-            "html": r.render("_event.html", event=shown.event),
+            "html": r.render("_event.html", event=shown.event, role=roles.get(shown.execution_id)),
         }
         for shown in update.events
     ]
@@ -190,6 +195,7 @@ def _update_payload(
             "chat": acts and session.status.is_terminal,
             # A deployment whose scoring is off (the stand-in) has no judge to ask.
             "score": acts
+            and not scoring_off
             and session.status.is_terminal
             and not (session.score_error or "").startswith("not scored"),
         },
@@ -226,7 +232,10 @@ async def handle(request: HttpRequest, deps: Deps) -> WebResponse:
                 cursor = parse_qs(request.query_string).get("cursor", [""])[0]
                 update = await session_update(deps.store, data["session_id"], cursor)
                 audit = await deps.store.list_audit(data["session_id"])
-                return _json(_update_payload(update, audit, principal, utcnow()))
+                payload = _update_payload(
+                    update, audit, principal, utcnow(), deps.settings.scoring_off_reason
+                )
+                return _json(payload)
         return _html(r.render("error.html", root=_root(path), message="no such page"), 404)
     except InputError as e:
         return _error(e)

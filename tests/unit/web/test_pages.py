@@ -91,8 +91,8 @@ class MemoryStore:
         return SessionPage(sessions=rows[: query.limit])
 
 
-def deps(store: MemoryStore) -> Deps:
-    settings = SIGNIN.settings(TARSY_API_KEY=KEY)
+def deps(store: MemoryStore, **settings_more: object) -> Deps:
+    settings = SIGNIN.settings(TARSY_API_KEY=KEY, **settings_more)
     return cast(Deps, type("D", (), {"settings": settings, "store": cast(Store, store)})())
 
 
@@ -342,3 +342,63 @@ async def test_the_list_fragment_links_each_session_and_shows_its_columns() -> N
 
 def test_a_session_url_is_under_the_api_url() -> None:
     assert session_url("https://x.example/api/", "s-1") == "https://x.example/api/ui/sessions/s-1"
+
+
+def finished_with_a_chat() -> MemoryStore:
+    """A completed session with an investigation's analysis and a chat's answer."""
+    store = MemoryStore()
+    store.sessions["s-2"] = Session(
+        session_id="s-2", alert_type="DiskFull", alert_data="disk 97%", chain_id="default",
+        status=ExecutionStatus.COMPLETED, started_at=utcnow(), completed_at=utcnow(),
+    )  # fmt: skip
+    store.executions["s-2"] = [
+        AgentExecution(
+            execution_id=eid,
+            session_id="s-2",
+            stage=stage,
+            agent=agent,
+            role=role,
+            strategy="native-thinking",
+            provider="google",
+            status=ExecutionStatus.COMPLETED,
+        )
+        for eid, stage, agent, role in (
+            ("e-a", 0, "investigator", "agent"),
+            ("e-c", -2, "chat-assistant", "chat"),
+        )
+    ]
+    store.timelines["e-a"] = [
+        ("0001-000", TimelineEvent(type=TimelineEventType.FINAL_ANALYSIS, content="the disk"))
+    ]
+    store.timelines["e-c"] = [
+        ("0001-000", TimelineEvent(type=TimelineEventType.USER_QUESTION, content="why?")),
+        ("0002-000", TimelineEvent(type=TimelineEventType.FINAL_ANALYSIS, content="because")),
+    ]
+    return store
+
+
+async def test_a_chats_answer_is_labelled_an_answer_not_a_final_analysis() -> None:
+    update = json.loads((await call(finished_with_a_chat(), get("/ui/data/sessions/s-2"))).body)
+    labels: dict[str, list[str]] = {}
+    for event in update["events"]:
+        found = re.findall(r'<div class="label">([^<]*)</div>', event["html"])
+        labels.setdefault(event["section"], []).extend(found)
+    assert labels["e-a"] == ["final analysis"]
+    assert labels["e-c"] == ["question", "answer"]
+
+
+async def test_re_score_is_not_offered_where_scoring_is_off() -> None:
+    store = finished_with_a_chat()
+    offered = json.loads((await call(store, get("/ui/data/sessions/s-2"))).body)
+    assert offered["actions"]["score"] is True
+    request = get("/ui/data/sessions/s-2")
+    stand_in = await handle(request, deps(store, TARSY_SCORING_OFF_REASON="stand-in model"))
+    assert json.loads(stand_in.body)["actions"]["score"] is False
+
+
+async def test_a_tools_output_keeps_its_lines_so_tables_keep_their_columns() -> None:
+    update = json.loads((await call(hostile_store(), get("/ui/data/sessions/s-1"))).body)
+    [result] = [e["html"] for e in update["events"] if 'data-type="mcp_tool_call"' in e["html"]]
+    assert '<pre class="result">' in result
+    css = (await call(MemoryStore(), get("/ui/static/style.css", user=None))).body.decode()
+    assert re.search(r"pre\.result \{[^}]*white-space: pre;[^}]*overflow-x: auto", css)
