@@ -260,7 +260,8 @@ def test_a_wide_tool_table_keeps_its_columns_and_scrolls_sideways(
     result.wait_for()
     # Unwrapped: the row is wider than the box, which scrolls instead of breaking it.
     box = result.evaluate(
-        "(pre) => ({space: getComputedStyle(pre).whiteSpace, wide: pre.scrollWidth > pre.clientWidth})"
+        "(pre) => ({space: getComputedStyle(pre).whiteSpace,"
+        " wide: pre.scrollWidth > pre.clientWidth})"
     )
     assert box == {"space": "pre", "wide": True}, box
     no_problems(tab)
