@@ -21,7 +21,7 @@ from tarsy_dev.fakes.fake_gemini import (
     _split,
     response_bodies,
 )
-from tarsy_dev.fakes.stand_in_server import _load_responder
+from tarsy_dev.fakes.stand_in_server import _load_responder, without_usage
 
 MODEL = "gemini-2.5-flash"
 GENERATE = f"/v1beta/models/{MODEL}:generateContent"
@@ -351,3 +351,15 @@ def test_reset_forgets_script_and_calls(fake: FakeGemini, http: httpx.Client) ->
     assert fake.calls == []
     response = http.post(GENERATE, json=user_body("q"))
     assert parts(response.json())[0]["text"].startswith(STAND_IN_LABEL)
+
+
+def test_the_stand_in_process_reports_no_tokens_so_nothing_is_costed() -> None:
+    call = FakeCall(model=MODEL, method="generateContent", path="/p", body={})
+    reply = without_usage(StandInResponder())(call)
+    [body] = response_bodies(reply, MODEL, streaming=False)
+    assert body["usageMetadata"] == {
+        "promptTokenCount": 0,
+        "candidatesTokenCount": 0,
+        "totalTokenCount": 0,
+    }
+    assert reply.text == StandInResponder()(call).text

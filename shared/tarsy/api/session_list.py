@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tarsy.access.audit import audit_key
 from tarsy.access.roles import RecordedAction
 from tarsy.errors import InputError
-from tarsy.models import ErrorInfo, ExecutionStatus, TokenUsage
+from tarsy.models import ErrorInfo, ExecutionStatus, Money, TokenUsage
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -138,7 +138,7 @@ class SessionSummary(BaseModel):
     current_stage: int | None = None
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
-    cost: float = 0.0
+    cost: Money = 0.0
     # Written by the session scoring stage when it exists (0-100); None until then.
     score: float | None = None
     created_at: datetime
