@@ -434,7 +434,12 @@ def with_kubernetes(config: Mapping[str, Any], server: Mapping[str, Any]) -> dic
 
 
 def start_kube_api(
-    scenario: str, kubeconfig: Path, log_dir: Path, *, switchable: bool = False
+    scenario: str,
+    kubeconfig: Path,
+    log_dir: Path,
+    *,
+    switchable: bool = False,
+    live_clock: bool = False,
 ) -> ProcessInfo:
     """Serve a demo-cluster scenario over the Kubernetes API; return once it answers.
 
@@ -448,6 +453,8 @@ def start_kube_api(
     ]  # fmt: skip
     if switchable:
         argv.append("--switchable")
+    if live_clock:
+        argv.append("--live-clock")
     info = spawn("demo-cluster", argv, log_dir=log_dir, url=url)
     try:
         wait_until(http_ok(f"{url}/version"), timeout=60, what="demo cluster", process=info)
@@ -473,7 +480,8 @@ def _start_demo_cluster(
     binary = ensure_installed(options.root, progress)
     kubeconfig = options.state_dir / "demo-cluster" / "kubeconfig"
     progress(f"starting the demo cluster's Kubernetes API (scenario {options.scenario})")
-    started.append(start_kube_api(options.scenario, kubeconfig, log_dir))
+    # People look at this cluster with kubectl: its ages agree with their clock.
+    started.append(start_kube_api(options.scenario, kubeconfig, log_dir, live_clock=True))
     server = server_config(
         binary, kubeconfig, f"kubernetes-mcp-server on the demo cluster ({options.scenario})"
     )
