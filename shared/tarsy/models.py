@@ -228,6 +228,10 @@ class Session(_Model):
     # When the alert's own source said it is over (Alertmanager/Grafana "resolved",
     # PagerDuty incident.resolved, CloudWatch OK); the investigation itself goes on.
     resolved_at: datetime | None = None
+    # Investigate again: the session this one runs again (its alert, today's configuration),
+    # and the sessions that ran this one again, newest last. Linked both ways.
+    investigation_of: str | None = None
+    investigated_again_as: list[str] = Field(default_factory=list)
     # Retention (tarsy.persistence.retention): when the sweeper is next to stamp expire_at on the
     # session and every record of it (set as it ends or takes a chat question; None once
     # stamped). Firestore TTL deletes each document after its expire_at.

@@ -231,6 +231,11 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("session_id")
     resume.add_argument("--iterations", type=int, default=None, help="extra iterations")
     resume.add_argument("--watch", action="store_true", help="then watch it to the end")
+    again = command(
+        "again", "investigate a finished session's alert again, with today's configuration"
+    )
+    again.add_argument("session_id")
+    again.add_argument("--watch", action="store_true", help="then watch the new session")
     show = command("show", "print a session")
     show.add_argument("session_id")
     show.add_argument("--json", action="store_true", help="the raw API response")
@@ -251,7 +256,7 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--actor", help="only sessions this e-mail acted on (cancel, chat, ...)")
     listing.add_argument(
         "--action",
-        choices=["cancel", "cancel_agent", "resume", "chat", "score"],
+        choices=["cancel", "cancel_agent", "resume", "chat", "score", "investigate"],
         help="only sessions someone did this to",
     )
     listing.add_argument("--json", action="store_true", help="the raw API response")
@@ -1193,6 +1198,18 @@ def submit_source(client: TarsyClient, source: str, body: bytes, errors: Console
     return EXIT_OK
 
 
+def investigate_again(
+    client: TarsyClient, args: argparse.Namespace, console: Console, errors: Console
+) -> int:
+    """Start the session's alert again; print the new session's id (then follow it)."""
+    new_id = client.investigate_again(args.session_id)
+    print(new_id, flush=True)
+    if page := client.page_url(new_id):
+        errors.print(f"page: {page}", markup=False)
+    errors.print(f"investigates {args.session_id} again", markup=False)
+    return watch_session(client, new_id, console) if args.watch else EXIT_OK
+
+
 def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     """Run the parsed command; return the exit code."""
     if args.command == "eval":
@@ -1229,6 +1246,8 @@ def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
             client.resume(args.session_id, args.iterations)
             errors.print(f"resumed {args.session_id}", markup=False)
             return watch_session(client, args.session_id, console) if args.watch else EXIT_OK
+        if args.command == "again":
+            return investigate_again(client, args, console, errors)
         if args.command == "list":
             return list_sessions(client, args, console, errors)
         view = client.session(args.session_id)

@@ -298,6 +298,10 @@ class TarsyClient:
         body = {"extra_iterations": extra_iterations} if extra_iterations else {}
         return self._post(f"/sessions/{session_id}/resume", body)
 
+    def investigate_again(self, session_id: str) -> str:
+        """Start a new session from a finished session's alert; return the new session's id."""
+        return str(self._post(f"/sessions/{session_id}/investigate")["session_id"])
+
     def chat(self, session_id: str, question: str) -> str:
         """Ask a question about a finished session; return the chat's execution id."""
         return str(

@@ -326,3 +326,27 @@ def test_hostile_alert_tool_and_model_text_show_as_text(
     assert page.locator("a[href^='javascript']").count() == 0
     assert "click me" in text
     no_problems(tab)
+
+
+def test_a_finished_session_is_investigated_again_from_its_page(
+    stack: Stack, fake_gemini: FakeGemini, client: TarsyClient, chromium: Browser
+) -> None:
+    first = finished(client, {"alert_type": "generic", "data": "disk 97% on db-1"})
+    tab = open_page(chromium, session_url(stack.signin_url, first))
+    page = tab.page
+    wait_finished(page)
+    page.click("#action-again")
+    # The new session's own page, which names the first; it runs to its end there.
+    page.wait_for_url(lambda url: "/ui/sessions/" in url and not url.endswith(first))
+    page.locator("a.again-of", has_text=first).wait_for()
+    again = page.url.rsplit("/", 1)[1]
+    assert again != first
+    wait_finished(page)
+    assert page.inner_text("#session-status") == "completed"
+    assert "disk 97% on db-1" in (page.text_content("#overview") or "")
+    # And the first lists it: the link goes back and forth.
+    page.click("a.again-of")
+    page.wait_for_url(f"**/ui/sessions/{first}")
+    page.locator("a.again-as", has_text=again).wait_for()
+    page.locator("#audit .audit-event[data-action='investigate']", has_text=stack.user).wait_for()
+    no_problems(tab)

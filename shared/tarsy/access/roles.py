@@ -45,8 +45,8 @@ _RANKS = {Role.VIEWER: 0, Role.RESPONDER: 1, Role.ADMIN: 2}
 
 # What each api action needs. Reading is a viewer's; anything that changes a session,
 # or spends money on a model (chat, re-score), is a responder's.
-RecordedAction = Literal["cancel", "cancel_agent", "resume", "chat", "score"]
-Action = Literal["read", "cancel", "cancel_agent", "resume", "chat", "score"]
+RecordedAction = Literal["cancel", "cancel_agent", "resume", "chat", "score", "investigate"]
+Action = Literal["read", "cancel", "cancel_agent", "resume", "chat", "score", "investigate"]
 REQUIRED_ROLE: dict[Action, Role] = {
     "read": Role.VIEWER,
     "cancel": Role.RESPONDER,
@@ -54,6 +54,7 @@ REQUIRED_ROLE: dict[Action, Role] = {
     "resume": Role.RESPONDER,
     "chat": Role.RESPONDER,
     "score": Role.RESPONDER,
+    "investigate": Role.RESPONDER,
 }
 
 

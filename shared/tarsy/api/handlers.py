@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from datetime import timedelta
@@ -29,16 +30,19 @@ from tarsy.http.request import (
     error_response,
     read_json,
 )
-from tarsy.models import ExecutionStatus, utcnow
+from tarsy.intake.ingest import status_url
+from tarsy.intake.sessions import new_session
+from tarsy.models import ExecutionStatus, StepMessage, utcnow
 from tarsy.notify.session_end import on_session_end
 from tarsy.persistence.ports import SessionReader
+from tarsy.tools.masking import Masker
 
 logger = logging.getLogger(__name__)
 
 _Body = TypeVar("_Body", bound=BaseModel)
 
 _SESSION_PATH = re.compile(
-    r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume|chat|score))?$"
+    r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume|chat|score|investigate))?$"
 )
 _EXECUTION_CANCEL_PATH = re.compile(
     r"^/sessions/(?P<session_id>[\w\-]+)/executions/(?P<execution_id>[\w\-]+)/cancel$"
@@ -218,6 +222,62 @@ async def resume(deps: Deps, session_id: str, request: ResumeRequest) -> dict[st
     return {"session_id": session_id, "resumed": resumed}
 
 
+async def investigate_again(deps: Deps, session_id: str) -> dict[str, Any]:
+    """Start a new session from a finished session's alert, with today's configuration.
+
+    Design constraint: after a fix, a configuration change or a provider outage
+    the same alert must be run again, but a native sender's re-send is rightly
+    answered ``duplicate``; so this starts the new session directly (no source's
+    dedup window applies) and links the two both ways, while native re-sends
+    stay deduplicated. Its chain is routed afresh; its alert, runbook, tool
+    selection, metadata and source are the first's.
+    """
+    first = await deps.store.get_session(session_id)
+    if first is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    if not first.status.is_terminal:
+        raise InputError(
+            f"session {session_id} is still {first.status.value}; cancel it or let it finish, "
+            "then investigate again",
+            status=409,
+        )
+    session = new_session(
+        alert_type=first.alert_type,
+        data_text=first.alert_data,
+        data=alert_object(first.alert_data),
+        config=deps.config,
+        settings=deps.settings,
+        now=utcnow(),
+        masker=Masker(deps.config.alert_masking),
+        runbook=first.runbook,
+        mcp=first.mcp,
+        metadata=first.metadata,
+        source=first.source,
+    ).model_copy(update={"investigation_of": first.session_id})
+    await deps.store.create_reinvestigation(session)
+    try:
+        await deps.bus.publish(StepMessage(session_id=session.session_id, kind="start_session"))
+    except Exception as e:
+        await deps.store.delete_reinvestigation(session)
+        logger.exception("publishing the start of %s failed; removed", session.session_id)
+        raise InputError("queue unavailable, retry", status=503) from e
+    logger.info("%s investigates %s again", session.session_id, session_id)
+    return {
+        "session_id": session.session_id,
+        "investigation_of": session_id,
+        "status_url": status_url(deps.settings, session.session_id),
+    }
+
+
+def alert_object(alert_data: str) -> object:
+    """The alert's data as it was posted, for routing by its labels: JSON, else the text."""
+    try:
+        parsed: object = json.loads(alert_data)
+    except ValueError:
+        return alert_data
+    return parsed
+
+
 MAX_QUESTION_CHARS = 100_000  # as TARSy accepts (its #194)
 
 
@@ -278,6 +338,49 @@ def _body(request: HttpRequest, model: type[_Body]) -> _Body:
         raise InputError("invalid request body", status=422, details=details) from e
 
 
+async def _act(
+    request: HttpRequest, deps: Deps, principal: Principal, session_id: str, action: str
+) -> HttpResponse:
+    """One action on a session, once its role is checked; recorded once it succeeded."""
+    if action == "cancel":
+        principal.require("cancel")
+        read_json(request, empty={})  # no body is expected; a hostile one is still a 4xx
+        body = await cancel(deps, session_id)
+        await _record(deps, principal, "cancel", session_id)
+        return HttpResponse(status=202, body=body)
+    if action == "resume":
+        principal.require("resume")
+        body = await resume(deps, session_id, _body(request, ResumeRequest))
+        await _record(deps, principal, "resume", session_id)
+        return HttpResponse(status=202, body=body)
+    if action == "score":
+        principal.require("score")
+        read_json(request, empty={})
+        body = await rescore(deps, session_id)
+        await _record(deps, principal, "score", session_id, target=body["execution_id"])
+        return HttpResponse(status=202, body=body)
+    if action == "investigate":
+        principal.require("investigate")
+        read_json(request, empty={})
+        body = await investigate_again(deps, session_id)
+        await _record(deps, principal, "investigate", session_id, target=body["session_id"])
+        return HttpResponse(status=202, body=body)
+    if action == "chat":
+        principal.require("chat")
+        question = _body(request, ChatRequest)
+        body = await chat(deps, session_id, question)
+        await _record(
+            deps,
+            principal,
+            "chat",
+            session_id,
+            target=body["execution_id"],
+            detail=question.question,
+        )
+        return HttpResponse(status=202, body=body)
+    raise InputError(f"no action {action!r}", status=404)
+
+
 async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
     """Serve one api request.
 
@@ -323,36 +426,8 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
             raise InputError(
                 f"method {request.method} not allowed", status=405, details={"allow": allowed}
             )
-        if action == "cancel":
-            principal.require("cancel")
-            read_json(request, empty={})  # no body is expected; a hostile one is still a 4xx
-            body = await cancel(deps, session_id)
-            await _record(deps, principal, "cancel", session_id)
-            return HttpResponse(status=202, body=body)
-        if action == "resume":
-            principal.require("resume")
-            body = await resume(deps, session_id, _body(request, ResumeRequest))
-            await _record(deps, principal, "resume", session_id)
-            return HttpResponse(status=202, body=body)
-        if action == "score":
-            principal.require("score")
-            read_json(request, empty={})
-            body = await rescore(deps, session_id)
-            await _record(deps, principal, "score", session_id, target=body["execution_id"])
-            return HttpResponse(status=202, body=body)
-        if action == "chat":
-            principal.require("chat")
-            question = _body(request, ChatRequest)
-            body = await chat(deps, session_id, question)
-            await _record(
-                deps,
-                principal,
-                "chat",
-                session_id,
-                target=body["execution_id"],
-                detail=question.question,
-            )
-            return HttpResponse(status=202, body=body)
+        if action:
+            return await _act(request, deps, principal, session_id, action)
         principal.require("read")
         return HttpResponse(status=200, body=await session_view(deps.store, session_id))
     except InputError as e:

@@ -117,6 +117,34 @@ class SessionRecords(FirestoreBase):
         self.round_trips.add("commit")
         await batch.commit()
 
+    async def create_reinvestigation(self, session: Session) -> None:
+        """Create a session that investigates another's alert again, and link the two at once.
+
+        The new session names the first (``investigation_of``); the first lists it
+        (``investigated_again_as``). One batch: neither link exists without the other.
+        """
+        assert session.investigation_of is not None
+        batch = self._db.batch()
+        self._write(batch, self._session(session.session_id), document_of(session), create=True)
+        batch.update(
+            self._session(session.investigation_of),
+            {"investigated_again_as": firestore.ArrayUnion([session.session_id])},
+        )
+        self.round_trips.add("commit")
+        await batch.commit()
+
+    async def delete_reinvestigation(self, session: Session) -> None:
+        """Undo :meth:`create_reinvestigation` (its start could not be published)."""
+        assert session.investigation_of is not None
+        batch = self._db.batch()
+        await self._delete_with_chunks(batch, self._session(session.session_id))
+        batch.update(
+            self._session(session.investigation_of),
+            {"investigated_again_as": firestore.ArrayRemove([session.session_id])},
+        )
+        self.round_trips.add("commit")
+        await batch.commit()
+
     async def list_audit(self, session_id: str) -> list[AuditEvent]:
         """What people did to a session, oldest first."""
         self.round_trips.add("query")

@@ -193,6 +193,8 @@ def _update_payload(
             "cancel": acts and not session.status.is_terminal,
             "resume": acts and session.status is ExecutionStatus.PAUSED,
             "chat": acts and session.status.is_terminal,
+            # The same alert, today's configuration: a new session linked to this one.
+            "again": acts and session.status.is_terminal,
             # A deployment whose scoring is off (the stand-in) has no judge to ask.
             "score": acts
             and not scoring_off

@@ -402,3 +402,22 @@ async def test_a_tools_output_keeps_its_lines_so_tables_keep_their_columns() -> 
     assert '<pre class="result">' in result
     css = (await call(MemoryStore(), get("/ui/static/style.css", user=None))).body.decode()
     assert re.search(r"pre\.result \{[^}]*white-space: pre;[^}]*overflow-x: auto", css)
+
+
+async def test_a_responder_may_investigate_a_finished_session_again_and_a_viewer_may_not() -> None:
+    store = finished_with_a_chat()
+    responder = json.loads((await call(store, get("/ui/data/sessions/s-2", user=RESPONDER))).body)
+    viewer = json.loads((await call(store, get("/ui/data/sessions/s-2", user=VIEWER))).body)
+    assert responder["actions"]["again"] is True and viewer["actions"]["again"] is False
+    running = json.loads((await call(hostile_store(), get("/ui/data/sessions/s-1"))).body)
+    assert running["actions"]["again"] is False
+
+
+async def test_the_page_links_a_session_and_its_investigation_again_both_ways() -> None:
+    store = finished_with_a_chat()
+    store.sessions["s-2"] = store.sessions["s-2"].model_copy(
+        update={"investigation_of": "s-1", "investigated_again_as": ["s-3", "s-4"]}
+    )
+    header = json.loads((await call(store, get("/ui/data/sessions/s-2"))).body)["header"]
+    assert '<a class="again-of" href="s-1">s-1</a>' in header
+    assert re.findall(r'class="again-as" href="([^"]+)"', header) == ["s-3", "s-4"]

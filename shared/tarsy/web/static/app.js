@@ -175,6 +175,7 @@
       $("action-cancel").hidden = !update.actions.cancel;
       $("action-resume").hidden = !update.actions.resume;
       $("action-score").hidden = !update.actions.score;
+      $("action-again").hidden = !update.actions.again;
       $("chat-form").hidden = !update.actions.chat;
       const timeline = $("timeline");
       // Sections in the server's order (stages, then summary, chat, scoring).
@@ -255,6 +256,16 @@
     $("action-cancel").addEventListener("click", () => act(base + "/cancel"));
     $("action-resume").addEventListener("click", () => act(base + "/resume"));
     $("action-score").addEventListener("click", () => act(base + "/score"));
+    // The new session has its own page, beside this one: go there.
+    $("action-again").addEventListener("click", async () => {
+      showMessage("");
+      try {
+        const started = await call("POST", base + "/investigate", {});
+        location.assign(encodeURIComponent(started.session_id));
+      } catch (e) {
+        showMessage(e.message);
+      }
+    });
     $("tree").addEventListener("click", (event) => {
       const button = event.target.closest("button[data-cancel-execution]");
       if (!button) return;
