@@ -72,6 +72,11 @@ def _commit(call: Call) -> StepCommit:
     return commit
 
 
+def _gathered(commit: StepCommit) -> bool:
+    """Whether a commit is a gather step's (evidence first: it clears ``gather_pending``)."""
+    return commit.execution.gather_pending is False
+
+
 def _execution(call: Call) -> AgentExecution:
     execution = call.first(AgentExecution)
     assert isinstance(execution, AgentExecution)
@@ -107,16 +112,27 @@ POINTS: tuple[CrashPoint, ...] = (
     CrashPoint(
         "after the model call", "the model asked for tools; before they run",
         "tools", "message", "tools.call_tools", "before",
+        lambda c: not any(str(call.id).startswith("gather-") for call in c.args[0]),
+    ),
+    CrashPoint(
+        "gather, before commit", "evidence gathered and read; before the gather step's commit",
+        "tools", "message", "store.commit_step", "before",
+        lambda c: _gathered(_commit(c)),
+    ),
+    CrashPoint(
+        "gather, after commit", "the gather step committed; the first model step not published",
+        "tools", "message", "store.commit_step", "after",
+        lambda c: _gathered(_commit(c)),
     ),
     CrashPoint(
         "after tools", "tools ran; before the step's commit",
         "tools", "message", "store.commit_step", "before",
-        lambda c: bool(_commit(c).mcp_interactions),
+        lambda c: bool(_commit(c).mcp_interactions) and not _gathered(_commit(c)),
     ),
     CrashPoint(
         "after commit, before publish", "a middle step committed; its next step not published",
         "tools", "message", "store.commit_step", "after",
-        lambda c: bool(_commit(c).mcp_interactions),
+        lambda c: bool(_commit(c).mcp_interactions) and not _gathered(_commit(c)),
     ),
     CrashPoint(
         "last commit, before publish",

@@ -203,6 +203,9 @@ class Session(_Model):
     current_stage: int | None = None
     final_analysis: str | None = None
     executive_summary: str | None = None
+    # The findings of the gather phase's checks (tarsy.evidence), one sentence each: they
+    # stand in the executive summary when the model does not finish the investigation.
+    findings: list[str] = Field(default_factory=list)
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
     cost: Money = 0.0
@@ -318,6 +321,9 @@ class AgentExecution(_Model):
     depth: int = 0
     # Set while this execution waits for the answers of the sub-agents it messaged.
     awaiting: SubAgentWait | None = None
+    # Evidence first: the execution's next step is its gather phase (tarsy.evidence), which
+    # runs the collectors and rewrites the opening before the first model call.
+    gather_pending: bool = False
 
 
 # ─── conversation ─────────────────────────────────────────────────────────────
@@ -347,7 +353,7 @@ class ConversationMessage(_Model):
 
 
 class TimelineEventType(StrEnum):
-    """The eight timeline event types of seed 003."""
+    """The eight timeline event types of seed 003, and tarsy's detections."""
 
     LLM_THINKING = "llm_thinking"
     LLM_RESPONSE = "llm_response"
@@ -357,6 +363,8 @@ class TimelineEventType(StrEnum):
     FINAL_ANALYSIS = "final_analysis"
     USER_QUESTION = "user_question"
     EXECUTIVE_SUMMARY = "executive_summary"
+    # A finding of the gather phase's plain-code checks (tarsy.evidence.detections).
+    DETECTION = "detection"
 
 
 class TimelineEvent(_Model):
@@ -458,8 +466,9 @@ class MCPInteraction(_Model):
 # ─── Pub/Sub ──────────────────────────────────────────────────────────────────
 
 # The kinds the engine publishes: a session's start (stage 0), a later stage's
-# start (``stage``), and one iteration (``step``) of one execution.
-StepKind = Literal["start_session", "start_stage", "iterate"]
+# start (``stage``), one iteration (``step``) of one execution, and an execution's
+# gather phase (its first step, before the first model call: tarsy.evidence).
+StepKind = Literal["start_session", "start_stage", "iterate", "gather"]
 
 
 class StepMessage(_Model):
@@ -477,6 +486,11 @@ class StepMessage(_Model):
     step: int = Field(default=0, ge=0)
     stage: int = Field(default=0, ge=0)
     kind: StepKind
+
+    @property
+    def runs_step(self) -> bool:
+        """Whether this message runs a step of an execution (``iterate`` or ``gather``)."""
+        return self.kind in ("iterate", "gather")
 
     def dedup_key(self) -> str:
         """Return a key that is equal for duplicates of one logical message."""

@@ -87,6 +87,7 @@ _EVENT_STYLE = {
     "final_analysis": "bold green",
     "user_question": "magenta",
     "executive_summary": "bold yellow",
+    "detection": "bold red",
 }
 
 
@@ -625,6 +626,19 @@ def print_markdown(console: Console, content: str, title: str | None = None) -> 
     console.print(content, markup=False, highlight=False, soft_wrap=True)
 
 
+def _event_label(kind: str, metadata: dict[str, Any]) -> str:
+    """The event's heading: its type, and for evidence first what gathered it or what it cites."""
+    if kind == "mcp_tool_call" and metadata.get("gathered"):
+        tool = f"{metadata.get('server_name', '')}.{metadata.get('tool_name', '')}"
+        return (
+            f"gathered [{metadata.get('evidence_label', '')}] {tool} ({metadata.get('collector')})"
+        )
+    if kind == "detection":
+        cites = ", ".join(str(label) for label in metadata.get("evidence_labels") or [])
+        return f"detection {metadata.get('check', '')}" + (f" [{cites}]" if cites else "")
+    return kind
+
+
 def print_event(console: Console, event: dict[str, Any], told: set[str] | None = None) -> None:
     """Print one timeline event, whole.
 
@@ -636,8 +650,9 @@ def print_event(console: Console, event: dict[str, Any], told: set[str] | None =
     kind = str(event.get("type", "?"))
     style = _EVENT_STYLE.get(kind, "white")
     where = f"{stage_label(event.get('stage'))} · {event.get('agent')}"
-    console.print(f"[{style}]● {kind}[/] [dim]{escape(where)}[/]")
     metadata = event.get("metadata") or {}
+    label = _event_label(kind, metadata)
+    console.print(f"[{style}]● {escape(label)}[/] [dim]{escape(where)}[/]")
     unavailable = metadata.get("unavailable_servers") or {}
     for server, reason in unavailable.items():
         if told is not None and server in told:

@@ -45,19 +45,27 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
         assert observation.latency_s is not None and observation.latency_s > 0
         # Time inside the (fake) model, read from the interaction records the steps wrote.
         assert observation.model_s is not None and 0 < observation.model_s < observation.latency_s
+        # Turns and cut replies from the same records; invalid calls from the timeline.
+        assert observation.turns is not None and observation.turns >= 2  # and the summary
+        assert (observation.cut_replies, observation.invalid_calls) == (0, 0)
+        assert not observation.answered_without_tools
         label = STAND_IN_LABEL if observation.model == "standin" else SLOPPY_LABEL
         assert observation.final_analysis.startswith(label)
         assert observation.executive_summary.startswith(label)
         scenario = load_scenario(observation.scenario)
         if observation.model == "standin":
             assert score.passed, score.reasons
-            # Every playbook call went through MCP to the demo cluster, faults included.
-            assert [(c.tool, c.is_error) for c in observation.tool_calls] == [
+            assert score.fix_proposed, score.fixes  # its playbooks here propose the fix
+            # Every playbook call went through MCP to the demo cluster, faults included
+            # (the calls gathered before the model are the session's too, and counted apart).
+            own = [c for c in observation.tool_calls if not c.gathered]
+            assert [(c.tool, c.is_error) for c in own] == [
                 (s.tool, s.fails) for s in scenario.playbook.steps
             ]
         else:
             assert not score.passed
             assert score.forbidden[0].found and score.tool_recall == 0.0
+            assert not score.fix_proposed
     [timed_out] = [
         c
         for r in results
@@ -74,3 +82,4 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
     )  # fmt: skip
     assert report.harness_ok
     assert [(m.model, m.pass_rate) for m in report.models] == [("standin", 100.0), ("sloppy", 0.0)]
+    assert [(m.fix_proposed, m.cut_replies) for m in report.models] == [(3, 0), (0, 0)]

@@ -133,7 +133,11 @@ def react_model(*, malformed_first: bool) -> Callable[[FakeCall], FakeReply]:
                 text=f"Thought: step {turns + 1}.\nAction: kubernetes.{tool}\n"
                 f"Action Input: {json.dumps(arguments)}"
             )
-        return FakeReply(text="Thought: I know the cause.\nFinal Answer: DATABASE_HOST is wrong.")
+        # The answer names a resource the observations showed: no nudge to name the evidence.
+        return FakeReply(
+            text="Thought: I know the cause.\nFinal Answer: DATABASE_HOST in payments-api-config "
+            "is wrong."
+        )
 
     return reply
 
@@ -168,7 +172,7 @@ def test_react_investigation(
         assert "Error in reasoning" in react_calls[1].last_user_text()
         assert "Action" in react_calls[1].last_user_text()
     assert react_calls[-1].last_user_text().startswith("Observation:")
-    assert view.session["final_analysis"] == "DATABASE_HOST is wrong."
+    assert view.session["final_analysis"] == "DATABASE_HOST in payments-api-config is wrong."
 
 
 def test_max_iterations_pause_then_resume(

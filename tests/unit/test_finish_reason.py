@@ -94,6 +94,14 @@ def test_a_truncated_answer_is_a_failed_attempt_marked_on_the_timeline_not_a_con
     assert event.metadata["finish_reason"] == "MAX_TOKENS"
 
 
+def test_the_retry_of_a_truncated_answer_is_told_it_was_cut_and_must_be_shorter() -> None:
+    result = LLMResult(text="The cause " * 50, finish_reason="length", raw_finish_reason="length")
+    outcome = decide(turn(), call(result), ToolRun())
+    [note] = outcome.messages
+    assert note.role == "user"
+    assert "cut off at the output-token limit" in note.content and "shorter" in note.content
+
+
 def test_a_second_truncated_answer_in_a_row_fails_the_execution_and_says_why() -> None:
     result = LLMResult(text="The cause", finish_reason="length", raw_finish_reason="length")
     outcome = decide(turn(consecutive_failures=1), call(result), ToolRun())

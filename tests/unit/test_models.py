@@ -54,8 +54,11 @@ def test_status_values_are_the_stored_strings() -> None:
     assert ExecutionStatus("paused") is ExecutionStatus.PAUSED
 
 
-def test_timeline_event_types_are_the_eight_of_seed_003() -> None:
-    assert len(TimelineEventType) == 8
+def test_timeline_event_types_are_the_eight_of_seed_003_and_detections() -> None:
+    assert {t.value for t in TimelineEventType} == {
+        "llm_thinking", "llm_response", "llm_tool_call", "mcp_tool_call", "mcp_tool_summary",
+        "final_analysis", "user_question", "executive_summary", "detection",
+    }  # fmt: skip
     assert TimelineEventType("mcp_tool_summary") is TimelineEventType.MCP_TOOL_SUMMARY
 
 

@@ -64,6 +64,8 @@ def format_execution(events: Sequence[TimelineEvent]) -> str:
                 continue  # internal reasoning / the closing summary: not stage output
             case TimelineEventType.USER_QUESTION:
                 lines.append(f"User question: {event.content}")
+            case TimelineEventType.DETECTION:
+                lines.append(f"Automatic check: {event.content}")
             case _:
                 # A new event type must say here whether the next stage reads it.
                 assert_never(event.type)

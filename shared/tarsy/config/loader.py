@@ -18,7 +18,13 @@ from tarsy.settings import Settings
 logger = logging.getLogger(__name__)
 
 # Sections whose entries are keyed by name: a user entry replaces the built-in one.
-_NAMED_SECTIONS = ("llm_providers", "agents", "agent_chains", "pricing", "mcp_servers")
+_NAMED_SECTIONS = (
+    "llm_providers", "agents", "agent_chains", "pricing", "mcp_servers", "collectors",
+)  # fmt: skip
+
+
+# Sections merged key by key: a user file sets some of their fields.
+_KEYED_SECTIONS = ("defaults", "evidence")
 
 
 def builtin_config_text() -> str:
@@ -68,7 +74,7 @@ def merge_config(
     """Overlay ``override`` on ``base``: named entries replace, ``defaults`` merges by key."""
     merged = dict(base)
     for key, value in override.items():
-        if key in (*_NAMED_SECTIONS, "defaults") and not isinstance(value, dict):
+        if key in (*_NAMED_SECTIONS, *_KEYED_SECTIONS) and not isinstance(value, dict):
             kind = "empty" if value is None else f"a {type(value).__name__}"
             raise ConfigError(
                 f"invalid configuration in {source}",
@@ -76,7 +82,7 @@ def merge_config(
             )
         if key in _NAMED_SECTIONS and isinstance(value, dict):
             merged[key] = {**(base.get(key) or {}), **value}
-        elif key == "defaults" and isinstance(value, dict):
+        elif key in _KEYED_SECTIONS and isinstance(value, dict):
             merged[key] = {**(base.get(key) or {}), **value}
         elif key == "alert_routes":
             # The user's rules first; a built-in rule they name is replaced (routing.py).

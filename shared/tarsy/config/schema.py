@@ -16,6 +16,13 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from tarsy.config.routing import AlertRoute, route_errors
 from tarsy.errors import ConfigError, FailureKind
+from tarsy.evidence.catalog import (
+    Collector,
+    EvidenceChoice,
+    EvidenceSelection,
+    EvidenceSettings,
+    selection_of,
+)
 from tarsy.intake.sources.config import AlertSourcesConfig
 from tarsy.models import ChainRouting
 from tarsy.tools.masking import MaskingConfig
@@ -319,6 +326,9 @@ class AgentDefinition(_Strict):
     loop_detection_threshold: int | None = Field(default=None, ge=0)
     # Agents this one may message with the ``message_agent`` tool (seed 004).
     sub_agents: list[str] = Field(default_factory=list)
+    # The gather phase before the first model call (tarsy.evidence): "on" (every collector
+    # that applies), "off", or {collectors: [...], disable: [...]}. Unset: the chain's, else on.
+    evidence: EvidenceChoice | None = None
 
 
 class StageAgentConfig(_Strict):
@@ -330,6 +340,7 @@ class StageAgentConfig(_Strict):
     max_iterations: int | None = Field(default=None, ge=1, le=200)
     on_max_iterations: OnMaxIterations | None = None
     mcp_servers: list[str] | None = None
+    evidence: EvidenceChoice | None = None
 
 
 class SynthesisConfig(_Strict):
@@ -401,6 +412,8 @@ class ChainConfig(_Strict):
     max_cost_usd: float | None = Field(default=None, gt=0)
     # After the last stage: a single-call summary of the final analysis for people.
     executive_summary: bool = True
+    # The gather phase for this chain's agents, unless an agent or stage agent says otherwise.
+    evidence: EvidenceChoice | None = None
     summary_agent: str = Field(default="executive-summarizer", pattern=NAME_PATTERN)
     # An LLM judge scores every finished session of the chain (fail-open).
     scoring: bool = False
@@ -442,6 +455,8 @@ class ResolvedAgentConfig(_Strict):
     max_sub_agent_depth: int = 1
     max_concurrent_sub_agents: int = 5
     sub_agent_timeout_seconds: float = 300.0
+    # The collectors this agent's gather phase may run; None: no gather phase.
+    evidence: EvidenceSelection | None = None
 
 
 class SessionBudget(_Strict):
@@ -470,6 +485,9 @@ class TarsyConfig(_Strict):
     alert_sources: AlertSourcesConfig = Field(default_factory=AlertSourcesConfig)
     # Label rules choosing the chain of an alert no chain claims by type (tarsy.config.routing).
     alert_routes: list[AlertRoute] = Field(default_factory=list)
+    # Evidence first (tarsy.evidence): the collectors by name, and the gather phase's budgets.
+    collectors: dict[str, Collector] = Field(default_factory=dict)
+    evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
 
     def price_for(self, model: str) -> ModelPrice | None:
         """The price of ``model``: exact name, else the longest matching prefix."""
@@ -487,9 +505,40 @@ class TarsyConfig(_Strict):
         if DEFAULT_CHAIN not in self.agent_chains:
             problems.append(("agent_chains", f"the {DEFAULT_CHAIN!r} chain is required"))
         problems.extend(route_errors(self.alert_routes, self.agent_chains))
+        problems += self._collector_problems()
         claimed: dict[str, str] = {}
         for chain_id, chain in self.agent_chains.items():
             problems += self._chain_problems(chain_id, chain, claimed)
+        return problems
+
+    def _collector_problems(self) -> list[tuple[str, str]]:
+        """Collectors naming an unknown server or target source; selections naming no collector."""
+        from tarsy.evidence.targets import source_named
+
+        problems: list[tuple[str, str]] = []
+        for name, collector in self.collectors.items():
+            if not re.fullmatch(r"[a-z][a-z0-9\-]*", name):
+                problems.append((f"collectors.{name}", "collector names use a-z, 0-9 and '-'"))
+            if collector.server not in self.mcp_servers:
+                problems.append(
+                    (f"collectors.{name}.server", f"unknown MCP server {collector.server!r}")
+                )
+            if source_named(collector.for_each) is None:
+                problems.append(
+                    (f"collectors.{name}.for_each", f"unknown target source {collector.for_each!r}")
+                )
+        choices: list[tuple[str, EvidenceChoice | None]] = [
+            (f"agents.{n}.evidence", a.evidence) for n, a in self.agents.items()
+        ]
+        choices += [
+            (f"agent_chains.{n}.evidence", c.evidence) for n, c in self.agent_chains.items()
+        ]
+        for where, choice in choices:
+            if not isinstance(choice, EvidenceSelection):
+                continue
+            for name in [*(choice.collectors or []), *choice.disable]:
+                if name not in self.collectors:
+                    problems.append((where, f"unknown collector {name!r}"))
         return problems
 
     def _unknown_provider(self, location: str, name: str | None) -> list[tuple[str, str]]:
@@ -692,6 +741,9 @@ class TarsyConfig(_Strict):
             loop_detection_threshold=self._loop_threshold(definition),
             max_tokens=_maybe(chain.max_tokens, self.defaults.max_tokens),
             max_cost_usd=_maybe(chain.max_cost_usd, self.defaults.max_cost_usd),
+            evidence=selection_of(
+                _first(placed.evidence, chain.evidence, definition.evidence, "on")
+            ),
             **self._sub_agent_limits(definition),
         )
 

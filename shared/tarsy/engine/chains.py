@@ -28,7 +28,7 @@ from tarsy.agent.context import ExecutionRecord, format_stage, format_stages
 from tarsy.agent.prompts import delimit, initial_messages, system_prompt
 from tarsy.agent.scoring import JudgeInput, TimelineItem, build_judge_prompt
 from tarsy.app import Deps
-from tarsy.engine import progression, transitions
+from tarsy.engine import gathering, progression, transitions
 from tarsy.engine.messages import (
     CHAT_STAGE,
     FIRST_ITERATION_STEP,
@@ -154,6 +154,7 @@ async def _start_stage(
         execution = new_execution(
             session, index, agent_index, "agent", resolved,
             execution_id_for(session.session_id, index, agent_index), _due(deps),
+            gathers=gathering.gathers(deps.config, resolved, session),
         )  # fmt: skip
         executions.append(execution)
         opening[execution.execution_id] = initial_messages(resolved, session, context)
@@ -233,7 +234,7 @@ async def _already_moved_on(session: Session, decision: Next, deps: Deps) -> boo
     if decision.create is not None:
         return session.final_analysis is not None
     publish = decision.publish
-    if publish is None or publish.kind == "iterate":
+    if publish is None or publish.runs_step:
         return False
     return await deps.store.get_stage(session.session_id, publish.stage) is not None
 

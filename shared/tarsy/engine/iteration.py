@@ -347,6 +347,10 @@ def decide(turn: Turn, call: ModelCall, tools: ToolRun) -> IterationOutcome:
     if cut is not None:  # never a conclusion, never acted on: a failed attempt
         outcome = after_llm_failure(turn.execution, cut)
         outcome.timeline.append(finish.cut_short_event(call.result, cut, turn.state.iteration))
+        if outcome.failed_attempt:  # the retry is told why, and to be shorter
+            outcome.messages.extend(
+                finish.retry_messages(cut, turn.request.config.max_output_tokens)
+            )
         return outcome
     outcome = turn.strategy.on_result(turn.state, call.result, tools.results)
     outcome.timeline.extend(tools.summaries)

@@ -165,7 +165,7 @@ async def dead_letter(message: StepMessage, deps: Deps, *, delivery_attempts: st
 
 async def _dead_letter_is_late(message: StepMessage, deps: Deps) -> bool:
     """Whether the step of a dead-lettered message already happened."""
-    if message.kind == "iterate":
+    if message.runs_step:
         try:
             execution = await deps.store.get_execution(message.execution_id)
         except ValidationError:

@@ -45,12 +45,17 @@ def chat_id_for(session_id: str, number: int) -> str:
 
 
 def iterate_message(execution: AgentExecution, step: int) -> StepMessage:
-    """The message that runs ``step`` of ``execution``."""
+    """The message that runs ``step`` of ``execution`` (its gather phase while one is pending).
+
+    The kind is for the people reading logs and queues: the step function decides
+    what a step does from the execution it reads, so a ``gather`` and an
+    ``iterate`` message for the same step are the same message.
+    """
     return StepMessage(
         session_id=execution.session_id,
         execution_id=execution.execution_id,
         step=step,
-        kind="iterate",
+        kind="gather" if execution.gather_pending else "iterate",
     )
 
 
@@ -69,8 +74,13 @@ def new_execution(
     config: ResolvedAgentConfig,
     execution_id: str,
     due: datetime,
+    *,
+    gathers: bool = False,
 ) -> AgentExecution:
-    """A pending execution of ``role``, due to run its first step by ``due``."""
+    """A pending execution of ``role``, due to run its first step by ``due``.
+
+    With ``gathers``, its first step is its gather phase (tarsy.engine.gathering).
+    """
     return AgentExecution(
         execution_id=execution_id,
         session_id=session.session_id,
@@ -83,4 +93,5 @@ def new_execution(
         step=FIRST_ITERATION_STEP,
         max_iterations=config.max_iterations,
         due_at=due,
+        gather_pending=gathers and role == "agent",
     )

@@ -39,7 +39,7 @@ from tarsy.agent.strategies.base import IterationOutcome
 from tarsy.agent.strategies.registry import get_strategy
 from tarsy.app import Deps
 from tarsy.config.schema import ResolvedAgentConfig, TarsyConfig
-from tarsy.engine import chains, lifecycle, progression, sub_agents, transitions
+from tarsy.engine import chains, gathering, lifecycle, progression, sub_agents, transitions
 from tarsy.engine.iteration import (
     ModelCall,
     Ports,
@@ -96,7 +96,7 @@ async def handle(message: StepMessage, deps: Deps) -> None:
     log = fields(session_id=message.session_id, execution_id=message.execution_id)
     logger.info("step %s %s", message.kind, message.step or message.stage, extra=log)
     try:
-        if message.kind == "iterate":
+        if message.runs_step:
             await iterate(message, deps)
         else:
             await chains.start_stage(message.session_id, message.stage, deps)
@@ -138,6 +138,9 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
         return
     claim = await claim_step(message, state.update_time, deps)
     running = execution.model_copy(update={"status": ExecutionStatus.ACTIVE})
+    if execution.gather_pending:
+        await gather_step(message, running, session, state, claim, budget, deps)
+        return
     async with Heartbeat(
         deps.store, message.execution_id, claim, _lease(deps),
         deps.settings.step_cancel_poll_seconds,
@@ -170,6 +173,50 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
         await after_lost_commit(message, deps)
         return
     await publish_next(message, turn, outcome, commit, decision, deps)
+
+
+async def gather_step(
+    message: StepMessage,
+    execution: AgentExecution,
+    session: Session,
+    state: StepState,
+    claim: Claim,
+    budget: float,
+    deps: Deps,
+) -> None:
+    """Run the execution's gather phase (tarsy.engine.gathering), commit it, publish step 2."""
+    config = resolve_execution(deps.config, session, execution)
+    async with Heartbeat(
+        deps.store, message.execution_id, claim, _lease(deps),
+        deps.settings.step_cancel_poll_seconds,
+    ) as heartbeat:  # fmt: skip
+        listing = await _agent_listing(config, state, budget, deps)
+        work = gathering.gather_evidence(deps.config, config, session, deps.tools, listing)
+        gathered = await heartbeat.unless_cancelled(work)
+    if gathered is None:  # cancelled while gathering
+        await after_lost_commit(message, deps)
+        return
+    stage = execution.stage
+    context = await chains.previous_context(session, stage, deps) if stage > 0 else ""
+    opening = gathering.opening_with_evidence(deps.config, config, session, context, gathered)
+    commit = gathering.gather_commit(
+        message, execution, session, opening, gathered, heartbeat.claim, utcnow() + _due(deps)
+    )
+    if not await deps.store.commit_step(commit):
+        await after_lost_commit(message, deps)
+        return
+    done = execution.model_copy(update={"gather_pending": False})
+    await deps.bus.publish(iterate_message(done, message.step + 1))
+
+
+async def _agent_listing(
+    config: ResolvedAgentConfig, state: StepState, budget: float, deps: Deps
+) -> ToolListing:
+    """The MCP tools an agent may call this step (the alert's allow-lists applied)."""
+    if not config.mcp_servers or deps.tools is None:
+        return ToolListing()
+    listing = await deps.tools.list_tools(config.mcp_servers, state.tool_lists, budget=budget)
+    return restrict_listing(listing, config.mcp_tools)
 
 
 Fate = Literal[
@@ -374,11 +421,10 @@ async def prepare_turn(
     """Resolve the config, read the conversation, list the tools: the frozen turn."""
     config = resolve_execution(deps.config, session, execution)
     strategy = get_strategy(execution.strategy)
-    listing = ToolListing()
-    if strategy.uses_tools and config.mcp_servers and deps.tools is not None:
-        listing = await deps.tools.list_tools(config.mcp_servers, state.tool_lists, budget=budget)
-        # The alert's tool allow-lists (ToolSelectionError: a named tool is not listed).
-        listing = restrict_listing(listing, config.mcp_tools)
+    # The alert's tool allow-lists apply (ToolSelectionError: a named tool is not listed).
+    listing = (
+        await _agent_listing(config, state, budget, deps) if strategy.uses_tools else ToolListing()
+    )
     if strategy.uses_tools:
         listing = sub_agents.with_message_agent(listing, execution, config, deps.config.agents)
     messages = await deps.store.load_messages(execution.execution_id)

@@ -73,6 +73,7 @@ class ExecutionUpdate(_Update):
     awaiting: SubAgentWait | None = None
     parent_tool_call_id: str | None = None
     parent_step: int | None = None
+    gather_pending: bool | None = None
     release_lease: bool = False
 
 
@@ -92,6 +93,7 @@ class SessionUpdate(_Update):
     current_stage: int | None = None
     final_analysis: str | None = None
     executive_summary: str | None = None
+    findings: list[str] | None = None
     error: ErrorInfo | None = None
     cancel_requested: bool | None = None
     score: int | None = None
@@ -181,6 +183,11 @@ def reopen_sub_agent(
         parent_step=parent_step,
         due_at=due,
     )
+
+
+def gathered(next_due: datetime) -> ExecutionUpdate:
+    """The gather phase committed its evidence: the first model call is due by ``next_due``."""
+    return ExecutionUpdate(gather_pending=False, due_at=next_due)
 
 
 def fan_in_done() -> ExecutionUpdate:
@@ -360,9 +367,27 @@ def fail_session(
     if status is S.COMPLETED or status is S.PAUSED or not status.is_terminal:
         raise IllegalTransitionError(f"session {session.session_id!r}", "failing", status.value)
     _session(session, status)
-    return SessionUpdate(
+    update = SessionUpdate(
         status=status, error=error, completed_at=now, due_at=None, retention_due=now
     )
+    if session.findings and status is not S.CANCELLED and session.executive_summary is None:
+        return update.model_copy(update={"executive_summary": findings_summary(session, error)})
+    return update
+
+
+def findings_summary(session: Session, error: ErrorInfo) -> str:
+    """The executive summary of an investigation the model did not finish: the checks' findings."""
+    lines = [
+        f"The investigation did not finish ({error.message}). "
+        "tarsy's automatic checks of the evidence found:",
+        *(f"- {finding}" for finding in session.findings),
+    ]
+    return "\n".join(lines)
+
+
+def record_findings(findings: list[str]) -> SessionUpdate:
+    """The gather phase's findings, kept on the session for a summary if the model fails."""
+    return SessionUpdate(findings=findings)
 
 
 def keep_until_answered(session: Session, now: datetime) -> SessionUpdate:

@@ -111,6 +111,34 @@ class Usage(BaseModel):
     source: str
 
 
+class ListedRow(BaseModel):
+    """One row of a list tool's table (``resources_list``, ``pods_list_in_namespace``).
+
+    ``columns`` maps the table's header (``READY``, ``STATUS``, ``RESTARTS``,
+    ``LABELS``, ...) to the cell's text. A row says an object exists before
+    its full body is fetched.
+    """
+
+    kind: str
+    api_version: str = ""
+    namespace: str = ""
+    name: str
+    columns: dict[str, str] = Field(default_factory=dict)
+    source: str
+
+    @property
+    def ref(self) -> ObjectRef:
+        """The listed object's reference."""
+        return ObjectRef(kind=self.kind, name=self.name, namespace=self.namespace)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The ``LABELS`` column as a mapping (empty when not shown)."""
+        text = self.columns.get("LABELS", "")
+        pairs = (item.partition("=") for item in text.split(",") if "=" in item)
+        return {key: value for key, _, value in pairs}
+
+
 class AlertFacts(BaseModel):
     """What the alert itself says: its name, labels, annotations and when it started."""
 
@@ -123,8 +151,10 @@ class AlertFacts(BaseModel):
 class Snapshot(BaseModel):
     """Everything gathered for one alert: objects by kind, events, logs, usage.
 
-    ``errors`` maps a gathered call's id to the error it returned, so a
-    detection can tell "not there" from "could not look".
+    ``rows`` are objects seen in list tables (possibly not fetched in full);
+    ``absent`` the objects looked up by name that do not exist; ``errors``
+    maps a gathered call's id to the error it returned, so a detection can
+    tell "not there" from "could not look".
     """
 
     alert: AlertFacts = Field(default_factory=AlertFacts)
@@ -132,6 +162,9 @@ class Snapshot(BaseModel):
     events: list[KubeEvent] = Field(default_factory=list)
     logs: list[PodLog] = Field(default_factory=list)
     usage: list[Usage] = Field(default_factory=list)
+    rows: list[ListedRow] = Field(default_factory=list)
+    # Objects looked up by name that the API server said do not exist (NotFound).
+    absent: list[ObjectRef] = Field(default_factory=list)
     errors: dict[str, str] = Field(default_factory=dict)
 
     def of_kind(self, kind: str) -> Iterator[KubeObject]:

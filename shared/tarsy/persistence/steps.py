@@ -100,6 +100,8 @@ class StepCommit(BaseModel):
     next_step: int
     claim: Claim | None = None
     messages: list[ConversationMessage] = Field(default_factory=list)
+    # The gather step rewrites the opening messages (step 0's) with the evidence it found.
+    opening: list[ConversationMessage] = Field(default_factory=list)
     timeline: list[TimelineEvent] = Field(default_factory=list)
     llm_interaction: LLMInteraction | None = None
     mcp_interactions: list[MCPInteraction] = Field(default_factory=list)
@@ -245,7 +247,7 @@ class StepRecords(FirestoreBase):
         step or the sweeper re-runs the advance if its message was lost.
         """
         batch = self._db.batch()
-        if published.kind == "iterate":
+        if published.runs_step:
             ref = self._execution(published.execution_id).collection(PUBLISHED)
             batch.set(
                 ref.document(f"{published.step:04d}"), {"step": published.step, "at": utcnow()}
@@ -266,6 +268,9 @@ class StepRecords(FirestoreBase):
         exec_ref = self._execution(commit.execution_id)
         for n, message in enumerate(commit.messages):
             ref = exec_ref.collection(MESSAGES).document(record_id(commit.step, n))
+            self._write(batch, ref, document_of(message))
+        for n, message in enumerate(commit.opening):
+            ref = exec_ref.collection(MESSAGES).document(record_id(0, n))
             self._write(batch, ref, document_of(message))
         for n, event in enumerate(commit.timeline):
             ref = exec_ref.collection(TIMELINE).document(record_id(commit.step, n))

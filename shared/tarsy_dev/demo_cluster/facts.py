@@ -6,7 +6,9 @@ way: case, punctuation and separators do not count (``DATABASE_HOST``,
 ``database host`` and ``Database-Host`` are the same words), a fact lists
 synonyms, and a synonym may be a set of terms that must all appear in one
 sentence (``[memory, limit]``). A term ending in ``*`` matches any word that
-starts with it (``throttl*``).
+starts with it (``throttl*``), ``a|b`` matches either alternative
+(``restore|revert``), and ``{restore}`` any verb form of :data:`VERB_GROUPS`
+that proposes a change rather than narrates one.
 
 A forbidden conclusion only counts where its clause does not negate it: "the TLS
 errors are unrelated" mentions TLS without blaming it, while in "the database is
@@ -94,16 +96,60 @@ def sentences(text: str) -> list[str]:
     return found
 
 
+# Verb forms that propose a change rather than narrate one: the imperative, the gerund
+# and "be" with the participle ("restore", "restoring", "be restored"; never "restored").
+# A term names a group as ``{restore}``.
+VERB_GROUPS: dict[str, str] = {
+    "restore": "restore|restoring|revert|reverting|undo|undoing|roll back|rolling back|put back"
+    "|be restored|be reverted|be rolled back|be undone",
+    "rollback": "roll back|rolling back|rollback|roll it back|rollout undo|be rolled back"
+    "|revert|reverting|be reverted",
+    "change": "fix|fixing|correct|correcting|change the|change its|change it|changing the"
+    "|changing its|update|updating|point|pointing|switch|switching|be fixed|be corrected"
+    "|be changed|be updated|be pointed|be switched",
+    "raise": "raise|raising|increase the|increase its|increasing the|increasing its|bump|bumping"
+    "|be raised|be increased",
+    "lower": "reduce|reducing|lower the|lower its|lower their|lowering the|lowering its"
+    "|lowering their|decrease the|decrease its|decreasing|be reduced|be lowered|be decreased",
+    "add": "add|adding|create|creating|give|giving|configure|configuring|be added|be created"
+    "|be given|be configured",
+    "stop": "stop|stopping|suspend|suspending|pause|pausing|delete|deleting|remove|removing"
+    "|disable|disabling|turn off|turning off|be stopped|be suspended|be paused|be deleted"
+    "|be removed|be disabled",
+}
+_GROUP = re.compile(r"^\{([a-z]+)\}$")
+
+
+def _expand(term: str) -> list[str]:
+    """A term's alternatives, verb groups (``{restore}``) spelled out."""
+    parts: list[str] = []
+    for part in term.split("|"):
+        group = _GROUP.match(part.strip())
+        if group is None:
+            parts.append(part)
+        elif group[1] in VERB_GROUPS:
+            parts += VERB_GROUPS[group[1]].split("|")
+        else:
+            raise ValueError(f"unknown verb group {part.strip()!r}; known: {sorted(VERB_GROUPS)}")
+    return parts
+
+
 @lru_cache(maxsize=1024)
 def _term_pattern(term: str) -> re.Pattern[str]:
-    words = _NOT_TERM.sub(" ", term.lower()).split()
+    """A term's pattern; ``a|b`` is either alternative, each of one or more words."""
+    alternatives = [_alternative(part, term) for part in _expand(term)]
+    return re.compile(r"(?<![a-z0-9])(?:" + "|".join(alternatives) + ")")
+
+
+def _alternative(text: str, term: str) -> str:
+    words = _NOT_TERM.sub(" ", text.lower()).split()
     if not words or not words[-1].strip("*"):
         raise ValueError(f"empty term {term!r}")
     prefix = words[-1].endswith("*")
     words[-1] = words[-1].rstrip("*")
     body = r"\s".join(re.escape(word.replace("*", "")) for word in words)
     tail = r"[a-z0-9]*" if prefix else r"(?![a-z0-9])"
-    return re.compile(r"(?<![a-z0-9])" + body + tail)
+    return body + tail
 
 
 def _terms(synonym: Synonym) -> list[str]:
@@ -178,8 +224,10 @@ class _Model(BaseModel):
 def _check_synonyms(value: list[Synonym]) -> list[Synonym]:
     for synonym in value:
         terms = _terms(synonym)
-        if not terms or any(not normalize(term) for term in terms):
+        if not terms:
             raise ValueError(f"empty synonym in {value!r}")
+        for term in terms:
+            _term_pattern(term)  # an empty alternative or an unknown verb group raises
     return value
 
 
@@ -211,3 +259,23 @@ class Forbidden(_Model):
     def found_in(self, text: str) -> str | None:
         """The sentence of ``text`` that draws this conclusion, or None."""
         return find(text, self.match, skip_negated=True)
+
+
+class Fix(_Model):
+    """A remedy a reviewer would accept: the change that ends the incident (or "no action").
+
+    Design constraint: written from the scenario's own facts, before any model
+    ran, and never tuned to a model's answers. It is matched like a finding
+    (synonyms, terms sharing a sentence, ``a|b`` alternatives); a proposal is
+    best told from a history by the verb's form ("restore|be restored", not
+    "restored", which narrates the incident).
+    """
+
+    accept: str = Field(min_length=1, description="The fix a reviewer accepts, in words.")
+    match: list[Synonym] = Field(min_length=1, description="Any one of these proposes it.")
+
+    _synonyms = field_validator("match")(_check_synonyms)
+
+    def found_in(self, text: str) -> str | None:
+        """The sentence of ``text`` that proposes this fix, or None."""
+        return find(text, self.match)

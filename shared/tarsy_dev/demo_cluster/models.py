@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from tarsy.models import AlertSubmission
-from tarsy_dev.demo_cluster.facts import Finding, Forbidden
+from tarsy_dev.demo_cluster.facts import Finding, Fix, Forbidden
 from tarsy_dev.demo_cluster.faults import Fault
 
 Manifest = dict[str, Any]
@@ -296,6 +296,16 @@ class Expected(_Model):
     tools: list[ToolNeed] = Field(
         min_length=1, description="The evidence a good investigation must fetch."
     )
+    fix: list[Fix] = Field(
+        default_factory=list,
+        description="The remedy a reviewer accepts; with two causes, one part per cause, all "
+        "needed. Scored apart from pass or fail. A single mapping is one part.",
+    )
+
+    @field_validator("fix", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict) else value
 
 
 class PlaybookStep(_Model):
@@ -374,6 +384,9 @@ class Scenario(_Model):
         unmatched = [f.claim for f in self.expected.forbidden if f.found_in(f.claim) is None]
         if unmatched:
             raise ValueError(f"forbidden claims that their own patterns miss: {unmatched}")
+        unproposed = [f.accept for f in self.expected.fix if f.found_in(f.accept) is None]
+        if unproposed:
+            raise ValueError(f"fixes whose own patterns miss them: {unproposed}")
         for need in self.expected.tools:
             if not any(
                 pattern.matches(step.tool, step.arguments) and not step.fails

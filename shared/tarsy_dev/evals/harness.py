@@ -29,13 +29,14 @@ from pydantic import BaseModel, Field
 
 from tarsy.config import load_config
 from tarsy.errors import ApiError, ConfigError
+from tarsy.models import LLMInteraction
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings
 from tarsy_dev.client import SessionView, TarsyClient
 from tarsy_dev.demo_cluster import TOOL_NAMES, load_scenario, scenario_names
 from tarsy_dev.demo_cluster.models import Scenario
 from tarsy_dev.evals.judging import judge_session
-from tarsy_dev.evals.observation import RunObservation, observe
+from tarsy_dev.evals.observation import RecordFigures, RunObservation, observe, record_figures
 from tarsy_dev.evals.scorer import RunScore, score_run
 from tarsy_dev.evals.subjects import LOCAL, ModelUnderTest
 from tarsy_dev.fakes.fake_gemini import FakeGemini
@@ -166,30 +167,29 @@ def eval_config(user_config: dict[str, Any], binary: Path, cluster: DemoCluster)
     return config
 
 
-ModelSeconds = Callable[[str], float | None]
+RecordReader = Callable[[str], RecordFigures | None]
 EMULATOR_HOST = "FIRESTORE_EMULATOR_HOST"
 
 
-def model_seconds_on(stack: Stack) -> ModelSeconds:
-    """How long a session of ``stack`` spent inside the model, read from its records.
+def records_on(stack: Stack) -> RecordReader:
+    """What a session of ``stack`` recorded of its model calls: time inside, turns, cut replies.
 
     The api shows no interaction records, so they are read from the stack's
     Firestore emulator, as the step function wrote them (None if unreadable).
     """
 
-    async def total(session_id: str) -> float:
+    async def read(session_id: str) -> RecordFigures:
         store = Store(firestore.AsyncClient(project=stack.project_id))
-        seconds = 0.0
+        interactions: list[LLMInteraction] = []
         for execution in await store.list_executions(session_id):
-            for interaction in await store.list_llm_interactions(execution.execution_id):
-                seconds += interaction.duration_ms / 1000
-        return seconds
+            interactions += await store.list_llm_interactions(execution.execution_id)
+        return record_figures(interactions)
 
-    def seconds(session_id: str) -> float | None:
+    def figures(session_id: str) -> RecordFigures | None:
         previous = os.environ.get(EMULATOR_HOST)
         os.environ[EMULATOR_HOST] = stack.firestore_host
         try:
-            return round(asyncio.run(total(session_id)), 3)
+            return asyncio.run(read(session_id))
         except Exception:  # a measurement, never a reason to fail the run
             return None
         finally:
@@ -198,7 +198,7 @@ def model_seconds_on(stack: Stack) -> ModelSeconds:
             else:
                 os.environ[EMULATOR_HOST] = previous
 
-    return seconds
+    return figures
 
 
 def run_once(
@@ -208,7 +208,7 @@ def run_once(
     attempt: int,
     *,
     timeout: float,
-    model_seconds: ModelSeconds = lambda _: None,
+    records: RecordReader = lambda _: None,
 ) -> tuple[RunObservation, SessionView | None]:
     """Submit the scenario's alert, wait for the session to end, and observe it."""
     try:
@@ -232,7 +232,15 @@ def run_once(
             client.cancel(submitted.session_id)
     view = client.session(submitted.session_id)
     observation = observe(view, scenario=scenario.name, model=model.name, attempt=attempt)
-    observation = observation.model_copy(update={"model_s": model_seconds(submitted.session_id)})
+    figures = records(submitted.session_id)
+    if figures is not None:
+        observation = observation.model_copy(
+            update={
+                "model_s": figures.model_s,
+                "turns": figures.turns,
+                "cut_replies": figures.cut_replies,
+            }
+        )
     if problem is not None:
         observation = observation.model_copy(update={"error": problem})
     return observation, view
@@ -313,7 +321,7 @@ def run_evaluation(
                             model,
                             attempt,
                             timeout=options.run_timeout,
-                            model_seconds=model_seconds_on(stack),
+                            records=records_on(stack),
                         )
                         score = score_run(scenario, observation)
                         judge = options.judge_model if options.judge else None

@@ -1,12 +1,22 @@
-"""What one evaluated investigation produced, read from the api's session view."""
+"""What one evaluated investigation produced, read from the api's session view and records.
+
+Design constraint: figures about how a model behaved (turns, invalid calls,
+answers without a tool call, cut replies) are read from what the session
+recorded, never from the model under test's own account: the timeline the api
+serves, and the LLM interaction records the step function wrote (read from the
+stack's Firestore emulator, since the api does not serve them).
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from tarsy.models import LLMInteraction
 from tarsy_dev.client import SessionView
 
 
@@ -16,6 +26,9 @@ class ToolCallRecord(BaseModel):
     tool: str = Field(description="The tool's name on its server (pods_list).")
     arguments: dict[str, Any] = Field(default_factory=dict)
     is_error: bool = False
+    gathered: bool = Field(
+        default=False, description="Made by the gather phase before the model, not by the model."
+    )
 
 
 class RunObservation(BaseModel):
@@ -41,6 +54,70 @@ class RunObservation(BaseModel):
         default=None,
         description="Time inside the model: the sum of the session's LLM interaction records.",
     )
+    turns: int | None = Field(
+        default=None, description="Model calls of the session (its iterations' records)."
+    )
+    cut_replies: int | None = Field(
+        default=None, description="Replies cut at the output-token limit (from the records)."
+    )
+    invalid_calls: int = Field(
+        default=0,
+        description="Replies that broke the action format, and calls of unknown tools or "
+        "with arguments their schema refuses.",
+    )
+    model_tool_calls: int | None = Field(
+        default=None,
+        description="Tool calls the model asked for (gathered calls are not); None: unread, "
+        "every recorded call counts.",
+    )
+
+    @property
+    def answered_without_tools(self) -> bool:
+        """Whether the run ended in an analysis without the model calling any tool."""
+        asked = len(self.tool_calls) if self.model_tool_calls is None else self.model_tool_calls
+        return bool(self.final_analysis.strip()) and asked == 0
+
+
+class RecordFigures(BaseModel):
+    """What a session's LLM interaction records say about its model calls."""
+
+    model_s: float = Field(description="Time inside the model, summed over every record.")
+    turns: int = Field(description="The model calls of the sessions' iterations.")
+    cut_replies: int = Field(description="Those cut at the output-token limit.")
+
+
+def record_figures(interactions: Sequence[LLMInteraction]) -> RecordFigures:
+    """Time inside the model, turns and cut replies, from a session's interaction records.
+
+    A turn is one iteration's model call (a call that summarized a large tool
+    result is not one, but its time counts inside the model).
+    """
+    turns = [i for i in interactions if i.kind == "iteration"]
+    return RecordFigures(
+        model_s=round(sum(i.duration_ms for i in interactions) / 1000, 3),
+        turns=len(turns),
+        cut_replies=sum(1 for i in turns if i.error is not None and i.error.code == "truncated"),
+    )
+
+
+# What the tool executor answers to a call it cannot make as asked (tarsy.tools.base).
+_INVALID_CALL = re.compile(r"^Error calling \S+: (?:unknown tool|invalid arguments|arguments )")
+# ReAct replies that were neither an action nor an answer.
+_REACT_BROKEN = ("malformed", "thought_only")
+
+
+def is_invalid(event: dict[str, Any]) -> bool:
+    """Whether a timeline event records a reply or a call that could not be used as written."""
+    metadata = event.get("metadata") or {}
+    if event.get("type") == "llm_response":
+        if metadata.get("cut_short") or metadata.get("nudge") or metadata.get("answer_error"):
+            return False
+        if "schema_error" in metadata:
+            return not str(metadata["schema_error"]).startswith("the final answer")
+        return metadata.get("react_kind") in _REACT_BROKEN
+    if event.get("type") == "mcp_tool_call" and metadata.get("is_error"):
+        return bool(_INVALID_CALL.match(str(event.get("content") or "")))
+    return False
 
 
 def tool_call(metadata: dict[str, Any]) -> ToolCallRecord:
@@ -49,6 +126,7 @@ def tool_call(metadata: dict[str, Any]) -> ToolCallRecord:
         tool=str(metadata.get("tool_name") or metadata.get("tool") or ""),
         arguments=dict(metadata.get("arguments") or {}),
         is_error=bool(metadata.get("is_error")),
+        gathered=bool(metadata.get("gathered")),
     )
 
 
@@ -80,6 +158,7 @@ def observe(view: SessionView, *, scenario: str, model: str, attempt: int = 1) -
         for event in view.timeline
         if event.get("type") == "mcp_tool_call"
     ]
+    asked = sum(1 for event in view.timeline if event.get("type") == "llm_tool_call")
     error = session.get("error")
     latency = None
     if session.get("created_at") and session.get("completed_at"):
@@ -99,4 +178,6 @@ def observe(view: SessionView, *, scenario: str, model: str, attempt: int = 1) -
         thinking_tokens=int(tokens.get("thinking_tokens") or 0),
         cost=float(session.get("cost") or 0.0),
         latency_s=latency,
+        invalid_calls=sum(1 for event in view.timeline if is_invalid(event)),
+        model_tool_calls=asked,
     )

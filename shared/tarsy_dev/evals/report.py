@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 from rich.table import Table
@@ -60,6 +61,21 @@ class ModelSummary(BaseModel):
     judge_avg: float | None = Field(default=None, description="Mean LLM-judge score, if judged.")
     model_share: float | None = Field(
         default=None, description="Share of the runs' wall time spent inside the model."
+    )
+    fix_proposed: int = Field(
+        default=0, description="Runs whose analysis proposed the scenario's fix (not pass/fail)."
+    )
+    avg_turns: float | None = Field(
+        default=None, description="Mean model calls per run, over the runs whose records were read."
+    )
+    invalid_calls: int = Field(
+        default=0, description="Replies that broke the action format, and unusable tool calls."
+    )
+    answers_without_tools: int = Field(
+        default=0, description="Runs that ended in an analysis without the model calling a tool."
+    )
+    cut_replies: int | None = Field(
+        default=None, description="Replies cut at the output-token limit (None: unread)."
     )
 
 
@@ -137,7 +153,27 @@ def _summary(model: ModelUnderTest, runs: list[RunResult]) -> ModelSummary:
         tool_precision=round(sum(r.score.tool_precision for r in runs) / count, 3),
         judge_avg=round(statistics.fmean(judged), 1) if judged else None,
         model_share=model_share(observations),
+        fix_proposed=sum(r.score.fix_proposed for r in runs),
+        **behaviour(observations),
     )
+
+
+def behaviour(observations: Sequence[RunObservation]) -> dict[str, Any]:
+    """How the model behaved over its runs: turns, invalid calls, tool-less answers, cut replies.
+
+    Turns and cut replies come from the interaction records, which may be
+    unreadable for a run: they average and add up over the runs that have them.
+    """
+    recorded = [o for o in observations if o.turns is not None]
+    cut = [o.cut_replies for o in observations if o.cut_replies is not None]
+    return {
+        "avg_turns": (
+            round(sum(o.turns or 0 for o in recorded) / len(recorded), 1) if recorded else None
+        ),
+        "invalid_calls": sum(o.invalid_calls for o in observations),
+        "answers_without_tools": sum(o.answered_without_tools for o in observations),
+        "cut_replies": sum(cut) if cut else None,
+    }
 
 
 def model_share(observations: Sequence[RunObservation]) -> float | None:
@@ -233,6 +269,7 @@ def _summary_rows(report: EvalReport) -> list[list[str]]:
                 m.label,
                 f"{m.pass_rate:.0f}%",
                 f"{m.passed}/{m.runs}",
+                f"{m.fix_proposed}/{m.runs}",
                 f"${m.avg_cost:.4f}",
                 f"${m.total_cost:.4f}",
                 f"{m.latency_p50_s:.1f}s",
@@ -244,16 +281,21 @@ def _summary_rows(report: EvalReport) -> list[list[str]]:
                 f"{m.avg_tool_calls:.1f}",
                 f"{m.tool_precision:.0%}",
                 NONE if m.judge_avg is None else f"{m.judge_avg:.0f}",
+                NONE if m.avg_turns is None else f"{m.avg_turns:.1f}",
+                str(m.invalid_calls),
+                f"{m.answers_without_tools}/{m.runs}",
+                NONE if m.cut_replies is None else str(m.cut_replies),
             ]
         )
     return rows
 
 
 SUMMARY_HEADERS = [
-    "Model", "Pass rate", "Passed", "Avg cost", "Total cost", "p50 latency", "p95 latency",
-    "Model share",
+    "Model", "Pass rate", "Passed", "Fix proposed", "Avg cost", "Total cost", "p50 latency",
+    "p95 latency", "Model share",
     "Avg input tokens", "Avg output tokens", "Avg thinking tokens", "Avg tool calls",
-    "Tool precision", "Judge",
+    "Tool precision", "Judge", "Avg turns", "Invalid calls", "Answers without tools",
+    "Cut replies",
 ]  # fmt: skip
 
 

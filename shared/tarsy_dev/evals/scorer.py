@@ -5,6 +5,10 @@ required finding, draws none of the forbidden conclusions, and the
 investigation fetched every piece of evidence the scenario needs (each
 :class:`~tarsy_dev.demo_cluster.models.ToolNeed` met by a successful call). Tool
 precision (the share of calls that were relevant) is reported, not required.
+Whether the analysis proposes the fix a reviewer would accept
+(``expected.fix``, every part of it) is reported beside the verdict as
+``fix_proposed``, never part of it: a right diagnosis with a wrong remedy
+still passes, and the report shows how often each model proposed the fix.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ class RunScore(BaseModel):
     tool_calls: int
     relevant_calls: int
     failed_calls: int
+    fixes: list[FactResult] = Field(
+        default_factory=list,
+        description="Each part of the scenario's fix, and where it is proposed.",
+    )
     judge: SessionScore | None = Field(default=None, description="The LLM judge's score, if any.")
     judge_error: str | None = None
 
@@ -62,6 +70,12 @@ class RunScore(BaseModel):
     def tool_precision(self) -> float:
         """Share of the calls that were relevant (0-1; 1 when no call was made)."""
         return self.relevant_calls / self.tool_calls if self.tool_calls else 1.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def fix_proposed(self) -> bool:
+        """Whether the analysis proposes every part of the scenario's fix (not part of passing)."""
+        return bool(self.fixes) and all(f.found for f in self.fixes)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -108,6 +122,10 @@ def score_run(scenario: Scenario, observation: RunObservation) -> RunScore:
         forbidden.append(
             FactResult(fact=wrong.claim, found=sentence is not None, sentence=sentence)
         )
+    fixes = []
+    for fix in scenario.expected.fix:
+        sentence = fix.found_in(analysis)
+        fixes.append(FactResult(fact=fix.accept, found=sentence is not None, sentence=sentence))
     succeeded = [call for call in observation.tool_calls if not call.is_error]
     tools = []
     for need in scenario.expected.tools:
@@ -127,6 +145,7 @@ def score_run(scenario: Scenario, observation: RunObservation) -> RunScore:
         findings=findings,
         forbidden=forbidden,
         tools=tools,
+        fixes=fixes,
         tool_calls=len(observation.tool_calls),
         relevant_calls=sum(
             scenario.is_relevant_call(call.tool, call.arguments) for call in observation.tool_calls

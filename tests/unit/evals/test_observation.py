@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tarsy.models import ErrorInfo, LLMInteraction
 from tarsy_dev.client import SessionView
-from tarsy_dev.evals.observation import observe
+from tarsy_dev.evals.observation import observe, record_figures
 
 
 def view(**session: Any) -> SessionView:
@@ -66,3 +67,84 @@ def test_observe_a_failed_unfinished_session() -> None:
     assert observation.status == "failed"
     assert observation.error == "model quota"
     assert observation.latency_s is None
+
+
+def timeline_view(*events: dict[str, Any]) -> SessionView:
+    session = {"session_id": "s-2", "status": "completed", "final_analysis": "It broke."}
+    return SessionView(session=session, stages=[], executions=[], timeline=list(events))
+
+
+def llm_response(**metadata: Any) -> dict[str, Any]:
+    return {"type": "llm_response", "content": "{}", "metadata": metadata}
+
+
+def mcp_call(content: str, *, error: bool = True, **metadata: Any) -> dict[str, Any]:
+    return {
+        "type": "mcp_tool_call",
+        "content": content,
+        "metadata": {"tool_name": "pods_get", "is_error": error, **metadata},
+    }
+
+
+def test_invalid_calls_are_broken_replies_and_calls_the_executor_could_not_make() -> None:
+    observation = observe(
+        timeline_view(
+            llm_response(schema_error="the reply is not one JSON object"),
+            llm_response(react_kind="malformed", error="no Action Input"),
+            llm_response(react_kind="thought_only", error="neither"),
+            mcp_call("Error calling k.pods_gett: unknown tool 'k.pods_gett'; available tools: x"),
+            mcp_call("Error calling k.pods_get: invalid arguments for k.pods_get: name: required"),
+            mcp_call("Error calling k.pods_get: arguments are not valid JSON: ..."),
+            # Not invalid: a placeholder answer, a nudge, a cut reply, a tool that failed.
+            llm_response(schema_error="the final answer is empty"),
+            llm_response(nudge="unnamed_evidence", error="names nothing"),
+            llm_response(cut_short="truncated", error="cut"),
+            mcp_call('Error calling k.pods_get: pods "x" not found'),
+            mcp_call("ok", error=False),
+        ),
+        scenario="oom-killed",
+        model="local",
+    )
+    assert observation.invalid_calls == 6
+
+
+def test_an_answer_without_tools_counts_the_models_own_calls_not_the_gathered_ones() -> None:
+    gathered = mcp_call("pod yaml", error=False, gathered=True)
+    asked = {"type": "llm_tool_call", "content": "k.pods_get {}", "metadata": {}}
+    alone = observe(timeline_view(gathered), scenario="oom-killed", model="local")
+    assert alone.model_tool_calls == 0 and alone.answered_without_tools
+    helped = observe(timeline_view(gathered, asked), scenario="oom-killed", model="local")
+    assert helped.model_tool_calls == 1 and not helped.answered_without_tools
+
+
+def test_a_gathered_call_is_one_of_the_runs_calls_and_says_it_was_gathered() -> None:
+    gathered = mcp_call("pod yaml", error=False, gathered=True)
+    [call] = observe(timeline_view(gathered), scenario="oom-killed", model="local").tool_calls
+    assert call.gathered and not call.is_error
+
+
+def test_a_run_without_an_analysis_is_no_answer_without_tools() -> None:
+    observation = observe(timeline_view(), scenario="oom-killed", model="local")
+    unfinished = observation.model_copy(update={"final_analysis": ""})
+    assert not unfinished.answered_without_tools
+
+
+def interaction(
+    step: int, ms: float, *, kind: str = "iteration", cut: bool = False
+) -> LLMInteraction:
+    error = ErrorInfo(message="cut", code="truncated", retryable=True) if cut else None
+    return LLMInteraction(
+        step=step, model="m", provider="p", request={}, duration_ms=ms, kind=kind, error=error
+    )
+
+
+def test_turns_cut_replies_and_time_inside_the_model_come_from_the_records() -> None:
+    figures = record_figures(
+        [
+            interaction(1, 1500.0),
+            interaction(2, 2500.0, cut=True),
+            interaction(2, 500.0, kind="tool_summary"),  # a summary: time, not a turn
+            interaction(3, 1000.0),
+        ]
+    )
+    assert (figures.turns, figures.cut_replies, figures.model_s) == (3, 1, 5.5)

@@ -16,6 +16,7 @@ from tarsy_dev.demo_cluster.models import Scenario
 from tarsy_dev.evals.cli import judge_named
 from tarsy_dev.evals.harness import RunResult
 from tarsy_dev.evals.report import (
+    behaviour,
     build_report,
     model_share,
     percentile,
@@ -78,10 +79,10 @@ def test_scripted_models_report_the_harness_verdict() -> None:
     assert "> **Harness check, not a model benchmark.**" in markdown
     assert "The scripted models scored as they must: the harness discriminates." in markdown
     assert (
-        "| Model | Pass rate | Passed | Avg cost | Total cost | p50 latency | p95 latency |"
+        "| Model | Pass rate | Passed | Fix proposed | Avg cost | Total cost | p50 latency |"
         in markdown
     )
-    assert "| standin (scripted) | 100% | 2/2 |" in markdown
+    assert "| standin (scripted) | 100% | 2/2 | 2/2 |" in markdown
     assert (
         "| crashloop-bad-configmap | easy | crashloop, config-change | ✅ 1/1 | ❌ 0/1 |"
         in markdown
@@ -197,3 +198,65 @@ def test_the_model_share_is_the_time_inside_the_model_over_the_wall_time_of_time
     ]
     assert model_share(timed) == 0.95
     assert model_share([standin.model_copy(update={"model_s": None})]) is None
+
+
+def test_the_summary_shows_beside_the_pass_rate_how_many_runs_proposed_the_fix() -> None:
+    results = scripted_results()
+    [standin_crash, sloppy_crash, standin_invoice, sloppy_invoice] = results
+    silent = standin_invoice.observation.model_copy(
+        update={"final_analysis": "invoice-api 2.3.0 (revision 19) fails on vat_rate."}
+    )  # the right diagnosis, and no remedy: it passes the findings, proposes nothing
+    scenario = load_scenario("invoice-red-herring")
+    runs = [
+        standin_crash,
+        sloppy_crash,
+        RunResult(observation=silent, score=score_run(scenario, silent)),
+        sloppy_invoice,
+    ]
+    report = build_report(
+        runs, resolve_models([], Settings()), scenarios(), duration_s=1, repeat=1,
+        priced_as="gemini-2.5-flash",
+    )  # fmt: skip
+    standin, sloppy = report.models
+    assert (standin.fix_proposed, sloppy.fix_proposed) == (1, 0)
+    assert "| standin (scripted) | 100% | 2/2 | 1/2 |" in to_markdown(report)  # still passes
+
+
+def test_behaviour_figures_add_up_over_runs_and_average_turns_over_recorded_runs() -> None:
+    [standin, _, other, _] = [r.observation for r in scripted_results()]
+    runs = [
+        standin.model_copy(update={"turns": 6, "cut_replies": 1, "invalid_calls": 2,
+                                   "model_tool_calls": 3}),
+        other.model_copy(update={"turns": 3, "cut_replies": 0, "invalid_calls": 1,
+                                 "model_tool_calls": 0}),
+        other.model_copy(update={"turns": None, "cut_replies": None, "model_tool_calls": 0,
+                                 "final_analysis": ""}),  # records unread, no analysis
+    ]  # fmt: skip
+    assert behaviour(runs) == {
+        "avg_turns": 4.5,
+        "invalid_calls": 3,
+        "answers_without_tools": 1,
+        "cut_replies": 1,
+    }
+    assert behaviour([runs[2]]) == {
+        "avg_turns": None, "invalid_calls": 0, "answers_without_tools": 0, "cut_replies": None,
+    }  # fmt: skip
+
+
+def test_the_summary_table_ends_with_turns_invalid_calls_tool_less_answers_and_cut_replies() -> (
+    None
+):
+    results = [
+        r.model_copy(
+            update={"observation": r.observation.model_copy(update={"turns": 5, "cut_replies": 2})}
+        )
+        for r in scripted_results()
+    ]
+    report = build_report(
+        results, resolve_models([], Settings()), scenarios(), duration_s=1, repeat=1,
+        priced_as="gemini-2.5-flash",
+    )  # fmt: skip
+    markdown = to_markdown(report)
+    assert "| Judge | Avg turns | Invalid calls | Answers without tools | Cut replies |" in markdown
+    standin_row = next(line for line in markdown.splitlines() if line.startswith("| standin"))
+    assert standin_row.endswith("| - | 5.0 | 0 | 0/2 | 4 |")

@@ -7,6 +7,9 @@ next iteration continues. A turn without calls is the final analysis.
 
 from __future__ import annotations
 
+from typing import Any
+
+from tarsy.agent.strategies import answers
 from tarsy.agent.strategies.base import (
     ConclusionReason,
     IterationOutcome,
@@ -66,6 +69,28 @@ def past_calls(state: IterationState) -> list[ToolCall]:
     return [call for m in state.messages if m.role == "assistant" for call in m.tool_calls]
 
 
+def _nudged(
+    state: IterationState,
+    result: LLMResult,
+    nudge: str,
+    timeline: list[TimelineEvent],
+    notes: dict[str, Any],
+) -> IterationOutcome:
+    """An answer not yet accepted: recorded, and the model asked to name its evidence."""
+    timeline.append(
+        TimelineEvent(
+            type=TimelineEventType.LLM_RESPONSE,
+            content=result.text,
+            metadata={**notes, "nudge": "unnamed_evidence", "error": nudge},
+        )
+    )
+    exchange = [
+        ConversationMessage(role="assistant", content=result.text),
+        ConversationMessage(role="user", content=f"Your answer was not used yet: {nudge}."),
+    ]
+    return continue_or_stop(state, exchange, timeline)
+
+
 class NativeThinkingStrategy:
     """Function calling with native thinking, one model turn per step.
 
@@ -78,6 +103,8 @@ class NativeThinkingStrategy:
     name = "native-thinking"
     requires = Capabilities(thinking=True, function_calling=True)
     uses_tools = True
+    # Whether an answer that names nothing from the evidence gets one nudge first.
+    nudges_unnamed_answers = False
 
     def build_request(self, state: IterationState) -> GenerateRequest:
         """The conversation, the agent's tools as functions, and the thought signatures."""
@@ -93,6 +120,11 @@ class NativeThinkingStrategy:
             tool_choice=tool_choice_for(state, reason),
             thought_signatures=state.provider_state,
         )
+
+    def _nudge(self, state: IterationState, answer: str) -> str | None:
+        if not self.nudges_unnamed_answers or state.at_limit or not answer.strip():
+            return None
+        return answers.unnamed_evidence(answer, state.messages)
 
     def tool_calls(self, state: IterationState, result: LLMResult) -> list[ToolCall]:
         """The model's function calls, as they came, but those that loop; none under ``none``."""
@@ -116,6 +148,9 @@ class NativeThinkingStrategy:
                 notes["ignored_tool_calls"] = [call.name for call in result.tool_calls]
             if reason is not None:
                 return force_conclusion(state, reason, result.text, result.text, timeline, notes)
+            nudge = self._nudge(state, result.text)
+            if nudge is not None:
+                return _nudged(state, result, nudge, timeline, notes)
             return conclude(state, result.text, result.text.strip(), timeline, notes)
         if result.text:
             timeline.append(
@@ -148,6 +183,7 @@ class NativeToolsStrategy(NativeThinkingStrategy):
 
     name = "native-tools"
     requires = Capabilities(function_calling=True)
+    nudges_unnamed_answers = True
 
 
 class ChatStrategy(NativeToolsStrategy):
@@ -157,3 +193,5 @@ class ChatStrategy(NativeToolsStrategy):
     """
 
     name = "chat"
+    # A follow-up answer need not name a resource ("how much did it cost?").
+    nudges_unnamed_answers = False

@@ -20,6 +20,7 @@ import json
 import re
 from hashlib import sha256
 
+from tarsy.agent.strategies import answers
 from tarsy.agent.strategies.base import (
     ConclusionReason,
     IterationOutcome,
@@ -115,6 +116,19 @@ def past_calls(state: IterationState) -> list[ToolCall]:
     return calls
 
 
+def unwritten_answer(answer: str) -> str | None:
+    """Why a Final Answer is no analysis (empty, or the format's template copied), or None."""
+    return answers.unwritten_answer(answer, (FORMAT_REMINDER, CONCLUSION_FORMAT))
+
+
+def answer_feedback(problem: str) -> str:
+    """What a model whose Final Answer was not accepted is told (worded as ReAct feedback)."""
+    return (
+        f"Observation: Error in reasoning - your Final Answer was not used: {problem}.\n\n"
+        f"{FORMAT_REMINDER}"
+    )
+
+
 def salvage(parsed: ReActResult, text: str) -> str:
     """The forced final answer of a conclusion call that wrote no Final Answer."""
     reasoning = (parsed.thought or "").strip()
@@ -175,15 +189,43 @@ class ReActStrategy:
         timeline = thinking_events(parsed.thought or "", notes, "react")
         timeline.extend(code_execution_events(result, notes))
         final = parsed.final_answer if parsed.kind == "final_answer" else None
+        unwritten = unwritten_answer(final) if final is not None else None
+        if unwritten is not None:
+            notes["answer_error"] = unwritten
+        if reason is not None:
+            if parsed.kind == "action" and parsed.action:
+                notes["ignored_tool_calls"] = [parsed.action]
+            if final is not None and unwritten is None:
+                analysis = final
+            elif final is not None:  # a template: the model's own reasoning, if it wrote any
+                thought = parsed.thought or ""
+                analysis = "" if unwritten_answer(thought) else f"{FORCED_ANSWER_NOTE}\n\n{thought}"
+            else:
+                analysis = salvage(parsed, result.text)
+            return force_conclusion(state, reason, result.text, analysis, timeline, notes)
+        if final is not None:
+            problem = unwritten
+            if problem is None and not state.at_limit:
+                problem = answers.unnamed_evidence(final, state.messages)
+                if problem is not None:
+                    notes["nudge"] = "unnamed_evidence"
+            if problem is None:
+                return conclude(state, result.text, final.strip(), timeline, notes)
+            timeline.append(
+                TimelineEvent(type=TimelineEventType.LLM_RESPONSE, content=result.text,
+                              metadata={**notes, "error": problem})
+            )  # fmt: skip
+            exchange = [
+                ConversationMessage(role="assistant", content=result.text),
+                ConversationMessage(role="user", content=answer_feedback(problem)),
+            ]
+            return continue_or_stop(state, exchange, timeline)
         if self._toolless(state, reason):
             if parsed.kind == "action" and parsed.action:
                 notes["ignored_tool_calls"] = [parsed.action]
-            analysis = final if final is not None else salvage(parsed, result.text)
-            if reason is not None:
-                return force_conclusion(state, reason, result.text, analysis, timeline, notes)
-            return conclude(state, result.text, analysis.strip(), timeline, notes)
-        if final is not None:
-            return conclude(state, result.text, final.strip(), timeline, notes)
+            return conclude(
+                state, result.text, salvage(parsed, result.text).strip(), timeline, notes
+            )
         assistant = ConversationMessage(role="assistant", content=result.text)
         call = action_call(parsed, call_id_for(state))
         if call is not None:

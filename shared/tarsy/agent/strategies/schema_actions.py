@@ -15,7 +15,9 @@ conclusion call (whose schema allows the final answer only), and sub-agents
 anyway (a server that ignores ``response_format``, a cut reply) is recorded on
 the timeline and answered with feedback; the next iteration tries again, within
 ``max_iterations``: it is never a crash. So is a final answer the schema allows
-but that is no analysis: empty, or the guidance's placeholder copied back.
+but that is no analysis: empty, or the guidance's placeholder copied back; an
+answer that names nothing from the evidence gets one nudge first
+(:mod:`tarsy.agent.strategies.answers`).
 
 The conversation is stored as text, as ReAct stores it: the assistant turn is
 the JSON reply, and the observation a user message; past calls are re-read
@@ -33,6 +35,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel
 
+from tarsy.agent.strategies import answers
 from tarsy.agent.strategies.base import (
     ConclusionReason,
     IterationOutcome,
@@ -56,8 +59,6 @@ FINAL_ANSWER = "final_answer"
 # Keys of a tool's parameter schema that say nothing about valid arguments.
 _ANNOTATIONS = ("$schema", "title", "$id")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
-# A whole answer that is one <angle-bracketed phrase>: the guidance's template, copied.
-_PLACEHOLDER = re.compile(r"^<[^<>\n]*>$")
 
 GUIDANCE = """\
 Reply with exactly one JSON object and nothing else, in one of two forms:
@@ -157,18 +158,10 @@ def unwritten_answer(answer: str) -> str | None:
     """Why a final answer that matched the schema is still no analysis, or None if it is one.
 
     The schema can only say "a string": an empty one, or the guidance's own
-    placeholder copied back (small models do), would otherwise become the
-    session's final analysis.
+    placeholder or template copied back (small models do), would otherwise
+    become the session's final analysis (:func:`answers.unwritten_answer`).
     """
-    text = answer.strip()
-    if not text:
-        return "the final answer is empty"
-    if _PLACEHOLDER.match(text):
-        return (
-            f"the final answer {text!r} is the placeholder from the instructions, not an "
-            "analysis: write what is broken, the root cause and its evidence, and the fix"
-        )
-    return None
+    return answers.unwritten_answer(answer, (GUIDANCE, CONCLUSION_GUIDANCE))
 
 
 def tools_as_text(tools: Sequence[ToolDefinition]) -> str:
@@ -314,6 +307,12 @@ class SchemaActionsStrategy:
                 return force_conclusion(state, reason, result.text, analysis, timeline, notes)
             if unwritten is not None:
                 return _answered_with_feedback(state, result, unwritten, timeline, notes)
+            nudge = (
+                None if state.at_limit else answers.unnamed_evidence(parsed.answer, state.messages)
+            )
+            if nudge is not None:
+                notes["nudge"] = "unnamed_evidence"
+                return _answered_with_feedback(state, result, nudge, timeline, notes)
             return conclude(state, result.text, parsed.answer.strip(), timeline, notes)
         call = _call(parsed, call_id_for(state))
         assert call is not None  # a call_tool action that matched the schema names its tool

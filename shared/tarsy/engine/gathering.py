@@ -1,0 +1,189 @@
+"""The gather step: an investigating agent's first step, before its first model call.
+
+Design constraint: it is a step like any other, so it obeys the same
+exactly-once rules (:mod:`tarsy.engine.steps` claims it under a lease and
+commits it in one batch conditional on the claim; a crash before the commit
+runs it again, a duplicate after the commit finds it done). What it commits:
+each gathered call as an ``mcp_interactions`` record and an ``mcp_tool_call``
+event marked ``gathered``, each detection as a ``detection`` event, and the
+opening user message rewritten with the findings and the evidence brief. The
+execution's ``gather_pending`` flag is cleared in the same batch, so the next
+step is the first model call.
+
+The I/O is :func:`gather_evidence` (the agent's tools, through the same
+executor as the model's calls); everything else here is pure.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from tarsy.agent.prompts import EvidenceBrief, initial_messages
+from tarsy.config.schema import ResolvedAgentConfig, TarsyConfig
+from tarsy.engine import transitions
+from tarsy.evidence import brief
+from tarsy.evidence.alert import alert_facts
+from tarsy.evidence.catalog import applicable
+from tarsy.evidence.gather import Gathered, gather
+from tarsy.evidence.snapshot import Snapshot
+from tarsy.evidence.targets import targets_of
+from tarsy.llm.backends import capabilities_of
+from tarsy.models import (
+    AgentExecution,
+    ConversationMessage,
+    MCPInteraction,
+    Session,
+    StepMessage,
+    TimelineEvent,
+    TimelineEventType,
+)
+from tarsy.persistence.store import Claim, StepCommit
+from tarsy.tools.base import ToolExecutor, ToolListing
+
+
+def gathers(config: TarsyConfig, agent: ResolvedAgentConfig, session: Session) -> bool:
+    """Whether an investigating agent starts with a gather phase (pure).
+
+    It does when evidence is on for it, it has MCP servers, and at least one
+    collector that applies to the alert has something to look at before anything
+    was gathered: an alert that names nothing gathers nothing, and costs no step.
+    """
+    if agent.evidence is None or not agent.mcp_servers:
+        return False
+    alert = alert_facts(session.alert_data)
+    collectors = applicable(config.collectors, agent.evidence, alert).values()
+    return any(targets_of(c.for_each, alert, Snapshot(alert=alert)) for c in collectors)
+
+
+async def gather_evidence(
+    config: TarsyConfig,
+    agent: ResolvedAgentConfig,
+    session: Session,
+    tools: ToolExecutor | None,
+    listing: ToolListing,
+) -> Gathered:
+    """Run the collectors that apply to the session's alert with the agent's tools."""
+    alert = alert_facts(session.alert_data)
+    if agent.evidence is None or tools is None or not listing.tools:
+        return Gathered(stopped="no tools to gather with")
+    collectors = applicable(config.collectors, agent.evidence, alert)
+    return await gather(collectors, config.evidence, alert, tools, listing)
+
+
+def evidence_brief(
+    config: TarsyConfig, agent: ResolvedAgentConfig, gathered: Gathered
+) -> EvidenceBrief:
+    """The findings and the compact evidence, sized to the budget and the model's window."""
+    settings = config.evidence
+    window = capabilities_of(agent.provider).context_window
+    budget = brief.brief_chars(settings.brief_tokens, window, settings.brief_window_share)
+    findings = brief.findings_text(gathered.detections)
+    evidence = brief.evidence_text(
+        gathered.calls, gathered.detections, max(budget - len(findings), 0)
+    )
+    return EvidenceBrief(findings=findings, evidence=evidence)
+
+
+def gathered_events(gathered: Gathered) -> list[TimelineEvent]:
+    """An ``mcp_tool_call`` event per gathered call, then a ``detection`` event per finding."""
+    events = [
+        TimelineEvent(
+            type=TimelineEventType.MCP_TOOL_CALL,
+            content=call.result.content,
+            metadata={
+                "call_id": call.result.call_id,
+                "tool_name": call.result.tool,
+                "server_name": call.result.server,
+                "arguments": call.result.arguments,
+                "is_error": call.result.is_error,
+                "duration_ms": round(call.result.duration_ms, 1),
+                "shown_as": call.result.shown_as,
+                "gathered": True,
+                "collector": call.collector,
+                "evidence_label": brief.evidence_label(call.result.call_id),
+            },
+        )
+        for call in gathered.calls
+    ]
+    events += [
+        TimelineEvent(
+            type=TimelineEventType.DETECTION,
+            content=detection.finding,
+            metadata={
+                "check": detection.check,
+                "subject": str(detection.subject),
+                "severity": detection.severity,
+                "evidence": list(detection.evidence),
+                "evidence_labels": [brief.evidence_label(e) for e in detection.evidence],
+            },
+        )
+        for detection in gathered.detections
+    ]
+    return events
+
+
+def gathered_records(step: int, gathered: Gathered) -> list[MCPInteraction]:
+    """The full record of each gathered call (masked, like every tool result)."""
+    return [
+        MCPInteraction(
+            step=step,
+            call_id=call.result.call_id,
+            server=call.result.server,
+            tool=call.result.tool,
+            arguments=call.result.arguments,
+            result=call.result.full_content,
+            is_error=call.result.is_error,
+            error=call.result.error,
+            duration_ms=call.result.duration_ms,
+            shown_as=call.result.shown_as,
+            masked=call.result.masked,
+        )
+        for call in gathered.calls
+    ]
+
+
+def gather_commit(
+    message: StepMessage,
+    execution: AgentExecution,
+    session: Session,
+    opening: list[ConversationMessage],
+    gathered: Gathered,
+    claim: Claim | None,
+    next_due: datetime,
+) -> StepCommit:
+    """Everything the gather step writes, as one batch (pure)."""
+    return StepCommit(
+        execution_id=execution.execution_id,
+        session_id=session.session_id,
+        step=message.step,
+        next_step=message.step + 1,
+        claim=claim,
+        timeline=gathered_events(gathered),
+        mcp_interactions=gathered_records(message.step, gathered),
+        opening=opening,
+        execution=transitions.gathered(next_due),
+        session=(
+            transitions.record_findings([d.finding for d in gathered.detections])
+            if gathered.detections
+            else None
+        ),
+        role=execution.role,
+    )
+
+
+def opening_with_evidence(
+    config: TarsyConfig,
+    agent: ResolvedAgentConfig,
+    session: Session,
+    previous_context: str,
+    gathered: Gathered,
+) -> list[ConversationMessage]:
+    """The agent's opening messages, now with the findings and the evidence brief.
+
+    Nothing gathered (no tools, no collector applied): the opening stays as it was.
+    """
+    if not gathered.calls:
+        return []
+    return initial_messages(
+        agent, session, previous_context, evidence_brief(config, agent, gathered)
+    )

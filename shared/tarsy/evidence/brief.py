@@ -1,0 +1,169 @@
+"""The evidence brief: detections first, then each gathered result in compact form, sized (pure).
+
+Design constraint: the brief must fit beside the conversation in the model's
+context window (a small local model has 8K tokens in all), and a small model
+reads the top of a long text best. So the detections come first, in full,
+each pointing at the evidence it rests on (``[E3]``); then the results those
+detections cite; then the rest in the order gathered. Each result is cut to
+what a person would look at (a YAML object without its bookkeeping, a
+Secret's key names only, Warning events one per line, the last lines of a
+log), and what does not fit is named, not shown, so the model can fetch it
+with its tools.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from tarsy.evidence.gather import GatheredCall
+from tarsy.evidence.parse import events, load_yaml
+from tarsy.evidence.snapshot import Detection
+
+# A rough count for budgeting text: tokenizers give about 3.5 characters per token on
+# YAML and logs (the brief is measured, not tokenized, so it stays a pure function).
+CHARS_PER_TOKEN = 3.5
+LOG_LINES = 25
+LOG_LINE_CHARS = 300
+TABLE_ROWS = 30
+ITEM_CHARS = 2500
+_BOOKKEEPING = ("managedFields", "uid", "resourceVersion", "generation", "selfLink")
+_NOISY_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+
+SEVERITY_WORDS = {1: "likely cause", 2: "symptom", 3: "context"}
+
+
+def evidence_label(call_id: str) -> str:
+    """The short label of a gathered call in the brief (``gather-002`` → ``E3``)."""
+    _, _, number = call_id.rpartition("-")
+    return f"E{int(number) + 1}" if number.isdigit() else call_id
+
+
+def _clean_object(body: dict[str, Any]) -> dict[str, Any]:
+    """An object without the fields nobody reads when investigating."""
+    cleaned = dict(body)
+    metadata = dict(cleaned.get("metadata") or {})
+    for key in _BOOKKEEPING:
+        metadata.pop(key, None)
+    annotations = dict(metadata.get("annotations") or {})
+    for key in _NOISY_ANNOTATIONS:
+        if key in annotations:
+            annotations[key] = "(omitted: the applied configuration; see the findings)"
+    if annotations:
+        metadata["annotations"] = annotations
+    cleaned["metadata"] = metadata
+    if cleaned.get("kind") == "Secret":
+        # Never show a Secret's values, even masked: its key names are the evidence.
+        for field in ("data", "stringData"):
+            if isinstance(cleaned.get(field), dict):
+                cleaned[field] = sorted(cleaned[field])
+    return cleaned
+
+
+def _compact_object(text: str) -> str:
+    body = load_yaml(text)
+    if not isinstance(body, dict):
+        return text
+    return yaml.safe_dump(_clean_object(body), sort_keys=False, width=200).strip()
+
+
+def _compact_events(text: str) -> str:
+    seen: set[tuple[str, str, str]] = set()
+    lines: list[str] = []
+    for event in sorted(
+        events(text, ""), key=lambda e: e.last_seen.timestamp() if e.last_seen else 0, reverse=True
+    ):
+        key = (str(event.object), event.reason, event.message)
+        if event.type == "Normal" or key in seen:
+            continue
+        seen.add(key)
+        when = event.last_seen.strftime("%Y-%m-%d %H:%M:%SZ") if event.last_seen else "?"
+        count = f" (x{event.count})" if event.count > 1 else ""
+        lines.append(f"{when} {event.reason} {event.object}: {event.message}{count}")
+    return "\n".join(lines) if lines else "(no Warning events)"
+
+
+def _compact_log(text: str) -> str:
+    lines = [line[:LOG_LINE_CHARS] for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "(empty log)"
+    kept = lines[-LOG_LINES:]
+    skipped = len(lines) - len(kept)
+    head = [f"({skipped} earlier lines not shown)"] if skipped else []
+    return "\n".join([*head, *kept])
+
+
+def _compact_table(text: str) -> str:
+    lines = text.splitlines()
+    if len(lines) <= TABLE_ROWS + 1:
+        return text.strip() or "(no rows)"
+    return "\n".join([*lines[: TABLE_ROWS + 1], f"({len(lines) - TABLE_ROWS - 1} more rows)"])
+
+
+def compact(tool: str, text: str, is_error: bool) -> str:
+    """What the brief shows of one result of ``tool``."""
+    if is_error:
+        return text.strip()[:500]
+    if tool in ("pods_get", "resources_get"):
+        shown = _compact_object(text)
+    elif tool == "events_list":
+        shown = _compact_events(text)
+    elif tool == "pods_log":
+        shown = _compact_log(text)
+    else:
+        shown = _compact_table(text)
+    if len(shown) > ITEM_CHARS:
+        shown = shown[:ITEM_CHARS] + "\n(cut here)"
+    return shown
+
+
+def _call_line(call: GatheredCall) -> str:
+    arguments = json.dumps(call.result.arguments, sort_keys=True)
+    return f"[{evidence_label(call.result.call_id)}] {call.result.name} {arguments}"
+
+
+def findings_text(detections: Sequence[Detection]) -> str:
+    """The detections as a numbered list, each with its kind and its evidence labels."""
+    if not detections:
+        return ""
+    lines = []
+    for n, detection in enumerate(detections, start=1):
+        labels = ", ".join(evidence_label(e) for e in detection.evidence)
+        cites = f" [{labels}]" if labels else ""
+        word = SEVERITY_WORDS.get(detection.severity, "finding")
+        lines.append(f"{n}. ({word}) {detection.finding}{cites}")
+    return "\n".join(lines)
+
+
+def evidence_text(
+    calls: Sequence[GatheredCall], detections: Sequence[Detection], budget_chars: int
+) -> str:
+    """The gathered results, cited ones first, each compact, within ``budget_chars``."""
+    cited = {e for d in detections for e in d.evidence}
+    ordered = sorted(calls, key=lambda c: c.result.call_id not in cited)
+    parts: list[str] = []
+    omitted: list[str] = []
+    used = 0
+    for call in ordered:
+        result = call.result
+        block = f"{_call_line(call)}\n{compact(result.tool, result.full_content, result.is_error)}"
+        if used + len(block) > budget_chars:
+            omitted.append(_call_line(call))
+            continue
+        parts.append(block)
+        used += len(block) + 2
+    if omitted:
+        parts.append(
+            "Gathered but not shown here (call the tool to read it):\n" + "\n".join(omitted)
+        )
+    return "\n\n".join(parts)
+
+
+def brief_chars(tokens: int, context_window: int | None, window_share: float) -> int:
+    """How many characters the brief may take: its budget, or a share of a small window."""
+    if context_window is not None:
+        tokens = min(tokens, int(context_window * window_share))
+    return int(tokens * CHARS_PER_TOKEN)

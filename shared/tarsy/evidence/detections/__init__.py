@@ -1,0 +1,90 @@
+"""Detections: plain code that reads a :class:`Snapshot` into one-sentence findings.
+
+Design constraint: every check is a pure function of the snapshot, with no
+I/O and no clock beyond the alert's start, so it is tested on clusters built
+in the tests. A finding carries its evidence (names, figures, reasons,
+times), not only a label, because the model that reads it may read nothing
+else. A check that cannot read a field finds nothing; it never raises.
+
+:data:`CHECKS` names every check; :func:`detect` runs those not disabled,
+drops repeated findings and orders them: likely causes first, then
+symptoms, then context, each in the order the checks found them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+from types import MappingProxyType
+
+from tarsy.evidence.detections import (
+    certificates,
+    config,
+    network,
+    nodes,
+    pods,
+    quota,
+    rollouts,
+    scheduling,
+    storage,
+)
+from tarsy.evidence.snapshot import Detection, Snapshot
+
+logger = logging.getLogger(__name__)
+
+Check = Callable[[Snapshot], list[Detection]]
+
+CHECKS: Mapping[str, Check] = MappingProxyType(
+    {
+        "crash_loop": pods.crash_loop,
+        "oom_killed": pods.oom_killed,
+        "image_pull": pods.image_pull,
+        "container_config": pods.container_config,
+        "container_creating": pods.container_creating,
+        "probe_failure": pods.probe_failure,
+        "evicted": pods.evicted,
+        "job_failed": pods.job_failed,
+        "config_drift": config.config_drift,
+        "unresolvable_host": network.unresolvable_host,
+        "network_policy_blocks": network.network_policy_blocks,
+        "service_no_endpoints": network.service_no_endpoints,
+        "quota_exhausted": quota.quota_exhausted,
+        "unschedulable": scheduling.unschedulable,
+        "node_pressure": nodes.node_pressure,
+        "node_saturation": nodes.node_saturation,
+        "certificate": certificates.certificate,
+        "rollout_regression": rollouts.rollout_regression,
+        "progress_deadline": rollouts.progress_deadline,
+        "deployment_unavailable": rollouts.deployment_unavailable,
+        "pvc_pending": storage.pvc_pending,
+    }
+)
+
+
+def detect(snapshot: Snapshot, disabled: Collection[str] = ()) -> list[Detection]:
+    """Run every check not in ``disabled``; drop repeats; order by severity, then as found.
+
+    Args:
+        snapshot: What the gather phase saw.
+        disabled: Names of checks (keys of :data:`CHECKS`) not to run.
+
+    Returns:
+        The findings, likely causes first; a check that failed contributes none.
+    """
+    found: list[Detection] = []
+    seen: set[tuple[str, str, str]] = set()
+    for name, check in CHECKS.items():
+        if name in disabled:
+            continue
+        try:
+            results = check(snapshot)
+        except Exception:  # a defect in one check must not hide the others' findings
+            logger.exception("detection %s failed", name)
+            continue
+        for result in results:
+            key = (result.check, str(result.subject), result.finding)
+            if key not in seen:
+                seen.add(key)
+                found.append(result)
+    # sorted() is stable: within a severity, the order of the checks and their findings.
+    return sorted(found, key=lambda d: d.severity)

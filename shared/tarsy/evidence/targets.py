@@ -1,0 +1,486 @@
+"""The target sources a collector follows (``for_each``): what to look at next (pure).
+
+Design constraint: this is the whole vocabulary the catalog may use, and it
+is generic Kubernetes: references every cluster has (a pod's ConfigMaps, its
+owner chain, a workload's selector, the node a pod runs on, a Service named
+in a log line), never a name of any particular cluster. Each source reads
+the alert and what was gathered so far and returns targets: the variables a
+collector's call templates are filled from. Sources that read the snapshot
+skip what was already fetched, so following references reaches a fixed
+point.
+
+Variables: ``namespace``, ``name``, ``kind``, ``api_version``, ``selector``
+(a label selector), ``container``, and ``label.<name>`` for each alert label.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from tarsy.evidence.snapshot import AlertFacts, KubeObject, ListedRow, ObjectRef, Snapshot
+
+Target = dict[str, str]
+TargetSource = Callable[[AlertFacts, Snapshot], list[Target]]
+
+# The kind (and API version) of the workload an alert label names (kube-state-metrics' names).
+WORKLOAD_LABELS: dict[str, tuple[str, str]] = {
+    "deployment": ("Deployment", "apps/v1"),
+    "statefulset": ("StatefulSet", "apps/v1"),
+    "daemonset": ("DaemonSet", "apps/v1"),
+    "replicaset": ("ReplicaSet", "apps/v1"),
+    "job_name": ("Job", "batch/v1"),
+    "cronjob": ("CronJob", "batch/v1"),
+}
+API_VERSIONS: dict[str, str] = {
+    "Pod": "v1",
+    "ConfigMap": "v1",
+    "Secret": "v1",
+    "Service": "v1",
+    "Endpoints": "v1",
+    "Node": "v1",
+    "Namespace": "v1",
+    "PersistentVolumeClaim": "v1",
+    "ResourceQuota": "v1",
+    "LimitRange": "v1",
+    "NetworkPolicy": "networking.k8s.io/v1",
+    **dict(WORKLOAD_LABELS.values()),
+}
+_HEALTHY_STATUSES = {"Running", "Completed", "Succeeded"}
+# <service>.<namespace>.svc[.cluster.local]: how one workload names another's Service.
+_SERVICE_HOST = re.compile(
+    r"\b([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)\.([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)\.svc\b"
+)
+
+
+def _fetched(snapshot: Snapshot) -> set[ObjectRef]:
+    return {o.ref for o in snapshot.objects} | set(snapshot.absent)
+
+
+def _with_labels(alert: AlertFacts, target: Target) -> Target:
+    return {**{f"label.{k}": v for k, v in alert.labels.items()}, **target}
+
+
+def _object_target(kind: str, name: str, namespace: str) -> Target:
+    return {
+        "kind": kind,
+        "api_version": API_VERSIONS.get(kind, "v1"),
+        "name": name,
+        "namespace": namespace,
+    }
+
+
+# ─── what the alert names ─────────────────────────────────────────────────────
+
+
+def once(_alert: AlertFacts, _snapshot: Snapshot) -> list[Target]:
+    """One target with no variables but the alert's labels: the collector's calls run once."""
+    return [{}]
+
+
+def alert_namespace(alert: AlertFacts, _: Snapshot) -> list[Target]:
+    """The namespace the alert names."""
+    namespace = alert.labels.get("namespace", "")
+    return [{"namespace": namespace}] if namespace else []
+
+
+def alert_pod(alert: AlertFacts, _: Snapshot) -> list[Target]:
+    """The pod the alert names (with its container when named)."""
+    pod, namespace = alert.labels.get("pod", ""), alert.labels.get("namespace", "")
+    if not (pod and namespace):
+        return []
+    target = _object_target("Pod", pod, namespace)
+    if alert.labels.get("container"):
+        target["container"] = alert.labels["container"]
+    return [target]
+
+
+def alert_workload(alert: AlertFacts, _: Snapshot) -> list[Target]:
+    """The Deployment, StatefulSet, DaemonSet, ReplicaSet, Job or CronJob the alert names."""
+    namespace = alert.labels.get("namespace", "")
+    return [
+        _object_target(kind, alert.labels[label], namespace)
+        for label, (kind, _version) in WORKLOAD_LABELS.items()
+        if alert.labels.get(label) and namespace
+    ]
+
+
+def alert_service(alert: AlertFacts, _: Snapshot) -> list[Target]:
+    """The Service the alert names (``service`` or ``service_name`` label)."""
+    name = alert.labels.get("service") or alert.labels.get("service_name") or ""
+    namespace = alert.labels.get("namespace", "")
+    return [_object_target("Service", name, namespace)] if name and namespace else []
+
+
+def alert_node(alert: AlertFacts, _: Snapshot) -> list[Target]:
+    """The node the alert names."""
+    node = alert.labels.get("node", "")
+    return [_object_target("Node", node, "")] if node else []
+
+
+# ─── what was gathered ────────────────────────────────────────────────────────
+
+
+def _row_unhealthy(row: ListedRow) -> bool:
+    status = row.columns.get("STATUS", "")
+    ready = row.columns.get("READY", "")
+    restarts = row.columns.get("RESTARTS", "0").split(" ", 1)[0]
+    have, _, want = ready.partition("/")
+    not_ready = bool(want) and have != want and status != "Completed"
+    restarted = restarts.isdigit() and int(restarts) > 0
+    return status not in _HEALTHY_STATUSES or not_ready or restarted
+
+
+def _pod_rows(snapshot: Snapshot) -> Iterator[ListedRow]:
+    fetched = _fetched(snapshot)
+    seen: set[ObjectRef] = set()
+    for row in snapshot.rows:
+        if row.kind == "Pod" and row.ref not in fetched and row.ref not in seen:
+            seen.add(row.ref)
+            yield row
+
+
+def unhealthy_listed_pods(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Listed pods that are not running and ready, or restarted, not yet fetched."""
+    return [
+        _object_target("Pod", row.name, row.namespace)
+        for row in _pod_rows(snapshot)
+        if _row_unhealthy(row)
+    ]
+
+
+def listed_pods(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Listed pods not yet fetched, the unhealthy first (a workload's or Service's pods)."""
+    rows = sorted(_pod_rows(snapshot), key=lambda row: not _row_unhealthy(row))
+    return [_object_target("Pod", row.name, row.namespace) for row in rows]
+
+
+def _containers(pod: KubeObject) -> list[dict[str, Any]]:
+    return [c for c in pod.spec.get("containers") or [] if isinstance(c, dict)]
+
+
+def _statuses(pod: KubeObject) -> list[dict[str, Any]]:
+    return [c for c in pod.status.get("containerStatuses") or [] if isinstance(c, dict)]
+
+
+def pod_containers(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Each container of each fetched pod that is not healthy (for its current log)."""
+    targets: list[Target] = []
+    for pod in snapshot.of_kind("Pod"):
+        unhealthy = {
+            str(s.get("name"))
+            for s in _statuses(pod)
+            if not s.get("ready") or s.get("restartCount")
+        }
+        phase = pod.status.get("phase")
+        for container in _containers(pod):
+            name = str(container.get("name", ""))
+            if name in unhealthy and phase != "Pending":
+                targets.append(
+                    {**_object_target("Pod", pod.name, pod.namespace), "container": name}
+                )
+    return targets
+
+
+def restarted_containers(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Each container of a fetched pod that ran before (for its previous run's log)."""
+    return [
+        {**_object_target("Pod", pod.name, pod.namespace), "container": str(s.get("name"))}
+        for pod in snapshot.of_kind("Pod")
+        for s in _statuses(pod)
+        if (s.get("lastState") or {}).get("terminated") and s.get("name")
+    ]
+
+
+def _volume_refs(pod: KubeObject, key: str, field: str) -> Iterator[str]:
+    for volume in pod.spec.get("volumes") or []:
+        if isinstance(volume, dict) and isinstance(volume.get(key), dict):
+            name = volume[key].get(field)
+            if name:
+                yield str(name)
+        projected = volume.get("projected") if isinstance(volume, dict) else None
+        for source in (projected or {}).get("sources") or []:
+            if isinstance(source, dict) and isinstance(source.get(key), dict):
+                name = source[key].get("name")
+                if name:
+                    yield str(name)
+
+
+def _env_refs(pod: KubeObject, ref_key: str, key_ref: str) -> Iterator[str]:
+    for container in [*_containers(pod), *(pod.spec.get("initContainers") or [])]:
+        if not isinstance(container, dict):
+            continue
+        for source in container.get("envFrom") or []:
+            if isinstance(source, dict) and isinstance(source.get(ref_key), dict):
+                yield str(source[ref_key].get("name", ""))
+        for env in container.get("env") or []:
+            value_from = env.get("valueFrom") if isinstance(env, dict) else None
+            if isinstance(value_from, dict) and isinstance(value_from.get(key_ref), dict):
+                yield str(value_from[key_ref].get("name", ""))
+
+
+def _references(
+    snapshot: Snapshot, kind: str, names: Callable[[KubeObject], Iterable[str]]
+) -> list[Target]:
+    fetched = _fetched(snapshot)
+    targets: dict[ObjectRef, Target] = {}
+    for pod in snapshot.of_kind("Pod"):
+        for name in names(pod):
+            ref = ObjectRef(kind=kind, name=name, namespace=pod.namespace)
+            if name and ref not in fetched:
+                targets.setdefault(ref, _object_target(kind, name, pod.namespace))
+    return list(targets.values())
+
+
+def pod_configmaps(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """The ConfigMaps fetched pods read (envFrom, env, volumes), not yet fetched."""
+    return _references(
+        snapshot,
+        "ConfigMap",
+        lambda pod: [
+            *_env_refs(pod, "configMapRef", "configMapKeyRef"),
+            *_volume_refs(pod, "configMap", "name"),
+        ],
+    )
+
+
+def pod_secrets(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """The Secrets fetched pods read, not yet fetched (the brief shows their key names only)."""
+    return _references(
+        snapshot,
+        "Secret",
+        lambda pod: [
+            *_env_refs(pod, "secretRef", "secretKeyRef"),
+            *_volume_refs(pod, "secret", "secretName"),
+        ],
+    )
+
+
+def pod_claims(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """The PersistentVolumeClaims fetched pods mount, not yet fetched."""
+    return _references(
+        snapshot,
+        "PersistentVolumeClaim",
+        lambda pod: _volume_refs(pod, "persistentVolumeClaim", "claimName"),
+    )
+
+
+def pod_nodes(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """The nodes fetched pods run on, not yet fetched."""
+    fetched = _fetched(snapshot)
+    names = {str(p.spec.get("nodeName")) for p in snapshot.of_kind("Pod") if p.spec.get("nodeName")}
+    return [
+        _object_target("Node", name, "")
+        for name in sorted(names)
+        if ObjectRef(kind="Node", name=name) not in fetched
+    ]
+
+
+def owners(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """The owners of fetched objects (pod → ReplicaSet → Deployment, Job → CronJob, ...)."""
+    fetched = _fetched(snapshot)
+    targets: dict[ObjectRef, Target] = {}
+    for obj in snapshot.objects:
+        for owner in obj.metadata.get("ownerReferences") or []:
+            if not isinstance(owner, dict) or not owner.get("kind") or not owner.get("name"):
+                continue
+            ref = ObjectRef(
+                kind=str(owner["kind"]), name=str(owner["name"]), namespace=obj.namespace
+            )
+            if ref not in fetched:
+                target = _object_target(ref.kind, ref.name, ref.namespace)
+                target["api_version"] = str(owner.get("apiVersion") or target["api_version"])
+                targets.setdefault(ref, target)
+    return list(targets.values())
+
+
+def _selector(match_labels: object) -> str:
+    if not isinstance(match_labels, Mapping) or not match_labels:
+        return ""
+    return ",".join(f"{k}={v}" for k, v in sorted(match_labels.items()))
+
+
+def workload_selectors(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Fetched Deployments, StatefulSets, DaemonSets and Jobs, with their pod selector."""
+    targets: list[Target] = []
+    for obj in snapshot.objects:
+        if obj.kind not in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+            continue
+        selector = _selector((obj.spec.get("selector") or {}).get("matchLabels"))
+        if selector:
+            target = _object_target(obj.kind, obj.name, obj.namespace)
+            targets.append({**target, "selector": selector})
+    return targets
+
+
+def service_selectors(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Fetched Services with a selector, as the label selector of their pods."""
+    return [
+        {**_object_target("Service", obj.name, obj.namespace), "selector": selector}
+        for obj in snapshot.of_kind("Service")
+        if (selector := _selector(obj.spec.get("selector")))
+    ]
+
+
+_AGE = re.compile(r"(\d+)([smhdy])")
+_AGE_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "y": 31536000}
+
+
+def age_seconds(text: str) -> float:
+    """A table's AGE cell in seconds (``9m57s``, ``8d``, ``2y3d``); unknown ages sort last."""
+    parts = _AGE.findall(text or "")
+    if not parts:
+        return float("inf")
+    return float(sum(int(n) * _AGE_SECONDS[unit] for n, unit in parts))
+
+
+def _row_order(row: ListedRow) -> tuple[bool, float]:
+    """Rows not ready first (``READY`` False, or x/y short), then the youngest."""
+    ready = row.columns.get("READY", "")
+    have, _, want = ready.partition("/")
+    failing = ready == "False" or (bool(want) and have != want)
+    return (not failing, age_seconds(row.columns.get("AGE", "")))
+
+
+def listed_objects(kinds: str) -> TargetSource:
+    """A source: listed objects of ``kinds`` (comma-separated), not yet fetched.
+
+    The rows not ready come first, then the youngest: a workload's newest
+    revisions, the certificate that fails.
+    """
+    wanted = {kind.strip() for kind in kinds.split(",") if kind.strip()}
+
+    def source(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+        fetched = _fetched(snapshot)
+        targets: dict[ObjectRef, Target] = {}
+        rows = sorted((r for r in snapshot.rows if r.kind in wanted), key=_row_order)
+        for row in rows:
+            if row.ref in fetched or not row.name:
+                continue
+            target = _object_target(row.kind, row.name, row.namespace)
+            target["api_version"] = row.api_version or target["api_version"]
+            targets.setdefault(row.ref, target)
+        return list(targets.values())
+
+    return source
+
+
+def _texts(snapshot: Snapshot) -> Iterator[tuple[str, str]]:
+    """``(namespace, text)`` of every log and every ConfigMap value gathered."""
+    for log in snapshot.logs:
+        yield log.namespace, log.text
+    for config_map in snapshot.of_kind("ConfigMap"):
+        data = config_map.body.get("data") or {}
+        if isinstance(data, dict):
+            for value in data.values():
+                yield config_map.namespace, str(value)
+
+
+def named_services(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Services named as ``<service>.<namespace>.svc`` in logs or ConfigMaps, not yet fetched."""
+    fetched = _fetched(snapshot)
+    targets: dict[ObjectRef, Target] = {}
+    for _namespace, text in _texts(snapshot):
+        for service, namespace in _SERVICE_HOST.findall(text):
+            ref = ObjectRef(kind="Service", name=service, namespace=namespace)
+            if ref not in fetched:
+                targets.setdefault(ref, _object_target("Service", service, namespace))
+    return list(targets.values())
+
+
+def related_namespaces(alert: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Namespaces other than the alert's that gathered objects point at (Services named)."""
+    own = alert.labels.get("namespace", "")
+    names = {
+        namespace
+        for _ns, text in _texts(snapshot)
+        for _service, namespace in _SERVICE_HOST.findall(text)
+    }
+    return [{"namespace": name} for name in sorted(names - {own, ""})]
+
+
+def namespaces(alert: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """The Namespace objects of the alert's and related namespaces (their labels matter)."""
+    fetched = _fetched(snapshot)
+    names = {
+        t["namespace"]
+        for t in [*alert_namespace(alert, snapshot), *related_namespaces(alert, snapshot)]
+    }
+    return [
+        _object_target("Namespace", name, "")
+        for name in sorted(names)
+        if ObjectRef(kind="Namespace", name=name) not in fetched
+    ]
+
+
+def certificate_issuers(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """The issuers of fetched cert-manager Certificates, not yet fetched."""
+    fetched = _fetched(snapshot)
+    targets: dict[ObjectRef, Target] = {}
+    for cert in snapshot.of_kind("Certificate"):
+        issuer = cert.spec.get("issuerRef") or {}
+        if not isinstance(issuer, dict) or not issuer.get("name"):
+            continue
+        kind = str(issuer.get("kind") or "Issuer")
+        namespace = "" if kind == "ClusterIssuer" else cert.namespace
+        ref = ObjectRef(kind=kind, name=str(issuer["name"]), namespace=namespace)
+        if ref not in fetched:
+            targets.setdefault(
+                ref,
+                {"kind": kind, "api_version": "cert-manager.io/v1", "name": ref.name,
+                 "namespace": namespace},
+            )  # fmt: skip
+    return list(targets.values())
+
+
+def certificate_namespaces(alert: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Namespaces where certificates may live: the alert's, and those of fetched Certificates."""
+    names = {t["namespace"] for t in alert_namespace(alert, snapshot)}
+    names |= {c.namespace for c in snapshot.of_kind("Certificate")}
+    return [{"namespace": name} for name in sorted(names) if name]
+
+
+SOURCES: dict[str, TargetSource] = {
+    "alert": once,
+    "alert.namespace": alert_namespace,
+    "alert.pod": alert_pod,
+    "alert.workload": alert_workload,
+    "alert.service": alert_service,
+    "alert.node": alert_node,
+    "pods.unhealthy": unhealthy_listed_pods,
+    "pods.listed": listed_pods,
+    "pods.containers": pod_containers,
+    "pods.restarted": restarted_containers,
+    "pods.configmaps": pod_configmaps,
+    "pods.secrets": pod_secrets,
+    "pods.claims": pod_claims,
+    "pods.nodes": pod_nodes,
+    "owners": owners,
+    "workloads": workload_selectors,
+    "services.selectors": service_selectors,
+    "services.named": named_services,
+    "namespaces.related": related_namespaces,
+    "namespaces.objects": namespaces,
+    "certificates.issuers": certificate_issuers,
+    "certificates.namespaces": certificate_namespaces,
+}
+
+
+PARAMETERIZED: dict[str, Callable[[str], TargetSource]] = {"listed": listed_objects}
+
+
+def source_named(name: str) -> TargetSource | None:
+    """The source ``name`` (``listed:Kind,Kind`` takes its kinds after the colon)."""
+    base, _, parameter = name.partition(":")
+    if parameter and base in PARAMETERIZED:
+        return PARAMETERIZED[base](parameter)
+    return SOURCES.get(name)
+
+
+def targets_of(source: str, alert: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """The targets of source ``source``, each with the alert's labels as ``label.*``."""
+    found = source_named(source)
+    if found is None:
+        raise KeyError(source)
+    return [_with_labels(alert, t) for t in found(alert, snapshot)]
