@@ -19,10 +19,8 @@ import pytest
 
 from tarsy.access.iap import ASSERTION_HEADER
 from tarsy.models import ExecutionStatus
-from tarsy.persistence.store import Store
-from tarsy.runtime import run_sync
 from tarsy_dev import cli
-from tarsy_dev.client import TarsyClient
+from tarsy_dev.client import SessionView, TarsyClient
 from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, StandInResponder
 from tarsy_dev.localstack.signin import assertion, new_key
 from tarsy_dev.localstack.stack import Stack
@@ -93,8 +91,17 @@ def every_route(session_id: str, execution_id: str) -> list[tuple[str, str, dict
     ]
 
 
+def assert_untouched(view: SessionView) -> None:
+    """Still running, nothing cancelled, asked, re-run or recorded (read as the stack's admin)."""
+    assert view.status is ExecutionStatus.ACTIVE
+    assert not view.session["cancel_requested"] and view.session["audit_keys"] == []
+    assert view.session["investigated_again_as"] == []
+    assert view.audit == []
+    assert [e["role"] for e in view.executions] == ["agent"]
+
+
 def test_a_request_without_a_verified_identity_is_refused_and_writes_nothing(
-    stack: Stack, client: TarsyClient, store: Store, running: str
+    stack: Stack, client: TarsyClient, running: str
 ) -> None:
     [execution] = [e for e in client.session(running).executions if e["role"] == "agent"]
     for what, headers in forged_identities(stack).items():
@@ -106,21 +113,22 @@ def test_a_request_without_a_verified_identity_is_refused_and_writes_nothing(
             assert response.json()["error"]["status"] == 401
             assert "5xx burst" not in response.text
     # Nothing was cancelled, asked or recorded; the investigation goes on.
-    session = run_sync(store.get_session(running))
-    assert session is not None and session.status is ExecutionStatus.ACTIVE
-    assert not session.cancel_requested and session.audit_keys == []
-    assert run_sync(store.list_audit(running)) == []
-    roles = sorted(e.role for e in run_sync(store.list_executions(running)))
-    assert roles == ["agent"]
+    assert_untouched(client.session(running))
 
 
 @pytest.mark.parametrize("viewer", [VIEWER, f"anyone@{VIEWER_DOMAIN}"])
 def test_a_viewer_reads_but_cannot_cancel_or_chat_and_is_told_the_role(
-    stack: Stack, client: TarsyClient, store: Store, running: str, viewer: str
+    stack: Stack, client: TarsyClient, running: str, viewer: str
 ) -> None:
     read = httpx.get(f"{stack.api_url}/sessions/{running}", headers=signed_in(stack, viewer))
     assert read.status_code == 200 and read.json()["session"]["session_id"] == running
-    for action, body in (("cancel", {}), ("chat", {"question": "why?"}), ("score", {})):
+    actions: dict[str, dict[str, str]] = {
+        "cancel": {},
+        "chat": {"question": "why?"},
+        "score": {},
+        "investigate": {},
+    }
+    for action, body in actions.items():
         refused = httpx.post(
             f"{stack.api_url}/sessions/{running}/{action}",
             headers=signed_in(stack, viewer),
@@ -131,9 +139,7 @@ def test_a_viewer_reads_but_cannot_cancel_or_chat_and_is_told_the_role(
         error = refused.json()["error"]
         assert error["details"] == {"required_role": "responder"}
         assert "needs the responder role" in error["message"] and viewer in error["message"]
-    session = run_sync(store.get_session(running))
-    assert session is not None and not session.cancel_requested
-    assert run_sync(store.list_audit(running)) == []
+    assert_untouched(client.session(running))
 
 
 def test_someone_with_no_role_cannot_even_read(stack: Stack, running: str) -> None:
@@ -170,7 +176,7 @@ def test_a_responders_cancel_is_recorded_with_their_email_and_found_in_the_list(
     assert client.list_sessions(action="chat").sessions == []
     # The CLI shows it, and lists it by the same filters.
     capsys.readouterr()
-    assert cli.main([*flags, "show", running]) == cli.EXIT_OK
+    assert cli.main([*flags, "show", running]) == cli.EXIT_SESSION_FAILED  # it was cancelled
     shown = capsys.readouterr().out
     assert f"{RESPONDER} (responder) cancel" in shown
     assert cli.main([*flags, "list", "--actor", RESPONDER, "--action", "cancel"]) == cli.EXIT_OK
