@@ -38,6 +38,9 @@ ASSERTION_HEADER = "x-goog-iap-jwt-assertion"
 IAP_ISSUER = "https://cloud.google.com/iap"
 ALGORITHM = "ES256"
 KEYS_MAX_AGE_S = 3600.0
+# The proxy's clock and the function's may differ by a few seconds; an assertion is
+# refused when issued more than this in the future or expired more than this ago.
+CLOCK_SKEW_S = 30
 # An unknown key id fetches the keys again, at most this often (a forged kid cannot
 # make every request a fetch).
 REFETCH_MIN_INTERVAL_S = 30.0
@@ -77,7 +80,7 @@ def verify_assertion(assertion: str, certs: Mapping[str, str], audience: str) ->
         if not isinstance(header, dict) or header.get("alg") != ALGORITHM:
             raise AuthError(f"the sign-in assertion is not signed with {ALGORITHM}")
         claims = google_jwt.decode(  # type: ignore[no-untyped-call]
-            assertion, certs=dict(certs), audience=audience
+            assertion, certs=dict(certs), audience=audience, clock_skew_in_seconds=CLOCK_SKEW_S
         )
     except (ValueError, TypeError, google_auth_exceptions.GoogleAuthError) as e:
         raise AuthError(f"invalid sign-in assertion: {e}") from e
