@@ -202,6 +202,17 @@ def test_a_running_session_is_cancelled_from_its_page(
     assert page.locator("#chat-form").is_visible()
     # The cancel is recorded with who did it, and shown.
     page.locator("#audit .audit-event[data-action='cancel']", has_text=stack.user).wait_for()
+    # The list finds the sessions someone cancelled.
+    other = finished(client, {"alert_type": "generic", "data": "not cancelled"})
+    page.goto(list_url(stack.signin_url))
+    page.locator(f"tr[data-session='{other}']").wait_for()
+    page.fill("#filter-actor", stack.user)
+    page.select_option("#filter-action", "cancel")
+    page.click("#filters button[type=submit]")
+    page.locator(f"tr[data-session='{other}']").wait_for(state="detached")
+    assert page.locator("#rows tr[data-session]").count() == 1
+    assert page.locator(f"tr[data-session='{session_id}']").count() == 1
+    assert "action=cancel" in page.url
     no_problems(tab)
 
 

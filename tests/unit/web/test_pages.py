@@ -421,3 +421,11 @@ async def test_the_page_links_a_session_and_its_investigation_again_both_ways() 
     header = json.loads((await call(store, get("/ui/data/sessions/s-2"))).body)["header"]
     assert '<a class="again-of" href="s-1">s-1</a>' in header
     assert re.findall(r'class="again-as" href="([^"]+)"', header) == ["s-3", "s-4"]
+
+
+async def test_the_list_filters_by_who_acted_and_what_they_did() -> None:
+    shell = (await call(MemoryStore(), get("/ui/", user=None))).body.decode()
+    assert 'name="actor"' in shell and 'name="action"' in shell
+    assert '<option value="investigate">investigate</option>' in shell
+    script = (await call(MemoryStore(), get("/ui/static/app.js", user=None))).body.decode()
+    assert script.count('"actor", "action"') == 2  # read from the URL, and sent

@@ -78,7 +78,7 @@
   function listPage() {
     const form = $("filters");
     const params = new URLSearchParams(location.search);
-    for (const name of ["status", "alert_type", "source", "limit"]) {
+    for (const name of ["status", "alert_type", "source", "actor", "action", "limit"]) {
       if (params.get(name) && form.elements[name]) form.elements[name].value = params.get(name);
     }
     let cursor = params.get("cursor") || "";
@@ -86,7 +86,7 @@
 
     function query() {
       const q = new URLSearchParams();
-      for (const name of ["status", "alert_type", "source", "limit"]) {
+      for (const name of ["status", "alert_type", "source", "actor", "action", "limit"]) {
         const value = form.elements[name].value.trim();
         if (value && !(name === "limit" && value === "20")) q.set(name, value);
       }
