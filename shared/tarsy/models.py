@@ -176,6 +176,16 @@ class ChainRouting(_Model):
     reason: str
 
 
+class GatherSummary(_Model):
+    """What an agent's gather step did (evidence first), for the people and the evaluations."""
+
+    calls: int = 0
+    detections: int = 0
+    elapsed_ms: float = 0.0
+    stopped: str = Field(default="", description="why gathering ended (complete, a budget)")
+    brief_chars: int = Field(default=0, description="the findings and evidence the opening got")
+
+
 class Session(_Model):
     """``sessions/{session_id}``: one investigation of one alert."""
 
@@ -206,6 +216,7 @@ class Session(_Model):
     # The findings of the gather phase's checks (tarsy.evidence), one sentence each: they
     # stand in the executive summary when the model does not finish the investigation.
     findings: list[str] = Field(default_factory=list)
+    gather: GatherSummary | None = None
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
     cost: Money = 0.0

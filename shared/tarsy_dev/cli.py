@@ -664,6 +664,12 @@ def print_event(console: Console, event: dict[str, Any], told: set[str] | None =
         if told is not None:
             told.add(server)
     content = str(event.get("content", ""))
+    if metadata.get("gathered"):
+        # Evidence first gathers dozens of results: their headings say what was read, the
+        # detections that follow say what it means, and `tarsy show --json` has them whole.
+        lines = content.count("\n") + 1 if content else 0
+        console.print(f"  ({len(content):,} characters, {lines:,} lines)", style="dim")
+        return
     if kind in ("final_analysis", "executive_summary"):
         print_markdown(console, content)
     elif content:

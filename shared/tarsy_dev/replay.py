@@ -18,7 +18,10 @@ prompt or model.
 Openings follow the current prompts where a pure builder exists: an agent's
 (:func:`tarsy.agent.prompts.initial_messages`, with the earlier stages' replayed
 results as context) and the executive summary's
-(:func:`tarsy.engine.progression.summary_opening`). A synthesis and a chat start from
+(:func:`tarsy.engine.progression.summary_opening`). An agent that began with a gather step
+(evidence first) replays it first: the current collectors plan their calls,
+the recorded tool results answer them, the current checks read them, and
+the opening is rebuilt with the findings. A synthesis and a chat start from
 their recorded openings (:mod:`tarsy.engine.chains` builds those inside the stage
 handlers).
 
@@ -45,7 +48,7 @@ from tarsy.agent.prompts import initial_messages
 from tarsy.agent.strategies.base import IterationOutcome
 from tarsy.agent.strategies.registry import get_strategy
 from tarsy.config.schema import LLMProviderConfig, ResolvedAgentConfig, TarsyConfig
-from tarsy.engine import transitions
+from tarsy.engine import gathering, transitions
 from tarsy.engine.iteration import (
     INTERACTION_TEXT_CHARS,
     Iteration,
@@ -806,10 +809,47 @@ class _ExecutionReplayer:
         )
         return IterationOutcome(next="continue", timeline=shown), answered
 
+    def _gathered(self) -> bool:
+        """Whether the recorded execution began with a gather step (evidence first)."""
+        events = self.recorded.timeline.get(FIRST_ITERATION_STEP, [])
+        return any(e.metadata.get("gathered") for e in events) or any(
+            e.type is TimelineEventType.DETECTION for e in events
+        )
+
+    async def _gather(
+        self, replayed: Sequence[Replayed]
+    ) -> tuple[_StepResult, list[ConversationMessage]]:
+        """Run the gather step on the recorded tool results, with the current collectors.
+
+        The current catalog plans the calls and the current checks read them, so
+        a changed collector or detection shows as a difference of step 1.
+        """
+        session = self.recording.session
+        self.tools.at_step(FIRST_ITERATION_STEP)
+        listing = await self.tools.list_tools(self.resolved.mcp_servers)
+        gathered = await gathering.gather_evidence(
+            self.config, self.resolved, session, self.tools, listing
+        )
+        execution = self.recorded.execution
+        context = previous_context(self.config, session.chain_id, execution.stage, replayed)
+        opening = gathering.opening_with_evidence(
+            self.config, self.resolved, session, context, gathered
+        )
+        outcome = IterationOutcome(next="continue", timeline=gathering.gathered_events(gathered))
+        calls = [c.result for c in gathered.calls]
+        return _StepResult(FIRST_ITERATION_STEP, None, outcome, calls, None), opening
+
     async def run(self, replayed: Sequence[Replayed]) -> tuple[ExecutionReplay, Replayed]:
         """Replay every step; compare each with its recording."""
         recorded, recording = self.recorded, self.recording
         opening, how = _opening(recording, recorded, self.config, self.resolved, replayed)
+        results: list[_StepResult] = []
+        first_step = FIRST_ITERATION_STEP
+        if self._gathered() and how == "rebuilt":
+            gather_result, with_evidence = await self._gather(replayed)
+            results.append(gather_result)
+            opening = with_evidence or opening
+            first_step += 1
         differences: list[Difference] = []
         if how == "rebuilt":
             differences += _differences(
@@ -818,7 +858,7 @@ class _ExecutionReplayer:
         execution = recorded.execution.model_copy(
             update={
                 "status": ExecutionStatus.ACTIVE,
-                "step": FIRST_ITERATION_STEP,
+                "step": first_step,
                 "iteration": 0,
                 "consecutive_failures": 0,
                 "max_iterations": self.resolved.max_iterations,
@@ -829,8 +869,8 @@ class _ExecutionReplayer:
         )
         messages = list(opening)
         timeline = list(recorded.timeline.get(OPENING_STEP, []))
+        timeline += [event for result in results for event in result.outcome.timeline]
         provider_state: dict[str, str] = {}
-        results: list[_StepResult] = []
         last_recorded = max(recorded.steps, default=OPENING_STEP)
         stopped_at_recording_end = False
         while execution.step <= MAX_REPLAY_STEPS:
@@ -906,7 +946,8 @@ class _ExecutionReplayer:
             recorded_status=recorded.execution.status,
             replayed_status=replayed_status,
             recorded_steps=len(recorded.steps),
-            replayed_steps=len(results),
+            # Like recorded_steps, the steps after the gather step (which calls no model).
+            replayed_steps=len(results) - (first_step - FIRST_ITERATION_STEP),
             final_analysis=execution.final_analysis,
             differences=differences,
         )

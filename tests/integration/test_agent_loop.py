@@ -23,6 +23,7 @@ from tarsy_dev.fakes.fake_gemini import (
 )
 
 from .test_investigations import ALERT, STEPS
+from .timeline import model_records, model_timeline
 
 
 def finish(client: TarsyClient, session_id: str) -> SessionView:
@@ -70,18 +71,18 @@ async def test_a_looping_model_is_warned_then_made_to_conclude(
     assert "already called 3 times" not in sent
 
     execution = agent_execution(view, "looping-agent")
-    tool_calls = [e for e in execution["timeline"] if e["type"] == "llm_tool_call"]
+    tool_calls = [e for e in model_timeline(execution) if e["type"] == "llm_tool_call"]
     assert [e["metadata"].get("loop_detected", False) for e in tool_calls] == [
         False, False, True, True,
     ]  # fmt: skip
     assert [e["metadata"]["tool_name"] for e in tool_calls] == [step.tool] * 4
     assert all(e["metadata"]["server_name"] == "kubernetes" for e in tool_calls)
-    assert [e["type"] for e in execution["timeline"]].count("mcp_tool_call") == 2
+    assert [e["type"] for e in model_timeline(execution)].count("mcp_tool_call") == 2
     final = execution["timeline"][-1]
     assert final["type"] == "final_analysis"
     assert final["metadata"]["forced_conclusion"] == "loop_detected"
     assert view.session["final_analysis"] == "The pods crash loop; the evidence stops here."
-    records = await store.list_mcp_interactions(execution["execution_id"])
+    records = model_records(await store.list_mcp_interactions(execution["execution_id"]))
     assert [r.call_id for r in records] == ["t0", "t1"]  # the looping calls never ran
     interactions = await store.list_llm_interactions(execution["execution_id"])
     assert [i.request.get("tool_choice") for i in interactions] == ["required"] * 4 + ["none"]
@@ -112,7 +113,7 @@ async def test_react_action_in_the_conclusion_call_is_a_forced_final_answer(
     assert "no tool will run" in conclusion
 
     execution = agent_execution(view, "react-concluder")
-    records = await store.list_mcp_interactions(execution["execution_id"])
+    records = model_records(await store.list_mcp_interactions(execution["execution_id"]))
     assert [r.tool for r in records] == [STEPS[0].tool, STEPS[1].tool]  # the third never ran
     final = execution["timeline"][-1]
     assert final["type"] == "final_analysis"

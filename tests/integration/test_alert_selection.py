@@ -16,6 +16,7 @@ from .chat_polling import answer_chat
 from .conftest import Tap
 from .test_ingest_rejections import documents
 from .test_investigations import ALERT, STEPS
+from .timeline import model_timeline
 
 # The "test-tools" chain's agent is configured with the "trouble" and "down" servers;
 # the alert chooses one tool of the demo cluster ("kubernetes") instead.
@@ -53,11 +54,14 @@ def test_an_alert_that_chooses_one_tool_offers_the_model_only_that_tool(
     for call in agent_calls:  # not the chain's "trouble" tools: only the one chosen
         assert call.function_names() == [CHOSEN]
     agent = next(e for e in view.executions if e["role"] == "agent")
-    results = [e for e in agent["timeline"] if e["type"] == "mcp_tool_call"]
+    results = [e for e in model_timeline(agent) if e["type"] == "mcp_tool_call"]
     assert [(e["metadata"]["server_name"], e["metadata"]["tool_name"]) for e in results] == [
         ("kubernetes", STEP.tool)
     ]
     assert results[0]["metadata"]["is_error"] is False
+    # The gather step before the model's first call used only the chosen tool too.
+    gathered = [e for e in agent["timeline"] if e["metadata"].get("gathered")]
+    assert {e["metadata"]["tool_name"] for e in gathered} <= {STEP.tool}
 
     # The chat on the finished session is offered the same single tool.
     chat = answer_chat(client, session_id, "Which pod is it?")

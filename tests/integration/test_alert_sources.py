@@ -51,6 +51,7 @@ from tarsy_dev.localstack.stack import Stack
 
 from .alertmanager import Alertmanager, start_alertmanager, stop_alertmanager
 from .conftest import ROOT, SCENARIO, Tap, stack_config_path
+from .timeline import is_evidence
 
 FIXTURES = ROOT / "tests" / "fixtures" / "sources"
 PD_SECRET = "pd-integration-signing-secret"
@@ -719,5 +720,7 @@ def test_a_real_alertmanager_kube_pod_crash_looping_runs_the_kubernetes_chain_wi
     calls = [e for e in agent["timeline"] if e["type"] == "mcp_tool_call"]
     assert calls, "the investigation called no tool"
     assert {e["metadata"]["server_name"] for e in calls} == {"kubernetes"}
-    assert not [e for e in calls if e["metadata"]["is_error"]]
+    # The model's own calls all answered (the gather step may ask a cluster for a kind it
+    # does not serve, such as ResourceQuota here: an error result, recorded as evidence).
+    assert not [e for e in calls if e["metadata"]["is_error"] and not is_evidence(e)]
     assert view.session.get("final_analysis")

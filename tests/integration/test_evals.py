@@ -64,7 +64,9 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
             ]
         else:
             assert not score.passed
-            assert score.forbidden[0].found and score.tool_recall == 0.0
+            # Its own calls are irrelevant; the needed evidence may still have been gathered
+            # before it answered (those calls are the session's own), so no tool recall here.
+            assert score.forbidden[0].found
             assert not score.fix_proposed
     [timed_out] = [
         c
@@ -72,7 +74,7 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
         if r.observation.model == "standin"
         and r.observation.scenario == "media-evictions-flaky-api"
         for c in r.observation.tool_calls
-        if c.is_error
+        if c.is_error and not c.gathered
     ]
     assert timed_out.tool == "events_list"
 

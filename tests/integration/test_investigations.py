@@ -23,6 +23,7 @@ from tarsy_dev.fakes.standin import ScenarioStandIn
 from tarsy_dev.localstack.stack import Stack
 
 from .conftest import SCENARIO, signed_in
+from .timeline import is_evidence, model_records, model_timeline
 
 SCENARIO_DATA = load_scenario(SCENARIO)
 ALERT = SCENARIO_DATA.alert.model_dump(mode="json")
@@ -64,19 +65,22 @@ async def test_native_thinking_investigation_sends_each_signature_back(
         assert "thinkingConfig" in call.generation_config()
 
     execution = next(e for e in view.executions if e["role"] == "agent")
-    types = [e["type"] for e in execution["timeline"]]
+    # Evidence first: the gather step's calls and detections come before the model's events.
+    gathered = len(execution["timeline"]) - len(model_timeline(execution))
+    assert gathered > 0 and all(is_evidence(e) for e in execution["timeline"][:gathered])
+    types = [e["type"] for e in model_timeline(execution)]
     assert types == ["llm_thinking", "llm_tool_call", "mcp_tool_call"] * len(STEPS) + [
         "llm_thinking",
         "final_analysis",
     ]
-    tool_events = [e for e in execution["timeline"] if e["type"] == "mcp_tool_call"]
+    tool_events = [e for e in model_timeline(execution) if e["type"] == "mcp_tool_call"]
     for event, step in zip(tool_events, STEPS, strict=True):
         assert event["metadata"]["tool_name"] == step.tool
         assert event["metadata"]["server_name"] == "kubernetes"
         assert event["metadata"]["is_error"] is False
         for expected in step.expect:
             assert expected in event["content"]
-    records = await store.list_mcp_interactions(execution["execution_id"])
+    records = model_records(await store.list_mcp_interactions(execution["execution_id"]))
     assert [(r.server, r.tool) for r in records] == [("kubernetes", s.tool) for s in STEPS]
     # The answers are kubernetes-mcp-server's own: its list header (with the APIVERSION,
     # KIND and LABELS columns it adds to the API server's Table) and its YAML of events.
@@ -156,7 +160,7 @@ def test_react_investigation(
     assert len(react_calls) == 5 + malformed_first
     assert all(not c.function_names() for c in react_calls)  # text ReAct, no functions
     execution = next(e for e in view.executions if e["role"] == "agent")
-    types = [e["type"] for e in execution["timeline"]]
+    types = [e["type"] for e in model_timeline(execution)]
     correction = ["llm_thinking", "llm_response"] if malformed_first else []
     assert types == (
         correction
@@ -164,7 +168,9 @@ def test_react_investigation(
         + ["llm_thinking", "final_analysis"]
     )
     tools = [
-        e["metadata"]["tool_name"] for e in execution["timeline"] if e["type"] == "mcp_tool_call"
+        e["metadata"]["tool_name"]
+        for e in model_timeline(execution)
+        if e["type"] == "mcp_tool_call"
     ]
     assert tools == [tool for tool, _ in REACT_TOOLS]
     if malformed_first:

@@ -228,7 +228,9 @@ async def test_a_changed_parser_rule_shows_the_difference(
     )
     assert agent.replayed_steps == agent.recorded_steps + 1
     lines = [d.describe() for d in agent.differences]
-    last = agent.recorded_steps
+    # The last recorded model step (step 1 was the gather step: evidence first).
+    [recorded] = [e for e in react_recording.executions if e.execution.role == "agent"]
+    last = max(recorded.steps)
     assert f"step {last} timeline[1].type: recorded 'final_analysis' → replayed 'llm_response'" in (
         lines
     )

@@ -31,6 +31,7 @@ from tarsy.llm.backends import capabilities_of
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
+    GatherSummary,
     MCPInteraction,
     Session,
     StepMessage,
@@ -82,6 +83,12 @@ def evidence_brief(
         gathered.calls, gathered.detections, max(budget - len(findings), 0)
     )
     return EvidenceBrief(findings=findings, evidence=evidence)
+
+
+def brief_size(config: TarsyConfig, agent: ResolvedAgentConfig, gathered: Gathered) -> int:
+    """How many characters of findings and evidence the opening gets."""
+    brief = evidence_brief(config, agent, gathered)
+    return len(brief.findings) + len(brief.evidence)
 
 
 def gathered_events(gathered: Gathered) -> list[TimelineEvent]:
@@ -150,8 +157,12 @@ def gather_commit(
     gathered: Gathered,
     claim: Claim | None,
     next_due: datetime,
+    brief_chars: int = 0,
 ) -> StepCommit:
-    """Everything the gather step writes, as one batch (pure)."""
+    """Everything the gather step writes, as one batch (pure).
+
+    ``brief_chars`` is the size of the findings and evidence the opening got.
+    """
     return StepCommit(
         execution_id=execution.execution_id,
         session_id=session.session_id,
@@ -162,10 +173,15 @@ def gather_commit(
         mcp_interactions=gathered_records(message.step, gathered),
         opening=opening,
         execution=transitions.gathered(next_due),
-        session=(
-            transitions.record_findings([d.finding for d in gathered.detections])
-            if gathered.detections
-            else None
+        session=transitions.record_gathering(
+            [d.finding for d in gathered.detections],
+            GatherSummary(
+                calls=len(gathered.calls),
+                detections=len(gathered.detections),
+                elapsed_ms=round(gathered.elapsed_ms, 1),
+                stopped=gathered.stopped,
+                brief_chars=brief_chars if opening else 0,
+            ),
         ),
         role=execution.role,
     )

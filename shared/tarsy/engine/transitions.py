@@ -26,7 +26,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from tarsy.errors import IllegalTransitionError
-from tarsy.models import AgentExecution, ErrorInfo, ExecutionStatus, Session, SubAgentWait
+from tarsy.models import (
+    AgentExecution,
+    ErrorInfo,
+    ExecutionStatus,
+    GatherSummary,
+    Session,
+    SubAgentWait,
+)
 
 S = ExecutionStatus
 
@@ -94,6 +101,7 @@ class SessionUpdate(_Update):
     final_analysis: str | None = None
     executive_summary: str | None = None
     findings: list[str] | None = None
+    gather: GatherSummary | None = None
     error: ErrorInfo | None = None
     cancel_requested: bool | None = None
     score: int | None = None
@@ -385,9 +393,9 @@ def findings_summary(session: Session, error: ErrorInfo) -> str:
     return "\n".join(lines)
 
 
-def record_findings(findings: list[str]) -> SessionUpdate:
-    """The gather phase's findings, kept on the session for a summary if the model fails."""
-    return SessionUpdate(findings=findings)
+def record_gathering(findings: list[str], summary: GatherSummary) -> SessionUpdate:
+    """The gather phase's findings (kept for a summary if the model fails) and its figures."""
+    return SessionUpdate(findings=findings, gather=summary)
 
 
 def keep_until_answered(session: Session, now: datetime) -> SessionUpdate:

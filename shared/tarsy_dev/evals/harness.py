@@ -36,7 +36,13 @@ from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
 from tarsy_dev.demo_cluster import TOOL_NAMES, load_scenario, scenario_names
 from tarsy_dev.demo_cluster.models import Scenario
 from tarsy_dev.evals.judging import judge_session
-from tarsy_dev.evals.observation import RecordFigures, RunObservation, observe, record_figures
+from tarsy_dev.evals.observation import (
+    RecordFigures,
+    RunObservation,
+    first_model_call_s,
+    observe,
+    record_figures,
+)
 from tarsy_dev.evals.scorer import RunScore, score_run
 from tarsy_dev.evals.subjects import LOCAL, ModelUnderTest
 from tarsy_dev.fakes.fake_gemini import FakeGemini
@@ -239,6 +245,7 @@ def run_once(
                 "model_s": figures.model_s,
                 "turns": figures.turns,
                 "cut_replies": figures.cut_replies,
+                "first_model_call_s": first_model_call_s(view.session, figures.first_call_at),
             }
         )
     if problem is not None:

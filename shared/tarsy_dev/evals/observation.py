@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -70,6 +70,16 @@ class RunObservation(BaseModel):
         description="Tool calls the model asked for (gathered calls are not); None: unread, "
         "every recorded call counts.",
     )
+    gather_s: float | None = Field(
+        default=None, description="The gather step's own time (evidence first); None: none ran."
+    )
+    brief_chars: int | None = Field(
+        default=None, description="The findings and evidence the opening got (characters)."
+    )
+    first_model_call_s: float | None = Field(
+        default=None,
+        description="From the session's creation to the start of its first model call.",
+    )
 
     @property
     def answered_without_tools(self) -> bool:
@@ -84,6 +94,9 @@ class RecordFigures(BaseModel):
     model_s: float = Field(description="Time inside the model, summed over every record.")
     turns: int = Field(description="The model calls of the sessions' iterations.")
     cut_replies: int = Field(description="Those cut at the output-token limit.")
+    first_call_at: datetime | None = Field(
+        default=None, description="When the first model call started (its record less its time)."
+    )
 
 
 def record_figures(interactions: Sequence[LLMInteraction]) -> RecordFigures:
@@ -93,11 +106,20 @@ def record_figures(interactions: Sequence[LLMInteraction]) -> RecordFigures:
     result is not one, but its time counts inside the model).
     """
     turns = [i for i in interactions if i.kind == "iteration"]
+    starts = [i.created_at - timedelta(milliseconds=i.duration_ms) for i in interactions]
     return RecordFigures(
         model_s=round(sum(i.duration_ms for i in interactions) / 1000, 3),
         turns=len(turns),
         cut_replies=sum(1 for i in turns if i.error is not None and i.error.code == "truncated"),
+        first_call_at=min(starts, default=None),
     )
+
+
+def first_model_call_s(session: dict[str, Any], first_call_at: datetime | None) -> float | None:
+    """Seconds from the session's creation to its first model call (None: unknown)."""
+    if first_call_at is None or not session.get("created_at"):
+        return None
+    return _seconds_between(session["created_at"], first_call_at.isoformat())
 
 
 # What the tool executor answers to a call it cannot make as asked (tarsy.tools.base).
@@ -180,4 +202,16 @@ def observe(view: SessionView, *, scenario: str, model: str, attempt: int = 1) -
         latency_s=latency,
         invalid_calls=sum(1 for event in view.timeline if is_invalid(event)),
         model_tool_calls=asked,
+        **_gather_figures(session),
     )
+
+
+def _gather_figures(session: dict[str, Any]) -> dict[str, Any]:
+    """The gather step's time and brief size, as the session records them (evidence first)."""
+    gather = session.get("gather")
+    if not isinstance(gather, dict):
+        return {}
+    return {
+        "gather_s": round(float(gather.get("elapsed_ms") or 0.0) / 1000, 3),
+        "brief_chars": int(gather.get("brief_chars") or 0),
+    }

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from rich.table import Table
 
+from tarsy.evidence.brief import CHARS_PER_TOKEN
 from tarsy_dev.demo_cluster.models import Scenario
 from tarsy_dev.evals.harness import RunResult
 from tarsy_dev.evals.observation import RunObservation
@@ -76,6 +77,17 @@ class ModelSummary(BaseModel):
     )
     cut_replies: int | None = Field(
         default=None, description="Replies cut at the output-token limit (None: unread)."
+    )
+    findings_stated: int = Field(default=0, description="Expected findings stated, over all runs.")
+    findings_expected: int = Field(default=0, description="Expected findings, over all runs.")
+    gather_p50_s: float | None = Field(
+        default=None, description="Median time of the gather step (evidence first)."
+    )
+    brief_tokens: float | None = Field(
+        default=None, description="Mean size of the opening's findings and evidence (tokens, est.)."
+    )
+    first_model_call_p50_s: float | None = Field(
+        default=None, description="Median time from ingest to the first model call."
     )
 
 
@@ -154,8 +166,23 @@ def _summary(model: ModelUnderTest, runs: list[RunResult]) -> ModelSummary:
         judge_avg=round(statistics.fmean(judged), 1) if judged else None,
         model_share=model_share(observations),
         fix_proposed=sum(r.score.fix_proposed for r in runs),
+        findings_stated=sum(sum(f.found for f in r.score.findings) for r in runs),
+        findings_expected=sum(len(r.score.findings) for r in runs),
         **behaviour(observations),
+        **evidence_figures(observations),
     )
+
+
+def evidence_figures(observations: Sequence[RunObservation]) -> dict[str, Any]:
+    """The gather step's median time and brief size, and the time to the first model call."""
+    gathered = [o.gather_s for o in observations if o.gather_s is not None]
+    briefs = [o.brief_chars for o in observations if o.brief_chars is not None]
+    firsts = [o.first_model_call_s for o in observations if o.first_model_call_s is not None]
+    return {
+        "gather_p50_s": round(percentile(gathered, 50), 2) if gathered else None,
+        "brief_tokens": (round(statistics.fmean(briefs) / CHARS_PER_TOKEN) if briefs else None),
+        "first_model_call_p50_s": round(percentile(firsts, 50), 2) if firsts else None,
+    }
 
 
 def behaviour(observations: Sequence[RunObservation]) -> dict[str, Any]:
@@ -299,6 +326,14 @@ SUMMARY_HEADERS = [
 ]  # fmt: skip
 
 
+def _seconds(value: float | None) -> str:
+    return NONE if value is None else f"{value:.1f}s"
+
+
+def _tokens(value: float | None) -> str:
+    return NONE if value is None else f"{value:,.0f}"
+
+
 def to_markdown(report: EvalReport) -> str:
     """The report as Markdown: summary, per-scenario table, failures."""
     lines = [f"# tarsy evaluation, {report.created_at:%Y-%m-%d %H:%M} UTC", ""]
@@ -331,6 +366,20 @@ def to_markdown(report: EvalReport) -> str:
         "|" + "---|" * len(SUMMARY_HEADERS),
     ]
     lines += ["| " + " | ".join(row) + " |" for row in _summary_rows(report)]
+    lines += [
+        "",
+        "## Evidence first",
+        "",
+        "| Model | Findings stated | Gather p50 | Brief (tokens, est.) "
+        "| Ingest to first model call p50 |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {m.label} | {m.findings_stated}/{m.findings_expected} | "
+        f"{_seconds(m.gather_p50_s)} | {_tokens(m.brief_tokens)} | "
+        f"{_seconds(m.first_model_call_p50_s)} |"
+        for m in report.models
+    ]
     labels = [m.label for m in report.models]
     lines += [
         "",

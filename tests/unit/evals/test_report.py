@@ -18,6 +18,7 @@ from tarsy_dev.evals.harness import RunResult
 from tarsy_dev.evals.report import (
     behaviour,
     build_report,
+    evidence_figures,
     model_share,
     percentile,
     to_markdown,
@@ -260,3 +261,32 @@ def test_the_summary_table_ends_with_turns_invalid_calls_tool_less_answers_and_c
     assert "| Judge | Avg turns | Invalid calls | Answers without tools | Cut replies |" in markdown
     standin_row = next(line for line in markdown.splitlines() if line.startswith("| standin"))
     assert standin_row.endswith("| - | 5.0 | 0 | 0/2 | 4 |")
+
+
+def test_evidence_figures_take_the_medians_and_the_mean_brief_in_tokens() -> None:
+    [standin, _, other, _] = [r.observation for r in scripted_results()]
+    runs = [
+        standin.model_copy(update={"gather_s": 2.0, "brief_chars": 7000, "first_model_call_s": 9}),
+        other.model_copy(update={"gather_s": 4.0, "brief_chars": 14000, "first_model_call_s": 3}),
+        other.model_copy(update={"gather_s": None, "brief_chars": None}),  # nothing gathered
+    ]
+    assert evidence_figures(runs) == {
+        "gather_p50_s": 3.0,
+        "brief_tokens": 3000,  # 10,500 characters at 3.5 a token
+        "first_model_call_p50_s": 6.0,
+    }
+    assert evidence_figures([runs[2]]) == {
+        "gather_p50_s": None, "brief_tokens": None, "first_model_call_p50_s": None,
+    }  # fmt: skip
+
+
+def test_the_report_counts_the_findings_stated_over_those_expected() -> None:
+    report = build_report(
+        scripted_results(), resolve_models([], Settings()), scenarios(), duration_s=1, repeat=1,
+        priced_as="gemini-2.5-flash",
+    )  # fmt: skip
+    standin, sloppy = report.models
+    expected = sum(len(s.expected.findings) for s in scenarios())
+    assert (standin.findings_stated, standin.findings_expected) == (expected, expected)
+    assert sloppy.findings_stated < expected
+    assert f"| standin (scripted) | {expected}/{expected} |" in to_markdown(report)

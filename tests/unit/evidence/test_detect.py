@@ -76,3 +76,27 @@ def test_every_check_is_registered_by_the_name_its_findings_carry() -> None:
     } <= set(CHECKS)
     for check in CHECKS.values():
         assert check(Snapshot()) == []
+
+
+def test_within_a_severity_the_finding_that_explains_comes_before_the_one_that_shows() -> None:
+    from .cluster import event, obj
+
+    config_map = obj(
+        "ConfigMap",
+        "api-env",
+        data={"DB": "db2"},
+        metadata={
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": '{"data": {"DB": "db"}}'
+            }
+        },
+    )
+    reader = pod(
+        "api-1",
+        containers=[container("app", envFrom=[{"configMapRef": {"name": "api-env"}}])],
+        statuses=[
+            waiting("app", "CrashLoopBackOff", restarts=3, last=terminated("OOMKilled", 137))
+        ],
+    )
+    found = detect(snapshot(reader, config_map, event(reader, "Evicted", "low on memory")))
+    assert [d.check for d in found] == ["config_drift", "oom_killed", "crash_loop", "evicted"]

@@ -37,6 +37,10 @@ _GO = "dial tcp: lookup inventry-svc.orders.svc.cluster.local on 10.96.0.10:53: 
             "stock.orders.svc.cluster.local",
         ),
         ("upstream dns query failed: NXDOMAIN", None),
+        (
+            '"A IN stock.orders.svc.cluster.local.orders.svc.cluster.local. udp 80" NXDOMAIN qr',
+            None,
+        ),
     ],
 )
 def test_the_host_a_log_line_fails_to_resolve_is_extracted(line: str, host: str | None) -> None:
@@ -64,9 +68,8 @@ def test_a_host_that_names_no_service_is_reported_with_the_closest_service_and_i
         "checkout-env",
         data={"INVENTORY_URL": "http://inventry-svc.orders.svc.cluster.local:8080", "MODE": "live"},
     )
-    [found] = network.unresolvable_host(
-        snapshot(caller, settings, _service("inventory-svc"), _service("payments"))
-    )
+    listed = [_row("inventory-svc"), _row("payments")]
+    [found] = network.unresolvable_host(snapshot(caller, settings, *listed))
     assert found.severity == 1
     text = found.finding
     assert "cannot resolve host inventry-svc.orders.svc.cluster.local" in text
@@ -94,21 +97,46 @@ def test_a_service_looked_up_and_not_found_is_said_not_to_exist() -> None:
     assert "Service orders/stock does not exist" in found.finding
 
 
+def _row(service: str, namespace: str = "orders") -> ListedRow:
+    return ListedRow(
+        kind="Service", namespace=namespace, name=service, source=f"list-services-{namespace}"
+    )
+
+
+def test_services_fetched_one_by_one_make_a_missing_host_only_a_symptom() -> None:
+    caller = log("checkout-1", _GO)
+    [found] = network.unresolvable_host(snapshot(caller, _service("inventory-svc")))
+    assert found.severity == 2
+    assert (
+        "no Service orders/inventry-svc was among the objects gathered; the closest existing Service is inventory-svc"  # noqa: E501
+        in found.finding
+    )
+
+
 def test_a_statefulset_pod_name_is_checked_against_its_headless_service() -> None:
     caller = log("checkout-1", "lookup ledger-0.ledgr.orders.svc.cluster.local: no such host")
-    [found] = network.unresolvable_host(snapshot(caller, _service("ledger")))
+    [found] = network.unresolvable_host(snapshot(caller, _row("ledger")))
     assert (
         "namespace orders has no Service ledgr; the closest existing Service is ledger"
         in found.finding
     )
 
 
-def test_a_host_that_names_an_existing_service_or_an_outside_host_is_not_reported() -> None:
+def test_an_outside_host_that_does_not_resolve_is_not_a_missing_service() -> None:
+    caller = log("checkout-1", "lookup api.payments.example.com: no such host\n")
+    assert network.unresolvable_host(snapshot(caller, _row("inventory-svc"))) == []
+
+
+def test_an_existing_service_that_does_not_resolve_means_resolution_itself_fails() -> None:
     caller = log(
-        "checkout-1",
-        "getaddrinfo ENOTFOUND inventory-svc\nlookup api.payments.example.com: no such host\n",
+        "checkout-1", "getaddrinfo ENOTFOUND inventory-svc\ngetaddrinfo ENOTFOUND payments\n"
     )
-    assert network.unresolvable_host(snapshot(caller, _service("inventory-svc"))) == []
+    [found] = network.unresolvable_host(snapshot(caller, _row("inventory-svc")))
+    assert found.finding == (
+        "Pod orders/checkout-1 cannot resolve inventory-svc, payments, including existing Service "
+        "orders/inventory-svc: name resolution itself fails (the cluster DNS, or a policy blocking "
+        "DNS), not a missing Service."
+    )
 
 
 def _namespace(name: str, **labels: str) -> KubeObject:
@@ -350,3 +378,40 @@ def test_a_service_with_ready_endpoint_slices_is_not_reported() -> None:
         endpoints=[{"addresses": ["10.1.0.7"], "conditions": {"ready": True}}],
     )
     assert network.service_no_endpoints(snapshot(service, sliced)) == []
+
+
+def test_a_service_whose_target_port_no_pod_declares_names_both_ports() -> None:
+    service = _service("search", ports=[{"port": 80, "targetPort": 8081}])
+    serving = pod(
+        "search-1",
+        labels={"app": "search"},
+        containers=[container("app", ports=[{"containerPort": 8080, "name": "http"}])],
+    )
+    [found] = network.service_port_mismatch(snapshot(service, serving))
+    assert found.finding == (
+        "Service orders/search sends port 80 → targetPort 8081, but its pods (search-1) declare "
+        "container ports 8080/TCP (http): connections to the Service find nothing listening."
+    )
+
+
+def test_a_named_target_port_the_pod_declares_or_a_pod_declaring_no_ports_is_not_a_mismatch() -> (
+    None
+):
+    named = _service("search", ports=[{"port": 80, "targetPort": "http"}])
+    serving = pod(
+        "search-1",
+        labels={"app": "search"},
+        containers=[container("app", ports=[{"containerPort": 8080, "name": "http"}])],
+    )
+    silent = pod("search-2", labels={"app": "search"})
+    assert network.service_port_mismatch(snapshot(named, serving)) == []
+    assert network.service_port_mismatch(snapshot(_service("search"), silent)) == []
+
+
+def test_the_configmap_key_is_found_by_the_short_service_name_as_a_whole_word() -> None:
+    caller = log("checkout-1", "lookup stok.orders.svc.cluster.local: no such host")
+    settings = obj(
+        "ConfigMap", "checkout-env", data={"A": "http://mystok:80", "STOCK_ADDR": "stok:9000"}
+    )
+    [found] = network.unresolvable_host(snapshot(caller, settings, _service("stock")))
+    assert 'ConfigMap checkout-env key STOCK_ADDR holds it ("stok:9000")' in found.finding

@@ -375,3 +375,29 @@ def test_a_json_line_without_a_level_is_read_by_its_words() -> None:
         pods.last_error_line('{"msg": "fatal: cannot open /data"}\nbye\n')
         == '{"msg": "fatal: cannot open /data"}'
     )
+
+
+def test_a_probe_on_a_port_the_container_does_not_declare_says_so() -> None:
+    probe = {"httpGet": {"path": "/healthz", "port": 9000}}
+    app = container("app", livenessProbe=probe, ports=[{"containerPort": 8080}])
+    probed = pod("search-7-a", containers=[app], statuses=[running("app", 2)])
+    refused = event(
+        probed,
+        "Unhealthy",
+        'Liveness probe failed: Get "http://10.1.0.4:9000/healthz": dial tcp 10.1.0.4:9000: connect: connection refused',  # noqa: E501
+    )
+    [found] = pods.probe_failure(snapshot(probed, refused))
+    assert (
+        "the probe's port 9000 is not among the container's declared ports (8080)" in found.finding
+    )
+
+
+def test_a_probe_on_a_declared_named_port_has_no_port_note() -> None:
+    probe = {"httpGet": {"path": "/healthz", "port": "http"}}
+    app = container("app", livenessProbe=probe, ports=[{"containerPort": 8080, "name": "http"}])
+    probed = pod("search-7-a", containers=[app], statuses=[running("app", 2)])
+    failing = event(
+        probed, "Unhealthy", "Liveness probe failed: HTTP probe failed with statuscode: 503"
+    )
+    [found] = pods.probe_failure(snapshot(probed, failing))
+    assert "declared ports" not in found.finding and "statuscode: 503" in found.finding

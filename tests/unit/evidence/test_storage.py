@@ -37,3 +37,15 @@ def test_a_pending_claim_quotes_its_latest_event_with_class_and_size() -> None:
 
 def test_a_bound_claim_is_not_reported() -> None:
     assert storage.pvc_pending(snapshot(_claim("Bound"))) == []
+
+
+def test_a_claim_waiting_for_its_first_consumer_is_only_context() -> None:
+    claim = _claim("Pending")
+    waiting = event(
+        claim,
+        "WaitForFirstConsumer",
+        "waiting for first consumer to be created before binding",
+        type="Normal",
+    )
+    [found] = storage.pvc_pending(snapshot(claim, waiting))
+    assert found.severity == 3 and "WaitForFirstConsumer" in found.finding

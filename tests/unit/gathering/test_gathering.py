@@ -190,7 +190,12 @@ async def test_the_gather_commit_records_each_call_marks_it_gathered_and_rewrite
     gathered = await gather(COLLECTORS, EvidenceSettings(), ALERT, ClusterTools(ANSWERS), LISTING)
     opening = opening_with_evidence(config, agent, session, "", gathered)
     message = StepMessage(session_id="s-1", execution_id="e-1", step=1, kind="gather")
-    commit = gather_commit(message, execution, session, opening, gathered, None, due)
+    commit = gather_commit(
+        message, execution, session, opening, gathered, None, due, brief_chars=1234
+    )
+    assert commit.session is not None and commit.session.gather is not None
+    assert (commit.session.gather.calls, commit.session.gather.brief_chars) == (3, 1234)
+    assert commit.session.findings == [d.finding for d in gathered.detections]
 
     assert (commit.step, commit.next_step) == (1, 2)
     assert commit.execution.gather_pending is False and commit.execution.due_at == due

@@ -1,10 +1,11 @@
 """Detections: plain code that reads a :class:`Snapshot` into one-sentence findings.
 
 Design constraint: every check is a pure function of the snapshot, with no
-I/O and no clock beyond the alert's start, so it is tested on clusters built
-in the tests. A finding carries its evidence (names, figures, reasons,
-times), not only a label, because the model that reads it may read nothing
-else. A check that cannot read a field finds nothing; it never raises.
+I/O, judging times against the alert's start (the clock only when the alert
+has none), so it is tested on clusters built in the tests. A finding
+carries its evidence (names, figures, reasons, times), not only a label,
+because the model that reads it may read nothing else. A check that cannot
+read a field finds nothing; it never raises.
 
 :data:`CHECKS` names every check; :func:`detect` runs those not disabled,
 drops repeated findings and orders them: likely causes first, then
@@ -34,29 +35,32 @@ logger = logging.getLogger(__name__)
 
 Check = Callable[[Snapshot], list[Detection]]
 
+# Within a severity, findings keep this order: the checks that explain a failure
+# (what changed, what is missing) before those that only show it.
 CHECKS: Mapping[str, Check] = MappingProxyType(
     {
-        "crash_loop": pods.crash_loop,
-        "oom_killed": pods.oom_killed,
-        "image_pull": pods.image_pull,
-        "container_config": pods.container_config,
-        "container_creating": pods.container_creating,
-        "probe_failure": pods.probe_failure,
-        "evicted": pods.evicted,
-        "job_failed": pods.job_failed,
         "config_drift": config.config_drift,
         "unresolvable_host": network.unresolvable_host,
         "network_policy_blocks": network.network_policy_blocks,
+        "rollout_regression": rollouts.rollout_regression,
+        "image_pull": pods.image_pull,
+        "container_config": pods.container_config,
+        "container_creating": pods.container_creating,
+        "oom_killed": pods.oom_killed,
+        "service_port_mismatch": network.service_port_mismatch,
         "service_no_endpoints": network.service_no_endpoints,
         "quota_exhausted": quota.quota_exhausted,
         "unschedulable": scheduling.unschedulable,
+        "pvc_pending": storage.pvc_pending,
+        "certificate": certificates.certificate,
         "node_pressure": nodes.node_pressure,
         "node_saturation": nodes.node_saturation,
-        "certificate": certificates.certificate,
-        "rollout_regression": rollouts.rollout_regression,
+        "crash_loop": pods.crash_loop,
+        "probe_failure": pods.probe_failure,
+        "evicted": pods.evicted,
+        "job_failed": pods.job_failed,
         "progress_deadline": rollouts.progress_deadline,
         "deployment_unavailable": rollouts.deployment_unavailable,
-        "pvc_pending": storage.pvc_pending,
     }
 )
 

@@ -13,6 +13,7 @@ from tarsy.evidence.detections.kube import (
     condition,
     condition_text,
     detection,
+    items,
     owner_name,
     parse_time,
     quoted,
@@ -54,7 +55,7 @@ def _requests(snapshot: Snapshot, cert: KubeObject) -> list[KubeObject]:
         value = text_map(request.metadata.get("annotations")).get(
             "cert-manager.io/certificate-revision", ""
         )
-        return int(value) if value.isdigit() else 0
+        return int(value) if value.isdecimal() else 0
 
     return sorted(found, key=revision, reverse=True)
 
@@ -129,7 +130,7 @@ def certificate(snapshot: Snapshot) -> list[Detection]:
             problems.insert(0, f"it is not ready: {condition_text(ready)}")
         issuer, issuer_source = _issuer(snapshot, cert)
         chain, chain_sources = _chain(snapshot, cert)
-        names = ", ".join(str(n) for n in cert.spec.get("dnsNames") or []) or "no dnsNames"
+        names = ", ".join(str(n) for n in items(cert.spec.get("dnsNames"))) or "no dnsNames"
         finding = (
             f"Certificate {cert.namespace}/{cert.name} (secret {cert.spec.get('secretName')}, "
             f"{names}; {issuer}): {'; '.join(problems)}"

@@ -23,11 +23,35 @@ def as_dict(value: object) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
+def items(value: object) -> list[object]:
+    """``value`` when it is a list, else an empty list."""
+    return list(value) if isinstance(value, list) else []
+
+
 def dicts(value: object) -> list[dict[str, Any]]:
     """The mappings in ``value`` when it is a list (other items are skipped)."""
     if not isinstance(value, list):
         return []
     return [dict(item) for item in value if isinstance(item, Mapping)]
+
+
+def scalar(value: object) -> str:
+    """A field that should be text or a number, as text; "" for anything else (lists, maps)."""
+    if isinstance(value, bool) or value is None:
+        return str(value).lower() if isinstance(value, bool) else ""
+    return str(value) if isinstance(value, str | int | float) else ""
+
+
+def number(value: object, default: float) -> float:
+    """A field that should be a number, or ``default`` when it is not one."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(str(value)) if isinstance(value, str) else default
+    except ValueError:
+        return default
 
 
 def text_map(value: object) -> dict[str, str]:
@@ -120,7 +144,7 @@ def selector_description(selector: object) -> str:
     body = as_dict(selector)
     parts = [f"{k}={v}" for k, v in sorted(text_map(body.get("matchLabels")).items())]
     for expression in dicts(body.get("matchExpressions")):
-        values = ",".join(str(v) for v in expression.get("values") or [])
+        values = ",".join(str(v) for v in items(expression.get("values")))
         operator = str(expression.get("operator", ""))
         shown = f" {operator.lower()} ({values})" if values else f" {operator}"
         parts.append(f"{expression.get('key')}{shown}")
@@ -135,7 +159,7 @@ def plural(count: int, word: str) -> str:
 def _expression_holds(expression: Mapping[str, Any], have: Mapping[str, str]) -> bool:
     key = str(expression.get("key", ""))
     operator = str(expression.get("operator", ""))
-    values = {str(v) for v in expression.get("values") or []}
+    values = {str(v) for v in items(expression.get("values"))}
     if operator == "In":
         return key in have and have[key] in values
     if operator == "NotIn":
@@ -202,7 +226,7 @@ def pod_replica_set(snapshot: Snapshot, pod: KubeObject) -> KubeObject | None:
 def revision(replica_set: KubeObject) -> int:
     """A ReplicaSet's ``deployment.kubernetes.io/revision`` (0 when absent)."""
     value = annotations_of(replica_set).get("deployment.kubernetes.io/revision", "")
-    return int(value) if value.isdigit() else 0
+    return int(value) if value.isdecimal() else 0
 
 
 def replica_sets(snapshot: Snapshot, namespace: str, deployment: str) -> list[KubeObject]:

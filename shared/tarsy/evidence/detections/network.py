@@ -20,6 +20,7 @@ from tarsy.evidence.detections.kube import (
     as_dict,
     detection,
     dicts,
+    items,
     labels,
     owner_name,
     plural,
@@ -33,7 +34,7 @@ from tarsy.evidence.detections.kube import (
     text_map,
     trim,
 )
-from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, Snapshot
+from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, PodLog, Snapshot
 
 _HOST = r"([A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9])"
 _NOT_RESOLVED = (
@@ -78,6 +79,8 @@ def failing_hosts(text: str) -> list[str]:
                 continue
             if re.search(r"(error|exception)$", host):  # an exception's name, not a host
                 continue
+            if host.count(".svc") > 1 or host.count(".cluster.local") > 1:
+                continue  # a search-path expansion a DNS server answers NXDOMAIN by design
             found.setdefault(host, None)
             break
     return list(found)
@@ -125,25 +128,39 @@ def service_of_host(
     return None
 
 
-def _services_in(snapshot: Snapshot, namespace: str) -> tuple[set[str], list[str]]:
-    """The Service names seen in ``namespace``, and the evidence ids that show them."""
+def _services_in(snapshot: Snapshot, namespace: str) -> tuple[set[str], bool, list[str]]:
+    """The Service names seen in ``namespace``, whether a list showed them all, and sources."""
     objects = [s for s in snapshot.of_kind("Service") if s.namespace == namespace]
     rows = [r for r in snapshot.rows if r.kind == "Service" and r.namespace == namespace]
     names = {s.name for s in objects} | {r.name for r in rows}
-    return names, sources(*objects, *(r.source for r in rows))
+    return names, bool(rows), sources(*objects, *(r.source for r in rows))
 
 
-def _config_key_holding(snapshot: Snapshot, host: str, namespace: str) -> tuple[str, str | None]:
-    for config_map in snapshot.of_kind("ConfigMap"):
-        if config_map.namespace != namespace:
-            continue
-        for key, value in text_map(config_map.body.get("data")).items():
-            if host in value.lower():
-                return (
-                    f"; ConfigMap {config_map.name} key {key} holds it ({quoted(value, 100)})",
-                    config_map.source,
-                )
+def _config_key_holding(
+    snapshot: Snapshot, names: list[str], namespace: str
+) -> tuple[str, str | None]:
+    """The ConfigMap key of ``namespace`` whose value names the host (tried in order)."""
+    config_maps = [c for c in snapshot.of_kind("ConfigMap") if c.namespace == namespace]
+    for name in names:
+        # A whole name only: "db" must not be found inside "mongodb".
+        pattern = re.compile(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", re.IGNORECASE)
+        for config_map in config_maps:
+            for key, value in text_map(config_map.body.get("data")).items():
+                if pattern.search(value):
+                    return (
+                        f"; ConfigMap {config_map.name} key {key} holds it ({quoted(value, 100)})",
+                        config_map.source,
+                    )
     return "", None
+
+
+def _existing_service(snapshot: Snapshot, host: str, namespace: str) -> str | None:
+    """The Service ``host`` names when it was seen to exist."""
+    target = service_of_host(host, namespace, _namespaces_known(snapshot))
+    if target is None:
+        return None
+    names, _listed, _ = _services_in(snapshot, target[1])
+    return f"{target[1]}/{target[0]}" if target[0] in names else None
 
 
 def _host_finding(
@@ -153,29 +170,54 @@ def _host_finding(
     if target is None:
         return None
     service, namespace = target
-    names, listed = _services_in(snapshot, namespace)
+    names, listed, seen = _services_in(snapshot, namespace)
     absent = ObjectRef(kind="Service", name=service, namespace=namespace) in snapshot.absent
     if service in names:
         return None
-    if names:
-        close = difflib.get_close_matches(service, sorted(names), n=1, cutoff=0.6)
-        hint = f"; the closest existing Service is {close[0]}" if close else ""
+    close = difflib.get_close_matches(service, sorted(names), n=1, cutoff=0.6)
+    hint = f"; the closest existing Service is {close[0]}" if close else ""
+    if absent:
+        there = f"Service {namespace}/{service} does not exist{hint}"
+    elif listed:
         there = f"namespace {namespace} has no Service {service}{hint}"
-    elif absent:
-        there = f"Service {namespace}/{service} does not exist"
     else:
-        there = f"no Service {namespace}/{service} was among the objects gathered"
-    key, config_source = _config_key_holding(snapshot, host, pod_namespace)
+        # Services fetched one by one say nothing of the others.
+        there = f"no Service {namespace}/{service} was among the objects gathered{hint}"
+    # The log may show the name expanded by the search path; the ConfigMap the short one.
+    key, config_source = _config_key_holding(snapshot, [host, service], pod_namespace)
     finding = f"Pod {pod_namespace}/{pod} cannot resolve host {host}: {there}{key}."
-    return finding, (1 if names or absent else 2), [*listed, *sources(config_source)]
+    return finding, (1 if listed or absent else 2), [*seen, *sources(config_source)]
+
+
+def _dns_down(snapshot: Snapshot, log: PodLog, hosts: list[str]) -> Detection | None:
+    """One finding when even existing Services do not resolve: resolution itself fails."""
+    existing = [e for h in hosts if (e := _existing_service(snapshot, h, log.namespace))]
+    if not existing:
+        return None
+    finding = (
+        f"Pod {log.namespace}/{log.pod} cannot resolve {', '.join(hosts[:4])}, including "
+        f"existing Service {existing[0]}: name resolution itself fails (the cluster DNS, "
+        f"or a policy blocking DNS), not a missing Service."
+    )
+    subject = ObjectRef(kind="Pod", name=log.pod, namespace=log.namespace)
+    return detection("unresolvable_host", subject, finding, [log.source], 1)
 
 
 def unresolvable_host(snapshot: Snapshot) -> list[Detection]:
-    """In-cluster hosts a log says do not resolve, against the Services gathered."""
+    """In-cluster hosts a log says do not resolve, against the Services gathered.
+
+    When an existing Service fails to resolve too, the finding is that
+    resolution itself fails, and no Service is called missing.
+    """
     found: list[Detection] = []
     reported: set[tuple[str, str]] = set()
     for log in snapshot.logs:
-        for host in failing_hosts(log.text):
+        hosts = failing_hosts(log.text)
+        down = _dns_down(snapshot, log, hosts)
+        if down is not None:
+            found.append(down)
+            continue
+        for host in hosts:
             if (log.namespace, host) in reported:
                 continue
             result = _host_finding(snapshot, host, log.namespace, log.pod)
@@ -235,7 +277,7 @@ def _container_ports(pod: KubeObject) -> list[_Port]:
 
 
 def _resolve_target(target: object, pod_ports: list[_Port], protocol: str) -> _Port:
-    if isinstance(target, str) and not target.isdigit():
+    if isinstance(target, str) and not target.isdecimal():
         for port in pod_ports:
             if port.name == target:
                 return port
@@ -297,7 +339,8 @@ def _in_block(block: Mapping[str, Any], ip: str) -> bool | None:
         address = ipaddress.ip_address(ip)
         inside = address in ipaddress.ip_network(str(block.get("cidr")), strict=False)
         outside = any(
-            address in ipaddress.ip_network(str(e), strict=False) for e in block.get("except") or []
+            address in ipaddress.ip_network(str(e), strict=False)
+            for e in items(block.get("except"))
         )
     except ValueError:
         return None  # no pod IP gathered, or a malformed block: it may match
@@ -323,11 +366,11 @@ def _port_matches(rule_port: Mapping[str, Any], port: _Port) -> bool:
     wanted = rule_port.get("port")
     if wanted is None:
         return True
-    if isinstance(wanted, str) and not wanted.isdigit():
+    if isinstance(wanted, str) and not wanted.isdecimal():
         return wanted == port.name
     if port.number is None:
         return False
-    low = int(str(wanted)) if str(wanted).isdigit() else -1
+    low = int(str(wanted)) if str(wanted).isdecimal() else -1
     end = rule_port.get("endPort")
     high = end if isinstance(end, int) else low
     return low <= port.number <= high
@@ -652,4 +695,52 @@ def service_no_endpoints(snapshot: Snapshot) -> list[Detection]:
             f"{'; '.join(parts)}."
         )
         found.append(detection("service_no_endpoints", service.ref, finding, evidence, severity))
+    return found
+
+
+def _port_text(port: _Port) -> str:
+    return f"{port} ({port.name})" if port.name and port.number is not None else str(port)
+
+
+def _unexposed(service: KubeObject, pods: list[KubeObject]) -> list[str]:
+    """The Service ports whose targetPort none of ``pods`` declares (pods declaring ports)."""
+    declared = [port for pod in pods for port in _container_ports(pod)]
+    missing: list[str] = []
+    for port in dicts(service.spec.get("ports")):
+        target = port.get("targetPort", port.get("port"))
+        protocol = str(port.get("protocol") or "TCP")
+        resolved = _resolve_target(target, declared, protocol)
+        if resolved.number is not None and any(
+            d.number == resolved.number and d.protocol == protocol for d in declared
+        ):
+            continue
+        missing.append(f"port {port.get('port')} → targetPort {target}")
+    return missing
+
+
+def service_port_mismatch(snapshot: Snapshot) -> list[Detection]:
+    """Services whose targetPort none of their pods declares as a container port.
+
+    Only pods that declare container ports are judged (a container may listen
+    on a port it does not declare; one that declares some says where it listens).
+    """
+    found: list[Detection] = []
+    for service in snapshot.of_kind("Service"):
+        selector = text_map(service.spec.get("selector"))
+        pods = [
+            p
+            for p in pods_in(snapshot, service.namespace)
+            if selector and selects({"matchLabels": selector}, labels(p)) and _container_ports(p)
+        ]
+        missing = _unexposed(service, pods) if pods else []
+        if not missing:
+            continue
+        declared = sorted({_port_text(p) for p in _container_ports(pods[0])})
+        finding = (
+            f"Service {service.namespace}/{service.name} sends {'; '.join(missing)}, but its "
+            f"pods ({', '.join(p.name for p in pods[:3])}) declare container ports "
+            f"{', '.join(declared)}: connections to the Service find nothing listening."
+        )
+        evidence = sources(service, *pods[:3])
+        found.append(detection("service_port_mismatch", service.ref, finding, evidence, 1))
     return found

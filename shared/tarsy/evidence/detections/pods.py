@@ -23,7 +23,9 @@ from tarsy.evidence.detections.kube import (
     dicts,
     event_line,
     image_parts,
+    items,
     memory_text,
+    number,
     owned,
     owner_name,
     parse_time,
@@ -33,6 +35,7 @@ from tarsy.evidence.detections.kube import (
     reference_time,
     replica_sets,
     revision,
+    scalar,
     sources,
     stamp,
     state_of,
@@ -296,7 +299,7 @@ def image_pull(snapshot: Snapshot) -> list[Detection]:
     for pod in snapshot.of_kind("Pod"):
         for status in container_statuses(pod):
             waiting = state_of(status, "state", "waiting")
-            if waiting.get("reason") not in _PULL_WAITING:
+            if scalar(waiting.get("reason")) not in _PULL_WAITING:
                 continue
             name = str(status.get("name", ""))
             image = str(container_spec(pod, name).get("image") or status.get("image") or "")
@@ -350,7 +353,7 @@ def container_config(snapshot: Snapshot) -> list[Detection]:
     for pod in snapshot.of_kind("Pod"):
         for status in container_statuses(pod):
             waiting = state_of(status, "state", "waiting")
-            if waiting.get("reason") not in _START_ERRORS:
+            if scalar(waiting.get("reason")) not in _START_ERRORS:
                 continue
             message = str(waiting.get("message") or "")
             finding = (
@@ -377,7 +380,7 @@ def _probe_target(probe: Mapping[str, Any]) -> str:
     if grpc:
         return f"gRPC port {grpc.get('port')}"
     command = as_dict(probe.get("exec")).get("command")
-    return f"exec {trim(' '.join(map(str, command or [])), 80)}"
+    return f"exec {trim(' '.join(map(str, items(command))), 80)}"
 
 
 def _probe_settings(probe: Mapping[str, Any]) -> str:
@@ -391,13 +394,25 @@ def _probe_settings(probe: Mapping[str, Any]) -> str:
 
 
 def _timing(message: str, timeout: float) -> str:
-    for number, unit in _DURATION.findall(message):
-        seconds = float(number) / (1000 if unit == "ms" else 1)
+    for amount, unit in _DURATION.findall(message):
+        seconds = float(amount) / (1000 if unit == "ms" else 1)
         if seconds > timeout:
-            return f"; the observed {number}{unit} exceeds the {timeout:g}s timeout"
+            return f"; the observed {amount}{unit} exceeds the {timeout:g}s timeout"
     if _TIMED_OUT.search(message):
         return f"; the endpoint did not answer within the {timeout:g}s timeout"
     return ""
+
+
+def _undeclared_port(pod: KubeObject, container: str, probe: Mapping[str, Any]) -> str:
+    """A note when the probe's port is not one the container declares (and it declares some)."""
+    port = {**as_dict(probe.get("httpGet")), **as_dict(probe.get("tcpSocket"))}.get("port")
+    declared = dicts(container_spec(pod, container).get("ports"))
+    if port is None or not declared:
+        return ""
+    if any(port in (d.get("containerPort"), d.get("name")) for d in declared):
+        return ""
+    shown = ", ".join(str(d.get("containerPort")) for d in declared)
+    return f"; the probe's port {port} is not among the container's declared ports ({shown})"
 
 
 def _probes(pod: KubeObject, kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -436,10 +451,11 @@ def probe_failure(snapshot: Snapshot) -> list[Detection]:
             described = ""
             if chosen is not None:
                 name, probe = chosen
-                timeout = float(probe.get("timeoutSeconds", 1))
+                timeout = number(probe.get("timeoutSeconds"), 1)
                 described = (
                     f"; container {name}'s probe is {_probe_target(probe)} with "
                     f"{_probe_settings(probe)}{_timing(event.message, timeout)}"
+                    f"{_undeclared_port(pod, name, probe)}"
                 )
             finding = (
                 f"Pod {pod.namespace}/{pod.name}: {kind.lower()} probe failing, "

@@ -7,7 +7,7 @@ claim's latest event, where the provisioner says why.
 from __future__ import annotations
 
 from tarsy.evidence.detections.kube import as_dict, detection, event_line, sources
-from tarsy.evidence.snapshot import Detection, ObjectRef, Snapshot
+from tarsy.evidence.snapshot import Detection, KubeEvent, ObjectRef, Snapshot
 
 
 def _storage_class(snapshot: Snapshot, name: str) -> str:
@@ -16,6 +16,14 @@ def _storage_class(snapshot: Snapshot, name: str) -> str:
     if ObjectRef(kind="StorageClass", name=name) in snapshot.absent:
         return f"storageClassName {name}, which does not exist"
     return f"storageClassName {name}"
+
+
+def _severity(events: list[KubeEvent]) -> int:
+    if not events:
+        return 2
+    if events[0].reason == "WaitForFirstConsumer":
+        return 3  # binding waits for a pod by design: context, not a fault
+    return 1 if events[0].type == "Warning" else 2
 
 
 def pvc_pending(snapshot: Snapshot) -> list[Detection]:
@@ -33,7 +41,6 @@ def pvc_pending(snapshot: Snapshot) -> list[Detection]:
             f"{_storage_class(snapshot, str(claim.spec.get('storageClassName') or ''))})"
             f"{latest}."
         )
-        failed = bool(events) and events[0].type == "Warning"
         evidence = sources(claim, *events[:1])
-        found.append(detection("pvc_pending", claim.ref, finding, evidence, 1 if failed else 2))
+        found.append(detection("pvc_pending", claim.ref, finding, evidence, _severity(events)))
     return found
