@@ -266,8 +266,10 @@ def test_a_wide_tool_table_keeps_its_columns_and_scrolls_sideways(
     tab = open_page(chromium, session_url(stack.signin_url, session_id))
     page = tab.page
     wait_finished(page)
-    result = page.locator(".event.mcp_tool_call pre.result", has_text="column-29").first
-    page.locator(".event.mcp_tool_call summary").first.click()
+    # The echo's result (the gather step's calls come before it): opened, then measured.
+    event = page.locator(".event.mcp_tool_call", has_text="column-29").first
+    event.locator("summary").click()
+    result = event.locator("pre.result")
     result.wait_for()
     # Unwrapped: the row is wider than the box, which scrolls instead of breaking it.
     box = result.evaluate(
