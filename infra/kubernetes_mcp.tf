@@ -12,6 +12,9 @@
 
 locals {
   kubernetes_mcp_gke = var.gke_cluster != null
+  # The version var.kubernetes_mcp_image's default digest is; the local stack and the tests run
+  # the same one (package.json pins kubernetes-mcp-server-linux-amd64 to it; tests/infra checks).
+  kubernetes_mcp_version = "0.0.66"
   # Cloud Run pulls from Artifact Registry: the upstream registry is proxied by a remote
   # repository, and the image keeps its digest.
   kubernetes_mcp_image = "${var.region}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.kubernetes_mcp.repository_id}/${var.kubernetes_mcp_image}"
@@ -116,7 +119,7 @@ resource "google_project_iam_member" "kubernetes_mcp_gke" {
 resource "google_cloud_run_v2_service" "kubernetes_mcp" {
   name                = local.names.kubernetes_mcp
   location            = var.region
-  description         = "TARSy's kubernetes MCP server (kubernetes-mcp-server, read-only)"
+  description         = "TARSy's kubernetes MCP server (kubernetes-mcp-server ${local.kubernetes_mcp_version}, read-only)"
   deletion_protection = false
   # The step function reaches it over the internet path (it has no VPC egress), so ingress
   # stays open and access is IAM's: no allUsers, the step account is the only invoker.

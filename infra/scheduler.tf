@@ -29,3 +29,36 @@ resource "google_cloud_scheduler_job" "sweeper" {
 
   depends_on = [google_cloudfunctions2_function.api, google_project_service.enabled]
 }
+
+# Retention: POST {api}/retention stamps expire_at on finished sessions and all their
+# records (shared/tarsy/persistence/retention.py). Its own job, so that the sweeper,
+# which recovers steps, never waits on it. Same identity and audience as the sweeper.
+resource "google_cloud_scheduler_job" "retention" {
+  name             = "${var.name_prefix}-retention"
+  region           = var.region
+  description      = "Stamp the expiry of finished sessions and their records"
+  schedule         = var.retention_schedule
+  time_zone        = "Etc/UTC"
+  attempt_deadline = "${var.api_function.timeout_seconds}s"
+
+  retry_config {
+    # The next run stamps what this one left due.
+    retry_count = 0
+  }
+
+  http_target {
+    http_method = "POST"
+    uri         = "${local.api_url}/retention"
+    headers = {
+      "Content-Type" = "application/json"
+    }
+    body = base64encode("{}")
+
+    oidc_token {
+      service_account_email = google_service_account.sweeper.email
+      audience              = local.api_url
+    }
+  }
+
+  depends_on = [google_cloudfunctions2_function.api, google_project_service.enabled]
+}

@@ -332,9 +332,15 @@ variable "dead_letter_retention" {
 # ─── sweeper ──────────────────────────────────────────────────────────────────
 
 variable "sweep_schedule" {
-  description = "Cron schedule of the sweeper job (POST {api}/sweep). Every minute: a lost or stalled step is picked up within its due time (60 s) plus a minute."
+  description = "Cron schedule of the sweeper job (POST {api}/sweep). Every minute: a lost or stalled step is picked up within its due time (45 s) plus a minute."
   type        = string
   default     = "* * * * *"
+}
+
+variable "retention_schedule" {
+  description = "Cron schedule of the retention job (POST {api}/retention), which stamps expire_at on finished sessions, up to 20 a run; a job of its own so that the sweeper's cost does not grow with the sessions that have finished."
+  type        = string
+  default     = "*/5 * * * *"
 }
 
 # ─── retention and monitoring ─────────────────────────────────────────────────

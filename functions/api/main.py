@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import functions_framework
 from flask import Request
 
@@ -12,15 +10,11 @@ from tarsy.api import handlers as api_endpoint
 from tarsy.app import get_deps
 from tarsy.http.request import read_request, to_framework_response
 from tarsy.runtime import run_sync
-from tarsy.web.links import is_web_path
+from tarsy.web.links import is_web_path, span_route
 
 # The api takes JSON bodies: chat questions (up to 100,000 characters), resume options.
 # Room for a 100,000-character question (up to 4 bytes each in UTF-8, escaped in JSON).
 _MAX_BODY_BYTES = 1024 * 1024
-
-
-# A span name must not carry the session id: /sessions/{session_id}[/action].
-_SESSION_SEGMENT = re.compile(r"^(/ui(?:/data)?)?/sessions/[^/]+")
 
 
 async def _serve(request: Request) -> tuple[str | bytes, int, dict[str, str]]:
@@ -31,13 +25,13 @@ async def _serve(request: Request) -> tuple[str | bytes, int, dict[str, str]]:
         # Imported here: only the pages need the templates and the Markdown renderer.
         from tarsy.web import pages
 
-        route = _SESSION_SEGMENT.sub(r"\1/sessions/{session_id}", http_request.path)
+        route = span_route(http_request.path)
         with telemetry.server_span(http_request.method, route, incoming=http_request.headers) as s:
             page = await pages.handle(http_request, deps)
             s.set_response(page.status, None)
         return page.to_framework()
     path = http_request.path.rstrip("/") or "/"
-    route = _SESSION_SEGMENT.sub("/sessions/{session_id}", path)
+    route = span_route(path)
     with telemetry.server_span(http_request.method, route, incoming=http_request.headers) as span:
         response = await api_endpoint.handle(http_request, deps)
         session_id = path.split("/")[2] if route.startswith("/sessions/{") else None

@@ -18,6 +18,7 @@ from tarsy.bus import Publisher, get_bus
 from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
 from tarsy.log import configure_logging
+from tarsy.persistence.ports import Persistence
 from tarsy.persistence.store import Store, get_store
 from tarsy.settings import Settings, get_settings, unknown_tarsy_variables
 from tarsy.tools.base import ToolExecutor
@@ -27,11 +28,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Deps:
-    """What the handlers talk to: built once per process, passed to every handler."""
+    """What the handlers talk to: built once per process, passed to every handler.
+
+    ``store`` is the persistence port (:class:`~tarsy.persistence.ports.Persistence`),
+    not the Firestore adapter: the engine and the api see operations, never a client.
+    """
 
     settings: Settings
     config: TarsyConfig
-    store: Store
+    store: Persistence
     bus: Publisher
     tools: ToolExecutor | None = None
 

@@ -39,9 +39,9 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from tarsy.api.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
+from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy.settings import ClientSettings
 from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
 from tarsy_dev.evals.cli import add_arguments as add_eval_arguments

@@ -12,9 +12,9 @@ from pydantic import BaseModel, Field
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from tarsy.access.iap import ASSERTION_HEADER
-from tarsy.api.session_list import SessionPage
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
+from tarsy.persistence.session_list import SessionPage
 from tarsy.web.links import session_url
 from tarsy_dev.localstack.signin import assertion
 

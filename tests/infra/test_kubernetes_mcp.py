@@ -10,6 +10,7 @@ the configuration as the archive holds it.
 
 from __future__ import annotations
 
+import json
 import re
 import zipfile
 from pathlib import Path
@@ -72,6 +73,19 @@ def test_the_service_runs_the_published_image_pinned_by_digest_through_a_remote_
     assert local_image.startswith("${var.region}-docker.pkg.dev/${var.project_id}/")
     assert "google_artifact_registry_repository.kubernetes_mcp.repository_id" in local_image
     assert local_image.endswith("/${var.kubernetes_mcp_image}")
+
+
+def test_the_deployed_image_is_the_version_the_local_stack_and_the_tests_run() -> None:
+    root = Path(__file__).resolve().parents[2]
+    version = locals_()["kubernetes_mcp_version"]
+    pinned = json.loads((root / "package.json").read_text())["optionalDependencies"]
+    assert pinned["kubernetes-mcp-server-linux-amd64"] == version
+    image = variables()["kubernetes_mcp_image"]
+    assert (
+        f"v{version} (quay.io/containers/kubernetes_mcp_server:v{version})"
+        in (image["description"])
+    )
+    assert "${local.kubernetes_mcp_version}" in service()["description"]
 
 
 def test_the_server_is_read_only_stateless_and_reads_the_mounted_kubeconfig() -> None:

@@ -265,6 +265,12 @@ def test_the_docs_the_readme_and_terraform_agree_on_the_sweep_interval() -> None
     assert "every 5 minutes" not in readme and "*/5 * * * *" not in readme
 
 
+def test_the_deploy_docs_give_the_retention_jobs_own_schedule() -> None:
+    schedule = variables()["retention_schedule"]["default"]
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    assert f"`retention_schedule`, `{schedule}`" in " ".join(deploy.split())
+
+
 def test_the_docs_describe_monitoring_and_retention() -> None:
     deploy = (ROOT / "docs" / "deploy.md").read_text()
     for name in ("notification_channels", "retention_days", "TARSY_METRIC_LOGS", "expire_at"):

@@ -10,8 +10,13 @@ import ast
 import inspect
 import textwrap
 
-from tarsy.api.session_list import AUDIT_FIELD, EQUALITY_FILTERS, ORDER_FIELD, SUMMARY_FIELDS
 from tarsy.models import Session
+from tarsy.persistence.session_list import (
+    AUDIT_FIELD,
+    EQUALITY_FILTERS,
+    ORDER_FIELD,
+    SUMMARY_FIELDS,
+)
 from tarsy.persistence.store import SESSIONS, Store
 from tests.infra.test_terraform import resources
 

@@ -429,16 +429,26 @@ def test_messages_are_retained() -> None:
         assert re.fullmatch(r"\d+s", var_default(body["message_retention_duration"]))
 
 
-def test_sweeper_job_calls_the_api_with_the_identity_the_api_expects() -> None:
-    job = resources("google_cloud_scheduler_job")["sweeper"]
+@pytest.mark.parametrize(("job_name", "path"), [("sweeper", "/sweep"), ("retention", "/retention")])
+def test_sweeper_job_calls_the_api_with_the_identity_the_api_expects(
+    job_name: str, path: str
+) -> None:
+    job = resources("google_cloud_scheduler_job")[job_name]
     target = one(job["http_target"])
     assert target["http_method"] == "POST"
-    assert target["uri"] == "${local.api_url}/sweep"
+    assert target["uri"] == "${local.api_url}" + path
     token = one(target["oidc_token"])
     api_env = locals_()["function_env"]["api"]
     assert token["service_account_email"] == api_env[env_names("sweeper_invoker")[0]]
     assert token["audience"] == api_env[env_names("sweeper_audience")[0]] == "${local.api_url}"
     assert locals_()["api_url"].endswith("/${local.names.api}")
+
+
+def test_retention_is_a_job_of_its_own_on_its_own_schedule() -> None:
+    jobs = resources("google_cloud_scheduler_job")
+    assert jobs["retention"]["schedule"] == "${var.retention_schedule}"
+    assert jobs["sweeper"]["schedule"] == "${var.sweep_schedule}"
+    assert variables()["retention_schedule"]["default"] == "*/5 * * * *"
 
 
 # ─── Firestore ────────────────────────────────────────────────────────────────

@@ -158,7 +158,7 @@ async def test_a_gather_step_killed_before_its_commit_then_delivered_twice_leave
     )
     session_id, first = await _started(short, store)
     assert first.kind == "gather"
-    crashing = replace(short, store=CrashingStore(store), bus=RecordingBus())  # type: ignore[arg-type]
+    crashing = replace(short, store=CrashingStore(store), bus=RecordingBus())
     with pytest.raises(asyncio.CancelledError):
         await handle(first, crashing)
     # The lease it held refuses a redelivery until it runs out, then the step runs again.

@@ -207,12 +207,12 @@ def _server(binary: Path, kubeconfig: Path) -> Client:
 def test_the_pinned_server_is_installed_from_the_lock_file(binary: Path) -> None:
     lock = json.loads((ROOT / "package-lock.json").read_text())
     locked = lock["packages"]["node_modules/kubernetes-mcp-server-linux-amd64"]
-    assert locked["version"] == "0.0.67" and locked["integrity"].startswith("sha512-")
-    assert pinned_version(ROOT) == "0.0.67"
+    assert locked["version"] == "0.0.66" and locked["integrity"].startswith("sha512-")
+    assert pinned_version(ROOT) == "0.0.66"
     version = subprocess.run(
         [str(binary), "--version"], capture_output=True, text=True, timeout=30, check=True
     )
-    assert "0.0.67" in version.stdout + version.stderr
+    assert "0.0.66" in version.stdout + version.stderr
 
 
 async def test_the_server_lists_the_read_only_core_tools(cluster: Cluster, binary: Path) -> None:

@@ -11,6 +11,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import httpx
+
 from tarsy.api.handlers import ChatRequest, chat
 from tarsy.app import Deps
 from tarsy.engine.sweeper import sweep
@@ -19,6 +21,7 @@ from tarsy.persistence.retention import COLLECTION_GROUPS, RECHECK_AFTER, stamp_
 from tarsy.persistence.store import EXECUTIONS, SESSIONS, Store
 from tarsy_dev.fakes.bus import RecordingBus
 from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply
+from tarsy_dev.localstack.stack import Stack
 
 from . import in_process
 from .in_process import drive
@@ -122,7 +125,7 @@ async def test_a_chat_question_after_the_stamp_is_stamped_once_it_is_answered(
     assert answer is not None and answer.final_analysis == "the chat's answer"
 
     later = first + RECHECK_AFTER
-    report = (await sweep(deps, later)).retention
+    report = await stamp_finished(store.client, deps.settings, later)
     assert report.stamped == [session.session_id]
     documents = await documents_of(store, session.session_id)
     assert {data.get("expire_at") for _, data in documents} == {later + timedelta(days=90)}
@@ -142,3 +145,35 @@ async def test_a_shorter_retention_setting_gives_an_earlier_expiry(
 
     stamped = await store.get_session(session.session_id)
     assert stamped is not None and stamped.expire_at == now + timedelta(days=7)
+
+
+async def test_the_sweep_that_recovers_steps_stamps_no_finished_session(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    fake_gemini.responder = replies
+    session = await finished_session(deps, store)
+
+    report = await sweep(deps, utcnow() + timedelta(hours=1))
+
+    assert "retention" not in report.model_dump()
+    untouched = await store.get_session(session.session_id)
+    assert untouched is not None and untouched.retention_due is not None
+    assert untouched.expire_at is None
+
+
+async def test_the_retention_job_of_the_api_function_stamps_a_finished_session(
+    deps: Deps, store: Store, fake_gemini: FakeGemini, stack: Stack
+) -> None:
+    fake_gemini.responder = replies
+    session = await finished_session(deps, store)
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.post(
+            f"{stack.api_url}/retention", headers={"X-API-Key": stack.api_key}
+        )
+        refused = await http.get(f"{stack.api_url}/retention", headers={"X-API-Key": stack.api_key})
+
+    assert response.status_code == 200 and response.json()["stamped"] == [session.session_id]
+    assert refused.status_code == 405
+    stamped = await store.get_session(session.session_id)
+    assert stamped is not None and stamped.expire_at is not None and stamped.retention_due is None

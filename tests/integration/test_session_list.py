@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from tarsy.api.session_list import SessionQuery, SessionSummary
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus, Session
+from tarsy.persistence.session_list import SessionQuery, SessionSummary
 from tarsy.persistence.store import Store
 from tarsy_dev.client import TarsyClient
 from tarsy_dev.localstack.stack import Stack

@@ -29,6 +29,14 @@ async def hang() -> str:
 
 
 @server.tool()
+async def hang_marked(marker: str) -> str:
+    """Write ``marker`` (a file path), so a test knows the call is in flight; never answer."""
+    await asyncio.to_thread(Path(marker).write_text, "called")
+    await asyncio.sleep(3600)
+    return "unreachable"
+
+
+@server.tool()
 def big(megabytes: int) -> str:
     """A result of the given size."""
     line = 'level=info msg="request served" path=/api/v1/orders status=200\n'

@@ -12,10 +12,12 @@ against the real Store and the emulator.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate
 from tarsy.models import AgentExecution, AlertFingerprint, Session
+from tarsy.tools.base import CachedToolList
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -53,6 +55,21 @@ class MemoryAlertStore:
         self.sessions[session.session_id] = session
         self.claims[dedup_key] = (fingerprint, self._update_time())
         return True
+
+    async def create_session(self, session: Session) -> None:
+        await asyncio.sleep(0)
+        if session.session_id in self.sessions:
+            raise ValueError(f"session {session.session_id!r} exists")  # Firestore's AlreadyExists
+        self.sessions[session.session_id] = session
+
+    async def delete_session(self, session_id: str) -> None:
+        await asyncio.sleep(0)
+        self.sessions.pop(session_id, None)
+        self.deleted.append(session_id)
+
+    async def get_tool_lists(self, servers: Sequence[str]) -> dict[str, CachedToolList]:
+        await asyncio.sleep(0)
+        return {}
 
     async def get_alert_fingerprint(
         self, dedup_key: str

@@ -11,8 +11,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from tarsy.api.session_list import SessionCursor
 from tarsy.errors import ApiError
+from tarsy.persistence.session_list import SessionCursor
 from tarsy_dev import cli
 from tests.unit.test_client_cli import API, Recorder, clean_env, client, ok, serve
 

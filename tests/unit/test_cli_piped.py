@@ -15,7 +15,7 @@ import httpx
 import pytest
 from rich.console import Console
 
-from tarsy.api.session_list import SessionPage
+from tarsy.persistence.session_list import SessionPage
 from tarsy_dev import cli
 from tests.unit.test_client_cli import API, SID, Recorder, event, ok, serve, view
 

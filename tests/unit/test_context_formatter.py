@@ -7,8 +7,15 @@ from tarsy.agent.context import (
     escape_markers,
     format_stage,
     format_stages,
+    format_synthesis_stage,
 )
-from tarsy.models import AgentExecution, ExecutionStatus, TimelineEvent, TimelineEventType
+from tarsy.models import (
+    AgentExecution,
+    ErrorInfo,
+    ExecutionStatus,
+    TimelineEvent,
+    TimelineEventType,
+)
 
 
 def record(agent: str, status: ExecutionStatus, *events: TimelineEvent) -> ExecutionRecord:
@@ -98,3 +105,47 @@ def test_seed_metadata_names_and_code_executions_reach_the_next_stage() -> None:
     assert "Tool call [kubernetes.pods_list]: 3 pods" in text
     assert "### Code Execution\n\n```python\nprint(2)\n```" in text
     assert "### LLM Response" not in text
+
+
+# ─── the synthesis formatter (seed 003's SynthesisContextFormatter) ───────────
+
+
+def test_the_synthesis_reads_each_agents_provider_strategy_status_and_thinking() -> None:
+    logs = record(
+        "logs", ExecutionStatus.COMPLETED,
+        event(TimelineEventType.LLM_THINKING, "the OOM lines come right after the deploy"),
+        event(TimelineEventType.MCP_TOOL_CALL, "OOMKilled", tool_name="pods_log",
+              server_name="kubernetes"),
+        event(TimelineEventType.FINAL_ANALYSIS, "logs say OOM"),
+    )  # fmt: skip
+    text = format_synthesis_stage("deep-dive", [logs])
+    assert text.startswith("### Results from parallel stage 'deep-dive':\n")
+    assert "**Parallel Execution Summary**: 1/1 agents succeeded" in text
+    assert "#### Agent 1: logs (default, native-thinking)\n**Status**: completed\n" in text
+    assert "### Thinking\n\nthe OOM lines come right after the deploy" in text
+    assert "Tool call [kubernetes.pods_log]: OOMKilled" in text
+    assert "## Analysis Result\n\nlogs say OOM" in text
+
+
+def test_the_synthesis_is_told_which_agent_failed_and_why() -> None:
+    failed = record("metrics", ExecutionStatus.FAILED).execution.model_copy(
+        update={"error": ErrorInfo(message="rate limited <!-- twice -->")}
+    )
+    records = [
+        record("logs", ExecutionStatus.COMPLETED, event(TimelineEventType.FINAL_ANALYSIS, "OOM")),
+        ExecutionRecord(execution=failed, timeline=[]),
+    ]
+    text = format_synthesis_stage("deep-dive", records)
+    assert "**Parallel Execution Summary**: 1/2 agents succeeded" in text
+    assert "**Status**: failed\n**Error**: rate limited &lt;!-- twice --&gt;" in text
+    assert text.count(START_MARKER) == text.count(END_MARKER) == 2
+
+
+def test_the_next_sequential_stage_still_does_not_read_thinking() -> None:
+    thought = event(TimelineEventType.LLM_THINKING, "private reasoning")
+    assert "private reasoning" not in format_stage(
+        "s", [record("a", ExecutionStatus.COMPLETED, thought)]
+    )
+    assert "private reasoning" in format_synthesis_stage(
+        "s", [record("a", ExecutionStatus.COMPLETED, thought)]
+    )

@@ -23,7 +23,8 @@ from tarsy.config import load_config
 from tarsy.errors import InputError
 from tarsy.http.json_body import FIRESTORE_MAX_DEPTH, INT64_MAX, INT64_MIN, MAX_DEPTH
 from tarsy.http.request import HttpRequest
-from tarsy.intake.ingest import handle, parse_submission
+from tarsy.intake.ingest import handle
+from tarsy.intake.sources.api import parse_submission
 from tarsy.models import AlertSubmission, Session, StepMessage
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings

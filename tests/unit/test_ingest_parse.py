@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from tarsy.config import load_config
 from tarsy.errors import InputError
 from tarsy.http.request import HttpRequest
-from tarsy.intake.ingest import handle, parse_submission, status_url, validation_details
+from tarsy.intake.ingest import handle
+from tarsy.intake.sources.api import parse_submission, status_url, validation_details
 from tarsy.models import AlertSubmission, Session, StepMessage
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings

@@ -32,9 +32,9 @@ def install(root: Path, version: str) -> None:
 
 def test_the_project_pins_this_platforms_binary_exactly() -> None:
     assert platform_package() == "kubernetes-mcp-server-linux-amd64"
-    assert pinned_version(ROOT) == "0.0.67"
+    assert pinned_version(ROOT) == "0.0.66"
     lock = json.loads((ROOT / "package-lock.json").read_text())
-    assert lock["packages"][f"node_modules/{platform_package()}"]["version"] == "0.0.67"
+    assert lock["packages"][f"node_modules/{platform_package()}"]["version"] == "0.0.66"
 
 
 def test_a_range_or_a_missing_pin_is_refused(tmp_path: Path) -> None:

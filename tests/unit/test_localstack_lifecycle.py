@@ -358,6 +358,84 @@ def test_a_second_up_keeps_the_running_stack_its_sessions_and_its_key(
     assert load_stack(state_dir) == running
 
 
+def _second_up(
+    state_dir: Path, config: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[StackOptions]:
+    """Run ``make up CONFIG=config`` over the stack saved in ``state_dir``; return the restarts."""
+    restarted: list[StackOptions] = []
+
+    def restart(options: StackOptions) -> Stack:
+        restarted.append(options)
+        return fake_stack([])
+
+    monkeypatch.setattr(localstack, "_start", restart)
+    assert localstack.main(["--state-dir", str(state_dir), "up", "--config", str(config)]) == 0
+    return restarted
+
+
+def test_a_second_up_with_another_config_restarts_the_stack_and_says_why(
+    sleepers: list[ProcessInfo],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    state_dir = tmp_path / ".local"
+    save_stack(fake_stack(sleepers), state_dir)
+    config = tmp_path / "mine.yaml"
+    config.write_text("defaults: {max_iterations: 7}\n")
+
+    [options] = _second_up(state_dir, config, monkeypatch)
+
+    assert options.config_path == config
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"restarting the local stack: it runs the built-in configuration only, not {config}" in (
+        err
+    )
+
+
+def test_a_second_up_with_the_same_unchanged_config_keeps_the_stack_and_names_it(
+    sleepers: list[ProcessInfo],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    state_dir = tmp_path / ".local"
+    config = tmp_path / "mine.yaml"
+    config.write_text("defaults: {max_iterations: 7}\n")
+    running = fake_stack(sleepers).model_copy(
+        update={"config_path": str(config), "config_digest": stack_module.config_digest(config)}
+    )
+    save_stack(running, state_dir)
+
+    assert _second_up(state_dir, config, monkeypatch) == []
+
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"kept as it is, with its sessions and {config}" in err
+    assert load_stack(state_dir) == running
+
+
+def test_a_second_up_after_the_config_was_edited_restarts_the_stack(
+    sleepers: list[ProcessInfo],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    state_dir = tmp_path / ".local"
+    config = tmp_path / "mine.yaml"
+    config.write_text("defaults: {max_iterations: 7}\n")
+    save_stack(
+        fake_stack(sleepers).model_copy(
+            update={"config_path": str(config), "config_digest": stack_module.config_digest(config)}
+        ),
+        state_dir,
+    )
+    config.write_text("defaults: {max_iterations: 9}\n")
+
+    assert len(_second_up(state_dir, config, monkeypatch)) == 1
+
+    assert f"{config} changed since the stack started" in " ".join(capsys.readouterr().err.split())
+
+
 def test_up_over_a_dead_stack_starts_afresh_with_the_same_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,7 +8,6 @@ from datetime import UTC
 import pytest
 from pydantic import ValidationError
 
-from tarsy.api.session_list import SessionSummary
 from tarsy.models import (
     AgentExecution,
     AlertSubmission,
@@ -23,6 +22,7 @@ from tarsy.models import (
     TokenUsage,
     utcnow,
 )
+from tarsy.persistence.session_list import SessionSummary
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ import pytest
 
 from tarsy.agent.prompts import (
     UNTRUSTED_NOTICE,
+    chat_prompt,
     delimit,
     initial_messages,
     system_prompt,
@@ -130,3 +131,30 @@ def test_initial_messages(agent: ResolvedAgentConfig) -> None:
     assert system.content == system_prompt(agent)
     assert user.content == user_prompt(current, "earlier")
     assert system.tool_calls == [] and user.tool_calls == []
+
+
+def test_the_chat_opening_carries_the_alerts_runbook_between_markers() -> None:
+    opening = chat_prompt(
+        session(runbook="1. check the configmap", status="completed"),
+        "## Analysis Result\n\nbad configmap",
+        "",
+        "why did it restart?",
+    )
+    assert delimit("RUNBOOK", "1. check the configmap") in opening
+    assert opening.index("RUNBOOK") < opening.index("INVESTIGATION") < opening.index("QUESTION")
+    assert "CHAT HISTORY" not in opening
+
+
+def test_the_chat_opening_carries_the_fetched_runbook_not_its_url() -> None:
+    fetched = session(
+        runbook="https://github.com/org/runbooks/crashloop.md",
+        runbook_url="https://github.com/org/runbooks/crashloop.md",
+        runbook_text="Restart the pod only after fixing the config.",
+    )
+    opening = chat_prompt(fetched, "analysis", "Q1: a\nA1: b", "and now?")
+    assert delimit("RUNBOOK", "Restart the pod only after fixing the config.") in opening
+    assert delimit("CHAT HISTORY", "Q1: a\nA1: b") in opening
+
+
+def test_a_chat_without_a_runbook_says_nothing_about_one() -> None:
+    assert "RUNBOOK" not in chat_prompt(session(), "analysis", "", "why?")

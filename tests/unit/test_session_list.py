@@ -7,17 +7,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tarsy.api.session_list import (
+from tarsy.api.session_list import parse_query
+from tarsy.errors import InputError
+from tarsy.models import ExecutionStatus
+from tarsy.persistence.session_list import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     SessionCursor,
     SessionQuery,
     SessionSummary,
     page_of,
-    parse_query,
 )
-from tarsy.errors import InputError
-from tarsy.models import ExecutionStatus
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 

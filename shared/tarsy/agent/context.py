@@ -5,6 +5,13 @@ content sits between ``<!-- Analysis Result START -->`` and ``END`` markers, so
 that markdown in it cannot run into the next part; comment markers inside the
 content are escaped so that it cannot close the block early. Parallel stages
 get a header per agent with its status. Pure functions over stored records.
+
+The formatter is chosen by the stage that reads the context (seed 003): the
+next sequential stage and the chat read :func:`format_stages`, where thinking
+stays internal; a synthesis agent reads :func:`format_synthesis_stage`, each
+agent's whole investigation history (its thinking included) under a header
+naming the agent, its provider, its strategy, its status and its error, after a
+line counting the agents that succeeded.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from typing import Any, assert_never
 
 from pydantic import BaseModel
 
-from tarsy.models import AgentExecution, TimelineEvent, TimelineEventType
+from tarsy.models import AgentExecution, ExecutionStatus, TimelineEvent, TimelineEventType
 
 START_MARKER = "<!-- Analysis Result START -->"
 END_MARKER = "<!-- Analysis Result END -->"
@@ -39,12 +46,20 @@ def tool_label(metadata: Mapping[str, Any]) -> str:
     return f"{server}.{tool}" if server and tool else tool
 
 
-def format_execution(events: Sequence[TimelineEvent]) -> str:
-    """An execution's investigation trail: responses, tool calls and results, the analysis."""
+def format_execution(events: Sequence[TimelineEvent], *, thinking: bool = False) -> str:
+    """An execution's investigation trail: responses, tool calls and results, the analysis.
+
+    Args:
+        events: the execution's timeline, in order.
+        thinking: include the model's thinking (for a synthesis agent, which weighs
+            how each agent reasoned; the next stage reads conclusions only).
+    """
     lines: list[str] = []
     for event in events:
         tool = tool_label(event.metadata)
         match event.type:
+            case TimelineEventType.LLM_THINKING if thinking:
+                lines.append(f"### Thinking\n\n{event.content}\n")
             case TimelineEventType.FINAL_ANALYSIS:
                 lines.append(f"## Analysis Result\n\n{event.content}\n")
             case TimelineEventType.LLM_RESPONSE:
@@ -89,3 +104,35 @@ def format_stage(stage_name: str, records: Sequence[ExecutionRecord]) -> str:
 def format_stages(stages: Sequence[tuple[str, Sequence[ExecutionRecord]]]) -> str:
     """All finished stages, in order: the previous-stage context of the next one."""
     return "\n".join(format_stage(name, records) for name, records in stages)
+
+
+def _synthesis_header(number: int, execution: AgentExecution) -> list[str]:
+    """``#### Agent N: name (provider, strategy)``, its status and its error."""
+    lines = [
+        f"#### Agent {number}: {execution.agent} ({execution.provider}, {execution.strategy})",
+        f"**Status**: {execution.status.value}",
+    ]
+    if execution.error is not None:
+        lines.append(f"**Error**: {escape_markers(execution.error.message)}")
+    return [*lines, ""]
+
+
+def format_synthesis_stage(stage_name: str, records: Sequence[ExecutionRecord]) -> str:
+    """A parallel stage's results as a synthesis agent reads them (seed 003's synthesis formatter).
+
+    Every agent, whatever its status, with its provider and strategy and its whole
+    investigation history, thinking included; a failed agent's error is shown, so
+    the synthesis can say which findings are missing and why.
+    """
+    succeeded = sum(r.execution.status is ExecutionStatus.COMPLETED for r in records)
+    parts = [
+        f"### Results from parallel stage '{stage_name}':\n",
+        f"**Parallel Execution Summary**: {succeeded}/{len(records)} agents succeeded\n",
+    ]
+    for number, record in enumerate(records, start=1):
+        parts.extend(_synthesis_header(number, record.execution))
+        parts.append(START_MARKER)
+        history = format_execution(record.timeline, thinking=True)
+        parts.append(escape_markers(history).rstrip("\n"))
+        parts.append(END_MARKER + "\n")
+    return "\n".join(parts)

@@ -92,6 +92,28 @@ def user_prompt(
     return "\n\n".join(parts)
 
 
+def chat_prompt(session: Session, investigation: str, history: str, question: str) -> str:
+    """Return the opening user message of a follow-up chat question.
+
+    The chat sees what the investigating agents saw (the alert and its runbook)
+    plus what they found, the summary and the earlier questions, all delimited.
+    """
+    parts = [f"Alert type: {session.alert_type}\n\n{delimit('ALERT DATA', session.alert_data)}"]
+    runbook = prompt_runbook(session)
+    if runbook:
+        parts.append("Runbook for this alert:\n" + delimit("RUNBOOK", runbook))
+    parts.append(
+        f"The investigation ({session.status.value}) and its results:\n"
+        + delimit("INVESTIGATION", investigation)
+    )
+    if session.executive_summary:
+        parts.append(f"Executive summary:\n{delimit('SUMMARY', session.executive_summary)}")
+    if history:
+        parts.append(f"Earlier questions and answers:\n{delimit('CHAT HISTORY', history)}")
+    parts.append(f"The engineer asks:\n{delimit('QUESTION', question)}")
+    return "\n\n".join(parts)
+
+
 def initial_messages(
     config: ResolvedAgentConfig,
     session: Session,

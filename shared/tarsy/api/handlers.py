@@ -30,8 +30,8 @@ from tarsy.http.request import (
     error_response,
     read_json,
 )
-from tarsy.intake.ingest import status_url
 from tarsy.intake.sessions import new_session
+from tarsy.intake.sources.api import status_url
 from tarsy.models import ExecutionStatus, StepMessage, utcnow
 from tarsy.notify.session_end import on_session_end
 from tarsy.persistence.ports import SessionReader
@@ -381,24 +381,32 @@ async def _act(
     raise InputError(f"no action {action!r}", status=404)
 
 
+async def _scheduled(path: str, request: HttpRequest, deps: Deps) -> HttpResponse:
+    """A Cloud Scheduler job: the sweep (recovery) or the retention pass, apart."""
+    check_sweeper(request.headers, deps.settings)
+    if request.method != "POST":
+        raise InputError("method not allowed", status=405, details={"allow": "POST"})
+    if path == "/sweep":
+        return HttpResponse(status=200, body=(await sweep(deps)).model_dump())
+    stamped = await deps.store.stamp_retention(deps.settings)
+    return HttpResponse(status=200, body=stamped.model_dump())
+
+
 async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
     """Serve one api request.
 
-    Every route but ``/healthz`` and ``/sweep`` is a person's: the proxy's signed
-    header is verified first (401 without a valid one), then the role the route
-    needs is checked (403 naming it) before anything is read or written, and an
-    action that succeeded is recorded on its session with who did it.
+    Every route but ``/healthz`` and the scheduler's (``/sweep``, ``/retention``)
+    is a person's: the proxy's signed header is verified first (401 without a
+    valid one), then the role the route needs is checked (403 naming it) before
+    anything is read or written, and an action that succeeded is recorded on its
+    session with who did it.
     """
     path = request.path.rstrip("/") or "/"
     if path == "/healthz":
         return HttpResponse(status=200, body={"status": "ok"})
     try:
-        if path == "/sweep":
-            check_sweeper(request.headers, deps.settings)
-            if request.method != "POST":
-                raise InputError("method not allowed", status=405, details={"allow": "POST"})
-            report = await sweep(deps)
-            return HttpResponse(status=200, body=report.model_dump())
+        if path in ("/sweep", "/retention"):
+            return await _scheduled(path, request, deps)
         principal = await authenticate(request.headers, deps.settings)
         if path == "/sessions":
             if request.method != "GET":

@@ -106,7 +106,19 @@ def validate_config(raw: dict[str, Any], source: str) -> TarsyConfig:
     problems = config.reference_errors() or strategy_errors(config) + model_errors(config)
     if problems:
         raise ConfigError(f"invalid configuration in {source}", problems)
+    check_prices(config, source)
     return config
+
+
+def check_prices(config: TarsyConfig, source: str) -> None:
+    """Refuse (``unpriced_models: refuse``) or log every hosted model without a price."""
+    from tarsy.llm.pricing import unpriced_providers
+
+    unpriced = unpriced_providers(config)
+    if unpriced and config.unpriced_models == "refuse":
+        raise ConfigError(f"invalid configuration in {source} (unpriced_models: refuse)", unpriced)
+    for location, message in unpriced:
+        logger.warning("%s: %s: %s", source, location, message)
 
 
 def model_errors(config: TarsyConfig) -> list[tuple[str, str]]:

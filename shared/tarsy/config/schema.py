@@ -481,6 +481,8 @@ class TarsyConfig(_Strict):
     alert_masking: MaskingConfig = Field(default_factory=MaskingConfig)
     # Keyed by model name; the longest key that prefixes a model's name applies.
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
+    # A hosted model with no price: reported at load ("warn") or refused ("refuse").
+    unpriced_models: Literal["warn", "refuse"] = "warn"
     # Native alert sources (POST /alerts/{source}): alert type, dedup window, trust.
     alert_sources: AlertSourcesConfig = Field(default_factory=AlertSourcesConfig)
     # Label rules choosing the chain of an alert no chain claims by type (tarsy.config.routing).

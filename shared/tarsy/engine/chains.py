@@ -24,8 +24,8 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from tarsy.agent.context import ExecutionRecord, format_stage, format_stages
-from tarsy.agent.prompts import delimit, initial_messages, system_prompt
+from tarsy.agent.context import ExecutionRecord, format_stages, format_synthesis_stage
+from tarsy.agent.prompts import chat_prompt, delimit, initial_messages, system_prompt
 from tarsy.agent.scoring import JudgeInput, TimelineItem, build_judge_prompt
 from tarsy.app import Deps
 from tarsy.engine import gathering, progression, transitions
@@ -315,7 +315,7 @@ async def _start_synthesis(
         ExecutionRecord(execution=e, timeline=await deps.store.list_timeline(e.execution_id))
         for e in executions
     ]
-    results = format_stage(name, records)
+    results = format_synthesis_stage(name, records)
     opening = [
         ConversationMessage(role="system", content=system_prompt(resolved)),
         ConversationMessage(
@@ -453,20 +453,10 @@ async def start_chat(session: Session, question: str, deps: Deps) -> AgentExecut
         )
     number = len(chats)
     context = await previous_context(session, len(chain.stages), deps)
-    parts = [
-        f"Alert type: {session.alert_type}\n\n{delimit('ALERT DATA', session.alert_data)}",
-        f"The investigation ({session.status.value}) and its results:\n"
-        + delimit("INVESTIGATION", context),
-    ]
-    if session.executive_summary:
-        parts.append(f"Executive summary:\n{delimit('SUMMARY', session.executive_summary)}")
-    if chats:
-        history = await chat_history(chats, deps)
-        parts.append(f"Earlier questions and answers:\n{delimit('CHAT HISTORY', history)}")
-    parts.append(f"The engineer asks:\n{delimit('QUESTION', question)}")
+    history = await chat_history(chats, deps) if chats else ""
     opening = [
         ConversationMessage(role="system", content=system_prompt(resolved)),
-        ConversationMessage(role="user", content="\n\n".join(parts)),
+        ConversationMessage(role="user", content=chat_prompt(session, context, history, question)),
     ]
     execution = new_execution(
         session, CHAT_STAGE, number, "chat", resolved,

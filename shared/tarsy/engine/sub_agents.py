@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from tarsy.agent.prompts import delimit, system_prompt
 from tarsy.config.schema import AgentDefinition, ResolvedAgentConfig
-from tarsy.llm.base import LLMResult, ToolDefinition
+from tarsy.llm.base import ToolDefinition
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
@@ -41,6 +41,11 @@ from tarsy.models import (
     TimelineEventType,
     ToolCall,
 )
+
+# Re-exported: what a waiting turn stores is persistence's vocabulary (tarsy.persistence.turns).
+from tarsy.persistence.turns import Dispatch as Dispatch
+from tarsy.persistence.turns import PendingTurn as PendingTurn
+from tarsy.persistence.turns import SubAgentAnswer as SubAgentAnswer
 from tarsy.tools.base import ToolListing, ToolResult, error_result, parse_arguments
 
 MESSAGE_AGENT = "message_agent"
@@ -114,16 +119,6 @@ class MessageAgentArguments(BaseModel):
         if (self.agent_name is None) == (self.conversation_id is None):
             raise ValueError("give either agent_name (a new conversation) or conversation_id")
         return self
-
-
-class Dispatch(BaseModel):
-    """One ``message_agent`` call that goes to a sub-agent."""
-
-    call_id: str
-    agent_name: str
-    conversation_id: str = Field(description="the sub-agent execution's id")
-    message: str
-    new: bool = Field(description="starts the conversation (else a follow-up)")
 
 
 class DispatchPlan(BaseModel):
@@ -293,31 +288,6 @@ def message_event(parent_agent: str, dispatch: Dispatch) -> TimelineEvent:
 
 
 # ─── waiting and answering ────────────────────────────────────────────────────
-
-
-class PendingTurn(BaseModel):
-    """``executions/{eid}/sub_agent_turns/{step}``: a turn that waits for its sub-agents.
-
-    Holds what the turn's next step needs to finish it as if every tool had
-    returned at once: the model's answer and the results of the other calls.
-    """
-
-    step: int
-    result: LLMResult
-    tool_results: list[ToolResult] = Field(default_factory=list)
-    dispatches: list[Dispatch] = Field(default_factory=list)
-
-
-class SubAgentAnswer(BaseModel):
-    """``.../sub_agent_turns/{step}/answers/{call_id}``: a sub-agent's answer to one call."""
-
-    call_id: str
-    conversation_id: str
-    agent_name: str
-    status: ExecutionStatus
-    response: str | None = None
-    error: str | None = None
-    answered_at: datetime
 
 
 def answer_of(execution: AgentExecution, now: datetime) -> SubAgentAnswer:

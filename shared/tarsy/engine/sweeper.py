@@ -11,8 +11,12 @@ lost, the push gave up), its due time passes, and the sweeper:
   stage's fan-in;
 * re-publishes the awaited stage start of a session past its due time;
 * times out sessions past their deadline, with their unfinished executions;
-* retries session-end notifications whose claim ran out (:mod:`tarsy.notify.ledger`);
-* stamps the expiry of finished sessions and their records (:mod:`tarsy.persistence.retention`).
+* retries session-end notifications whose claim ran out (:mod:`tarsy.notify.ledger`).
+
+It never stamps retention: that is a job of its own (``POST /retention``,
+:mod:`tarsy.persistence.retention`), so the loop that recovers steps costs the
+same however many sessions have finished, and a slow stamp never delays a
+recovery.
 
 Each action is idempotent (the step's claim and the deterministic creates
 absorb duplicates), so overlapping sweeps are harmless.
@@ -31,7 +35,6 @@ from tarsy.engine.lifecycle import time_out
 from tarsy.engine.messages import iterate_message, start_stage_message
 from tarsy.models import AgentExecution, StepMessage, utcnow
 from tarsy.notify.session_end import on_session_end, retry_stale
-from tarsy.persistence.retention import RetentionReport, stamp_finished
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +47,6 @@ class SweepReport(BaseModel):
     timed_out: list[str] = Field(default_factory=list, description="session ids")
     notified: list[str] = Field(
         default_factory=list, description="session ids whose end notification was retried"
-    )
-    retention: RetentionReport = Field(
-        default_factory=RetentionReport, description="expiry stamped on finished sessions"
     )
 
 
@@ -95,7 +95,6 @@ async def sweep(deps: Deps, now: datetime | None = None) -> SweepReport:
             await deps.bus.publish(message)
         report.restarted.append(session.session_id)
     report.notified = await retry_stale(deps)
-    report.retention = await stamp_finished(deps.store.client, deps.settings, now)
     if report.republished or report.restarted or report.timed_out:
         logger.warning(
             "sweep: re-published %d steps and %d stage starts, timed out %d sessions",

@@ -2,9 +2,10 @@
 
 Each function takes the record as it was read, refuses a change the lifecycle
 forbids (:class:`~tarsy.errors.IllegalTransitionError`), and returns a typed
-partial update that only :class:`tarsy.persistence.store.Store` turns into Firestore
-fields. No other module writes field names, so the type checker sees every
-status change, and the table of allowed moves below is the whole lifecycle::
+partial update (:mod:`tarsy.persistence.updates`, persistence's vocabulary) that
+only :class:`tarsy.persistence.store.Store` turns into Firestore fields. No other
+module writes field names, so the type checker sees every status change, and the
+table of allowed moves below is the whole lifecycle::
 
     pending ──▶ active ──▶ completed | failed | timed_out | cancelled
                   │  ▲
@@ -21,9 +22,7 @@ execution from step to step.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
 from tarsy.errors import IllegalTransitionError
 from tarsy.models import (
@@ -34,6 +33,11 @@ from tarsy.models import (
     Session,
     SubAgentWait,
 )
+
+# Re-exported: the engine speaks of the updates its transitions return.
+from tarsy.persistence.updates import ExecutionUpdate as ExecutionUpdate
+from tarsy.persistence.updates import SessionUpdate as SessionUpdate
+from tarsy.persistence.updates import StageUpdate as StageUpdate
 
 S = ExecutionStatus
 
@@ -52,71 +56,6 @@ def check_move(what: str, current: ExecutionStatus, target: ExecutionStatus) -> 
     """Raise IllegalTransitionError unless ``current → target`` is in the table."""
     if target not in ALLOWED_MOVES[current]:
         raise IllegalTransitionError(what, current.value, target.value)
-
-
-# ─── typed updates (only the fields set are written) ──────────────────────────
-
-
-class _Update(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    def written(self) -> set[str]:
-        """The names of the fields this update writes (those given explicitly)."""
-        return set(self.model_fields_set)
-
-
-class ExecutionUpdate(_Update):
-    """A partial update of ``executions/{eid}``. ``release_lease`` clears the step lease."""
-
-    status: ExecutionStatus | None = None
-    final_analysis: str | None = None
-    error: ErrorInfo | None = None
-    completed_at: datetime | None = None
-    iteration: int | None = None
-    consecutive_failures: int | None = None
-    max_iterations: int | None = None
-    cancel_requested: bool | None = None
-    due_at: datetime | None = None
-    awaiting: SubAgentWait | None = None
-    parent_tool_call_id: str | None = None
-    parent_step: int | None = None
-    gather_pending: bool | None = None
-    release_lease: bool = False
-
-
-class StageUpdate(_Update):
-    """A partial update of ``sessions/{sid}/stages/{index}``."""
-
-    status: ExecutionStatus | None = None
-    completed_at: datetime | None = None
-    finished_executions: dict[str, str] | None = None
-    synthesis_execution_id: str | None = None
-
-
-class SessionUpdate(_Update):
-    """A partial update of ``sessions/{sid}``."""
-
-    status: ExecutionStatus | None = None
-    current_stage: int | None = None
-    final_analysis: str | None = None
-    executive_summary: str | None = None
-    findings: list[str] | None = None
-    gather: GatherSummary | None = None
-    error: ErrorInfo | None = None
-    cancel_requested: bool | None = None
-    score: int | None = None
-    score_report: dict[str, Any] | None = None
-    score_error: str | None = None
-    deadline: datetime | None = None
-    awaiting_stage: int | None = None
-    due_at: datetime | None = None
-    started_at: datetime | None = None
-    completed_at: datetime | None = None
-    completion_reason: Literal["budget"] | None = None
-    runbook_url: str | None = None
-    runbook_text: str | None = None
-    runbook_error: str | None = None
-    retention_due: datetime | None = None
 
 
 # ─── executions ───────────────────────────────────────────────────────────────

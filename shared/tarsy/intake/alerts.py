@@ -19,6 +19,10 @@ entries; this module turns each into one :class:`AlertOutcome`:
 * ``ignored``: the source's event starts nothing (a PagerDuty acknowledgement,
   an alert beyond the per-notification cap), or a resolution matches no session.
 
+An alert that asks for no deduplication (tarsy's own ``POST /alerts``) is
+``created`` without a claim: its session is written alone, and removed again
+if its start cannot be published.
+
 If the start of a created session cannot be published, that session and its
 claim are deleted again and :class:`PublishFailed` is raised once every
 alert was handled: the route answers 503, and the sender's retry creates the
@@ -46,7 +50,7 @@ from tarsy.intake.sources.config import SourceConfig
 from tarsy.intake.sources.normalized import NormalizedAlert
 from tarsy.log import fields
 from tarsy.models import AlertFingerprint, Session, StepMessage, utcnow
-from tarsy.persistence.store import Store
+from tarsy.persistence.ports import Persistence
 from tarsy.settings import Settings
 from tarsy.tools.masking import Masker
 
@@ -97,18 +101,19 @@ class Intake:
 
     settings: Settings
     config: TarsyConfig
-    store: Store
+    store: Persistence
     bus: Publisher
     clock: Callable[[], datetime] = utcnow
 
     async def take(
-        self, alerts: Sequence[NormalizedAlert], source: SourceConfig
+        self, alerts: Sequence[NormalizedAlert], source: SourceConfig | None
     ) -> list[AlertOutcome]:
         """Handle every alert of one notification; return one outcome each, in order.
 
         Args:
             alerts: The normalized alerts.
-            source: The source's block of ``alert_sources``.
+            source: The source's block of ``alert_sources`` (None for ``POST /alerts``,
+                whose alerts ask for no deduplication).
 
         Returns:
             The outcomes, in the order of ``alerts``.
@@ -125,11 +130,11 @@ class Intake:
                 if failed.is_set():
                     return None  # the bus is down: the sender retries the whole notification
                 if alert.event == "firing":
-                    outcome = await self._fire(alert, source, masker)
+                    outcome = await self._firing(alert, source, masker)
                     if outcome is None:
                         failed.set()
                     return outcome
-                if alert.event == "resolved":
+                if alert.event == "resolved" and source is not None:
                     return await self._resolve(alert, source)
                 return AlertOutcome(
                     fingerprint=alert.fingerprint,
@@ -147,18 +152,34 @@ class Intake:
     # ─── firing ──────────────────────────────────────────────────────────────
 
     def _session(self, alert: NormalizedAlert, masker: Masker) -> Session:
+        text = alert.data_text
+        if text is None:
+            text = json.dumps(alert.data, indent=2, sort_keys=True, ensure_ascii=False)
         return new_session(
             alert_type=alert.alert_type,
-            data_text=json.dumps(alert.data, indent=2, sort_keys=True, ensure_ascii=False),
+            data_text=text,
             data=alert.data,
             config=self.config,
             settings=self.settings,
             now=self.clock(),
             masker=masker,
             runbook=alert.runbook,
-            metadata={"fingerprint": alert.fingerprint},
+            mcp=alert.mcp,
+            metadata=(
+                alert.metadata if alert.metadata is not None else {"fingerprint": alert.fingerprint}
+            ),
             source=alert.source,
         )
+
+    async def _firing(
+        self, alert: NormalizedAlert, source: SourceConfig | None, masker: Masker
+    ) -> AlertOutcome | None:
+        """A claimed, deduplicated session, or (``deduplicate`` off) a session of its own."""
+        if alert.deduplicate and source is not None:
+            return await self._fire(alert, source, masker)
+        session = self._session(alert, masker)
+        await self.store.create_session(session)
+        return await self._start(alert, session)
 
     def _claim(
         self, alert: NormalizedAlert, session: Session, source: SourceConfig
@@ -234,9 +255,13 @@ class Intake:
         try:
             await self.bus.publish(StepMessage(session_id=session.session_id, kind="start_session"))
         except Exception:
-            await self.store.delete_alert_session(session.session_id, alert.dedup_key)
+            if alert.deduplicate:
+                await self.store.delete_alert_session(session.session_id, alert.dedup_key)
+            else:
+                await self.store.delete_session(session.session_id)
             logger.exception(
-                "publishing the start of %s failed; session and claim removed", session.session_id
+                "publishing the start of %s failed; session (and claim) removed",
+                session.session_id,
             )
             return None
         logger.info(

@@ -1,6 +1,7 @@
-"""The native alert-source routes of the ingest function, one per sender.
+"""The alert routes of the ingest function: one door, one receiver per sender.
 
-``POST /alerts`` takes tarsy's own ``{alert_type, data}``; an SRE pointing
+``POST /alerts`` takes tarsy's own ``{alert_type, data}`` (its receiver is
+:mod:`tarsy.intake.sources.api`, answering ``202 {session_id, status_url}``); an SRE pointing
 Alertmanager, Grafana, PagerDuty or AWS SNS at tarsy should not need a
 translator, so each gets a route that takes its body as it is sent:
 
@@ -50,12 +51,14 @@ from tarsy.intake.sessions import queue_unavailable
 from tarsy.intake.sources.normalized import NormalizedAlert
 from tarsy.intake.sources.receiver import ROUTE_PREFIX, AlertReceiver
 from tarsy.intake.sources.registry import receiver_for
-from tarsy.persistence.store import Store
+from tarsy.models import MCPSelection, utcnow
+from tarsy.persistence.ports import Persistence, ToolListCache
 from tarsy.settings import Settings
+from tarsy.tools.selection import fresh_tool_names, selection_problems, servers_to_check
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ROUTE_PREFIX", "error_answer", "handle"]
+__all__ = ["ROUTE_PREFIX", "check_selection", "error_answer", "handle"]
 
 
 def error_answer(error: InputError) -> HttpResponse:
@@ -74,21 +77,44 @@ def error_answer(error: InputError) -> HttpResponse:
     return response
 
 
+async def check_selection(
+    selection: MCPSelection, config: TarsyConfig, store: ToolListCache
+) -> None:
+    """Reject (422, naming each culprit) an ``mcp`` selection the configuration cannot serve.
+
+    Server names are checked against the configuration; tool names against the
+    server's tool list cached in Firestore while it is fresh, read only when the
+    alert names tools. Other tool names are checked by the first step (see
+    :mod:`tarsy.tools.selection`).
+    """
+    named = servers_to_check(selection, config.mcp_servers)
+    cached = await store.get_tool_lists(named) if named else {}
+    known = fresh_tool_names(cached, config.mcp_servers, utcnow())
+    problems = selection_problems(selection, config.mcp_servers, known)
+    if problems:
+        raise InputError(
+            "the alert's mcp selection does not match the configuration",
+            status=422,
+            details=problems,
+        )
+
+
 async def _take(
     intake: Intake, alerts: list[NormalizedAlert], receiver: AlertReceiver, config: TarsyConfig
 ) -> HttpResponse:
     try:
-        outcomes = await intake.take(alerts, config.alert_sources.for_source(receiver.name))
+        outcomes = await intake.take(alerts, receiver.source_config(config.alert_sources))
     except PublishFailed:
         return queue_unavailable()
-    return HttpResponse(
-        status=receiver.success_status,
-        body={"alerts": [outcome.answer() for outcome in outcomes]},
-    )
+    return receiver.answer([outcome.answer() for outcome in outcomes], intake.settings)
 
 
 async def handle(
-    request: HttpRequest, settings: Settings, config: TarsyConfig, store: Store, bus: Publisher
+    request: HttpRequest,
+    settings: Settings,
+    config: TarsyConfig,
+    store: Persistence,
+    bus: Publisher,
 ) -> HttpResponse:
     """Serve one request to a source route.
 
@@ -115,6 +141,10 @@ async def handle(
                 details={"allow": "POST"},
             )
         received = await receiver.receive(request, settings, config.alert_sources)
+        if not isinstance(received, HttpResponse):
+            for alert in received:
+                if alert.mcp is not None:
+                    await check_selection(alert.mcp, config, store)
     except InputError as e:
         logger.info("rejected %s notification: %s %s", receiver.name, e.status, e)
         return error_answer(e)

@@ -1,10 +1,9 @@
 """A new session from an accepted alert, the same whichever way the alert came in.
 
-Design constraint: tarsy's own ``POST /alerts`` and the native senders' routes
-(:mod:`tarsy.intake.routes`) are two doors to one intake; what an accepted
-alert becomes (its chain, its masked data, its deadline, the due time of its
-start) and what a caller hears when the queue is down must not drift between
-them, so both build them here.
+Design constraint: tarsy's own ``POST /alerts`` and the native senders are
+receivers behind one door (:mod:`tarsy.intake.routes`); what an accepted alert
+becomes (its chain, its masked data, its deadline, the due time of its start)
+and what a caller hears when the queue is down are built here, once.
 """
 
 from __future__ import annotations

@@ -52,8 +52,10 @@ class GenerateRequest(BaseModel):
 class Capabilities(BaseModel):
     """What a model can do on its backend (seed 002's ``Supports``), checked before use.
 
-    The flags are what strategies may require; ``context_window`` (tokens, None:
-    unknown) is informational.
+    The flags are what strategies may require; ``context_window`` and
+    ``max_output_tokens`` (tokens, None: unknown) are the model's limits: the
+    window fits requests, and a provider asking for more output than the model
+    writes is refused at configuration load.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -65,6 +67,7 @@ class Capabilities(BaseModel):
     code_execution: bool = False
     structured_output: bool = False
     context_window: int | None = None
+    max_output_tokens: int | None = None
 
 
 # Why a reply ended, the same on every backend: a natural stop, tool calls, the output

@@ -2,7 +2,10 @@
 
 Design constraint: prices are configuration (``pricing:``, keyed by model name
 or prefix), never guessed; a call without a price costs 0, and a self-hosted
-model's records say why rather than looking like a forgotten price.
+model's records say why rather than looking like a forgotten price. A hosted
+model without a price is found when the configuration loads
+(:func:`unpriced_providers`), so a cost budget that could never trip is either
+reported or refused (``unpriced_models``), not discovered on the invoice.
 """
 
 from __future__ import annotations
@@ -32,3 +35,19 @@ def priced(
     if price is None and backend_for(provider.type).self_hosted:
         return 0.0, SELF_HOSTED_NOTE
     return cost_of(price, usage), ""
+
+
+def unpriced_providers(config: TarsyConfig) -> list[tuple[str, str]]:
+    """``(location, message)`` for every provider of a hosted model that has no price."""
+    problems: list[tuple[str, str]] = []
+    for name, provider in sorted(config.llm_providers.items()):
+        if backend_for(provider.type).self_hosted or config.price_for(provider.model):
+            continue
+        problems.append(
+            (
+                f"llm_providers.{name}.model",
+                f"hosted model {provider.model!r} has no price: its calls would cost 0 and "
+                "a session's max_cost_usd could never trip; add it under pricing",
+            )
+        )
+    return problems

@@ -17,13 +17,13 @@ from typing import Any, TypeVar
 from google.cloud import firestore
 from pydantic import BaseModel
 
-from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
     TokenUsage,
 )
 from tarsy.persistence.chunking import CHUNKED_FIELD, CHUNKS, chunk_id, restore, spill
+from tarsy.persistence.updates import ExecutionUpdate, SessionUpdate, StageUpdate
 
 Record = TypeVar("Record", bound=BaseModel)
 

@@ -7,7 +7,6 @@ from datetime import datetime
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from tarsy.engine.sub_agents import PendingTurn, SubAgentAnswer
 from tarsy.models import (
     AgentExecution,
     utcnow,
@@ -20,6 +19,7 @@ from tarsy.persistence._firestore import (
     FirestoreBase,
     document_of,
 )
+from tarsy.persistence.turns import PendingTurn, SubAgentAnswer
 
 
 class SubAgentRecords(FirestoreBase):

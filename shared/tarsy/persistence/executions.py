@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from tarsy.engine.transitions import ExecutionUpdate
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
@@ -30,6 +29,7 @@ from tarsy.persistence._firestore import (
     record_id,
 )
 from tarsy.persistence.progress import ProgressSnapshot
+from tarsy.persistence.updates import ExecutionUpdate
 
 
 class ExecutionRecords(FirestoreBase):

@@ -5,7 +5,9 @@ that turns typed updates into Firestore fields, and it serves every aggregate
 (sessions, stages, executions, their records, alert claims, caches). A caller
 that needs two of its methods names a Protocol here instead of the class, so a
 test can hand it a small fake and a reader sees at once what it touches. The
-Store satisfies every Protocol structurally; mypy checks it where Deps is built.
+engine and the api hold :class:`Persistence` (``Deps.store``): the operations
+they run, and nothing of Firestore (no client, no field names). The Store
+satisfies every Protocol structurally; mypy checks it where Deps is built.
 """
 
 from __future__ import annotations
@@ -14,12 +16,34 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from tarsy.models import AgentExecution, AuditEvent, Session, Stage, TimelineEvent
+from tarsy.llm.base import ToolDefinition
+from tarsy.models import (
+    AgentExecution,
+    AlertFingerprint,
+    AuditEvent,
+    ConversationMessage,
+    Session,
+    Stage,
+    StepMessage,
+    TimelineEvent,
+)
 from tarsy.persistence.progress import ProgressSnapshot, ProgressStore
-from tarsy.persistence.store import Claim
+from tarsy.persistence.retention import RetentionReport
+from tarsy.persistence.session_list import SessionPage, SessionQuery
+from tarsy.persistence.store import Claim, StepCommit, StepState
+from tarsy.persistence.turns import PendingTurn, SubAgentAnswer
+from tarsy.persistence.updates import ExecutionUpdate, SessionUpdate, StageUpdate
+from tarsy.settings import Settings
 from tarsy.tools.base import CachedToolList
 
-__all__ = ["LeaseRenewal", "ProgressStore", "SessionReader", "ToolListCache"]
+__all__ = [
+    "AlertIntake",
+    "LeaseRenewal",
+    "Persistence",
+    "ProgressStore",
+    "SessionReader",
+    "ToolListCache",
+]
 
 
 class LeaseRenewal(Protocol):
@@ -67,4 +91,207 @@ class ToolListCache(Protocol):
 
     async def get_tool_lists(self, servers: Sequence[str]) -> dict[str, CachedToolList]:
         """The cached lists of ``servers`` that exist."""
+        ...
+
+    async def save_tool_list(self, server: str, tools: Sequence[ToolDefinition]) -> None:
+        """Cache a server's tools."""
+        ...
+
+
+class AlertIntake(Protocol):
+    """What intake writes: sessions, with the fingerprint claims that deduplicate alerts."""
+
+    async def create_session(self, session: Session) -> None:
+        """Create the session document (fails if it already exists)."""
+        ...
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a session document, and its chunks, that nothing else refers to yet."""
+        ...
+
+    async def create_alert_session(
+        self,
+        session: Session,
+        dedup_key: str,
+        fingerprint: AlertFingerprint,
+        *,
+        replacing: datetime | None = None,
+    ) -> bool:
+        """Create a session and the fingerprint claim that names it, in one batch."""
+        ...
+
+    async def delete_alert_session(self, session_id: str, dedup_key: str) -> None:
+        """Delete a session nothing refers to yet, its chunks and its claim, in one batch."""
+        ...
+
+    async def alert_fingerprints_for(
+        self, resolve_key: str, limit: int = 50
+    ) -> list[AlertFingerprint]:
+        """The claims of one alert across its firings (``resolve_key``), newest first."""
+        ...
+
+    async def get_alert_fingerprint(
+        self, dedup_key: str
+    ) -> tuple[AlertFingerprint, datetime] | None:
+        """Return a fingerprint claim and its update time (to replace it), or None."""
+        ...
+
+    async def record_alert_resolution(self, session_id: str, resolved_at: datetime) -> bool:
+        """Set a session's ``resolved_at``; False if the session does not exist."""
+        ...
+
+    async def list_timeline_records(self, execution_id: str) -> list[tuple[str, TimelineEvent]]:
+        """Return an execution's timeline in order, each event with its document id."""
+        ...
+
+
+class Persistence(LeaseRenewal, SessionReader, ToolListCache, ProgressStore, AlertIntake, Protocol):
+    """What the engine, the api and intake do with the store (``Deps.store``): operations only."""
+
+    async def claim(
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        until: datetime,
+        read_time: datetime,
+        step: int,
+    ) -> Claim:
+        """Take the lease on an execution for ``step``, unless someone wrote it since we read it."""
+        ...
+
+    async def claim_answered(self, execution_id: str, step: int) -> bool:
+        """Create the marker that every answer is in; True only for the one who created it."""
+        ...
+
+    async def claim_marker(self, session_id: str, index: int, name: str) -> bool:
+        """Create a stage marker; True only for the one caller that created it."""
+        ...
+
+    async def commit_step(self, commit: StepCommit) -> bool:
+        """Apply one step's writes atomically. Returns False if the claim was lost."""
+        ...
+
+    async def create_execution(
+        self,
+        execution: AgentExecution,
+        opening: Sequence[ConversationMessage],
+        timeline: Sequence[TimelineEvent] = (),
+    ) -> bool:
+        """Create an execution with its opening messages (and events); False if it exists."""
+        ...
+
+    async def due_executions(self, now: datetime, limit: int = 100) -> list[AgentExecution]:
+        """Executions whose next step (or fan-in) should have been claimed by now."""
+        ...
+
+    async def due_sessions(self, now: datetime, limit: int = 100) -> list[Session]:
+        """Sessions whose awaited stage start should have run by now."""
+        ...
+
+    async def end_execution(self, execution: AgentExecution, update: ExecutionUpdate) -> None:
+        """Apply a terminal update and write the execution's completion marker, atomically."""
+        ...
+
+    async def finished_agents(self, session_id: str, index: int) -> dict[str, str]:
+        """``{execution_id: status}`` of the stage's agent executions that have finished."""
+        ...
+
+    async def get_pending_turn(self, execution_id: str, step: int) -> PendingTurn | None:
+        """The turn of ``step`` that waits for sub-agents, or None."""
+        ...
+
+    async def get_stage(self, session_id: str, index: int) -> Stage | None:
+        """Return one stage, or None."""
+        ...
+
+    async def get_step_state(
+        self, execution_id: str, session_id: str, tool_servers: Sequence[str] = ()
+    ) -> StepState:
+        """Read an execution, its session, its provider state and cached tool lists."""
+        ...
+
+    async def list_answers(self, execution_id: str, step: int) -> dict[str, SubAgentAnswer]:
+        """The answers the parent's ``step`` has received, by call id."""
+        ...
+
+    async def record_action(self, session_id: str, event: AuditEvent, keys: list[str]) -> None:
+        """Record who did what to a session (its audit document and the list's keys)."""
+        ...
+
+    async def create_reinvestigation(self, session: Session) -> None:
+        """Create a session investigating another's alert again, linked both ways at once."""
+        ...
+
+    async def delete_reinvestigation(self, session: Session) -> None:
+        """Undo :meth:`create_reinvestigation` (its start could not be published)."""
+        ...
+
+    async def list_sessions(self, query: SessionQuery) -> SessionPage:
+        """One page of sessions, newest first, filtered (:mod:`.session_list`)."""
+        ...
+
+    async def list_sub_agents(
+        self, execution_id: str
+    ) -> dict[str, tuple[AgentExecution, datetime]]:
+        """The sub-agent conversations an execution started, with their update times."""
+        ...
+
+    async def load_messages(self, execution_id: str) -> list[ConversationMessage]:
+        """Return the conversation of an execution, in order."""
+        ...
+
+    async def mark_published(self, execution_ids: Sequence[str], step: int) -> None:
+        """Record that the messages for ``step`` of these executions went out (one batch)."""
+        ...
+
+    async def overdue_sessions(self, now: datetime, limit: int = 100) -> list[Session]:
+        """Unfinished sessions past their deadline."""
+        ...
+
+    async def record_answer(self, execution_id: str, step: int, answer: SubAgentAnswer) -> None:
+        """Write a sub-agent's answer to call ``answer.call_id`` of the parent's ``step``."""
+        ...
+
+    async def settle_advance(self, execution_id: str, published: StepMessage) -> None:
+        """After a finished execution's advance went out: record it, and clear its due time."""
+        ...
+
+    async def stamp_retention(
+        self, settings: Settings, now: datetime | None = None
+    ) -> RetentionReport:
+        """Stamp ``expire_at`` on finished sessions due for it (the retention job)."""
+        ...
+
+    async def start_stage(
+        self,
+        session_id: str,
+        stage: Stage,
+        executions: Sequence[AgentExecution],
+        initial_messages: dict[str, list[ConversationMessage]],
+        session: SessionUpdate,
+    ) -> bool:
+        """Create a stage with its executions and their first messages, atomically."""
+        ...
+
+    async def update_execution(self, execution_id: str, update: ExecutionUpdate) -> None:
+        """Apply a typed execution update."""
+        ...
+
+    async def update_executions(
+        self, execution_ids: Sequence[str], update: ExecutionUpdate
+    ) -> None:
+        """Apply one typed update to several executions in one batch."""
+        ...
+
+    async def update_session(self, session_id: str, update: SessionUpdate) -> None:
+        """Apply a typed session update."""
+        ...
+
+    async def update_stage(self, session_id: str, index: int, update: StageUpdate) -> None:
+        """Apply a typed stage update."""
+        ...
+
+    async def was_published(self, execution_id: str, step: int) -> bool:
+        """Whether the message for ``step`` is known to have gone out."""
         ...

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from tarsy.engine.sub_agents import SubAgentAnswer
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
@@ -19,6 +18,7 @@ from tarsy.models import (
     Session,
     TimelineEvent,
 )
+from tarsy.persistence.turns import SubAgentAnswer
 from tarsy.tools.base import CachedToolList
 
 OPENING_STEP = 0  # the records an execution was created with, before any step ran

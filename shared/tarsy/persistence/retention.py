@@ -16,7 +16,9 @@ ended, so no record knows its expiry when it is written. Instead:
 * every terminal transition of a session, and every chat question or re-score
   of a finished one, sets ``retention_due`` on the session document to its
   time (:mod:`tarsy.engine.transitions`, in the same write);
-* the sweeper calls :func:`stamp_finished`, which takes the sessions whose
+* the retention job (Cloud Scheduler → ``POST {api}/retention``, a job of
+  its own: the sweeper that recovers steps never waits on it) calls
+  :func:`stamp_finished`, which takes the sessions whose
   ``retention_due`` has passed (a range on one field, oldest first: indexed
   by default), walks each one's documents and its executions' subtrees with
   recursive queries (so a collection added later is stamped too), and writes
@@ -96,8 +98,8 @@ COLLECTION_GROUPS = frozenset(
     }
 )
 
-# Sessions stamped per sweep: bounds the api request (a session is a few hundred
-# to a few thousand documents); the rest wait for the next sweep.
+# Sessions stamped per pass: bounds the api request (a session is a few hundred
+# to a few thousand documents); the rest wait for the next pass.
 SESSIONS_PER_PASS = 20
 # Firestore takes at most 500 writes in one batch.
 WRITES_PER_BATCH = 450
@@ -191,7 +193,7 @@ async def stamp_finished(
 ) -> RetentionReport:
     """Stamp ``expire_at`` on up to ``limit`` sessions due for it, and on their records.
 
-    Never raises: a failure is logged and the session stays due for the next sweep.
+    Never raises: a failure is logged and the session stays due for the next pass.
     """
     now = now or utcnow()
     when = expire_at(now, settings)
@@ -223,7 +225,7 @@ async def stamp_finished(
             report.documents += 1
             report.stamped.append(session_id)
         except (gexc.FailedPrecondition, gexc.NotFound):
-            logger.info("session %s changed while stamped; again next sweep", session_id)
+            logger.info("session %s changed while stamped; again next pass", session_id)
         except Exception:
             logger.warning(
                 "stamping the expiry of session %s failed", session_id,

@@ -8,14 +8,6 @@ from collections.abc import Sequence
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from tarsy.api.session_list import (
-    SUMMARY_FIELDS,
-    SessionPage,
-    SessionQuery,
-    SessionSummary,
-    page_of,
-)
-from tarsy.engine.transitions import SessionUpdate, StageUpdate
 from tarsy.models import (
     AgentExecution,
     AuditEvent,
@@ -36,6 +28,14 @@ from tarsy.persistence._firestore import (
     firestore_fields,
     record_id,
 )
+from tarsy.persistence.session_list import (
+    SUMMARY_FIELDS,
+    SessionPage,
+    SessionQuery,
+    SessionSummary,
+    page_of,
+)
+from tarsy.persistence.updates import SessionUpdate, StageUpdate
 
 
 class SessionRecords(FirestoreBase):
@@ -67,7 +67,7 @@ class SessionRecords(FirestoreBase):
         await self._session(session_id).update(firestore_fields(update))
 
     async def list_sessions(self, query: SessionQuery) -> SessionPage:
-        """One page of sessions, newest first, filtered (see :mod:`tarsy.api.session_list`).
+        """One page of sessions, newest first, filtered (see :mod:`tarsy.persistence.session_list`).
 
         Reads only the summary fields (a projection), one more row than the page
         holds to know whether a next page exists. Each equality filter has a

@@ -18,8 +18,6 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from pydantic import BaseModel, Field
 
-from tarsy.engine.sub_agents import PendingTurn
-from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
 from tarsy.errors import LeaseHeldError
 from tarsy.models import (
     AgentExecution,
@@ -50,6 +48,8 @@ from tarsy.persistence._firestore import (
     record_id,
     usage_increments,
 )
+from tarsy.persistence.turns import PendingTurn
+from tarsy.persistence.updates import ExecutionUpdate, SessionUpdate, StageUpdate
 from tarsy.tools.base import CachedToolList
 
 logger = logging.getLogger(__name__)

@@ -20,6 +20,8 @@ These are contention-free (no transaction holds locks while the LLM runs).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from google.cloud import firestore
 
 from tarsy.persistence._firestore import (
@@ -34,6 +36,7 @@ from tarsy.persistence._firestore import (
 )
 from tarsy.persistence.alerts import AlertRecords
 from tarsy.persistence.recordings import RecordingReads
+from tarsy.persistence.retention import RetentionReport, stamp_finished
 from tarsy.persistence.steps import (
     Claim,
     FollowUp,
@@ -72,6 +75,12 @@ class Store(StepRecords, AlertRecords, SweepQueries, RecordingReads):
     Callers that need a few of its methods name a Protocol of
     :mod:`tarsy.persistence.ports` instead.
     """
+
+    async def stamp_retention(
+        self, settings: Settings, now: datetime | None = None
+    ) -> RetentionReport:
+        """Stamp ``expire_at`` on finished sessions due for it (the retention job)."""
+        return await stamp_finished(self.client, settings, now)
 
 
 _store: Store | None = None

@@ -39,7 +39,7 @@ from tarsy.config.schema import MCPServerConfig, TarsyConfig
 from tarsy.errors import TransientError
 from tarsy.llm.base import ToolDefinition
 from tarsy.models import ToolCall, utcnow
-from tarsy.persistence.store import Store
+from tarsy.persistence.ports import ToolListCache
 from tarsy.secrets import resolve, resolve_all
 from tarsy.settings import Settings
 from tarsy.tools.base import CachedToolList, ToolListing, ToolResult, check_call, error_result
@@ -144,7 +144,7 @@ class MCPToolExecutor:
         self,
         config: TarsyConfig,
         settings: Settings,
-        store: Store,
+        store: ToolListCache,
         *,
         tokens: IdTokenSource | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,

@@ -6,6 +6,7 @@ without loading the templates.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 # The prefix of every browser page on the api function.
@@ -25,3 +26,15 @@ def session_url(api_url: str, session_id: str) -> str:
 def is_web_path(path: str) -> bool:
     """Whether the api's ``path`` is one of the browser routes."""
     return path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
+
+
+# The session segment of an api or page path: /sessions/{id}, /ui/sessions/{id}, /ui/data/...
+_SESSION_SEGMENT = re.compile(r"^(/ui(?:/data)?)?/sessions/[^/]+")
+
+
+def span_route(path: str) -> str:
+    """The route a span is named after: the path, its session id replaced by a placeholder.
+
+    A span name must not carry the session id (one name per route, not per session).
+    """
+    return _SESSION_SEGMENT.sub(r"\1/sessions/{session_id}", path)

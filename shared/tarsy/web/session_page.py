@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tarsy.errors import InputError, NotFoundError
 from tarsy.models import AgentExecution, ExecutionStatus, Session, Stage, TimelineEvent
+from tarsy.persistence.ports import Persistence
 from tarsy.persistence.progress import ProgressSnapshot
-from tarsy.persistence.store import Store
 
 # How the page names the executions that belong to no stage (tarsy.engine.chains' sentinels).
 # Between a sub-agent's parents and itself: a single right-pointing angle quotation mark.
@@ -193,7 +193,7 @@ def new_events(
     return [s for s in shown if s.event_id > seen.last], False
 
 
-async def session_update(store: Store, session_id: str, token: str) -> SessionUpdate:
+async def session_update(store: Persistence, session_id: str, token: str) -> SessionUpdate:
     """Read a session and what its page has not shown yet.
 
     Args:

@@ -20,7 +20,7 @@ from tarsy_dev.demo_cluster.faults import Fault
 
 Manifest = dict[str, Any]
 
-# The tools kubernetes-mcp-server 0.0.67 lists with --read-only --toolsets core (the
+# The tools kubernetes-mcp-server 0.0.66 lists with --read-only --toolsets core (the
 # local stack's flags): what playbooks, tool needs and the scripted models may call.
 TOOL_NAMES: tuple[str, ...] = (
     "events_list",

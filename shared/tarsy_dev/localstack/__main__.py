@@ -36,6 +36,7 @@ from tarsy_dev.localstack.stack import (
     has_real_model,
     load_stack,
     read_user_config,
+    restart_reason,
     start_stack,
     stop_stack,
 )
@@ -193,12 +194,18 @@ def _up(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     env_file = Path(args.state_dir) / "stack.env"
     running = running_stack(options.state_dir)
-    if running is not None:
-        # A second `make up` keeps the stack, its sessions and its key.
-        console.print("[green]the local stack is already up[/]: kept as it is, with its sessions")
+    reason = restart_reason(running, options.config_path) if running is not None else None
+    if running is not None and reason is None:
+        # A second `make up` keeps the stack, its sessions, its key and its configuration.
+        console.print(
+            "[green]the local stack is already up[/]: kept as it is, with its sessions and "
+            f"{running.config_path or 'the built-in configuration only'}"
+        )
         console.print("[dim]to start afresh (sessions lost): make down && make up[/]")
         _banner(running)
     else:
+        if reason is not None:
+            console.print(f"[yellow]restarting the local stack: {escape(reason)}[/]")
         try:
             _banner(_start(options))
         except InputProblem as e:

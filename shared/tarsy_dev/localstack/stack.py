@@ -12,6 +12,7 @@ another process can find or stop it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -133,6 +134,9 @@ class Stack(BaseModel):
     model: str = Field(description="What answers LLM calls, in words, for the banner.")
     processes: list[ProcessInfo]
     config_path: str | None = Field(default=None, description="The user's config, if any.")
+    config_digest: str | None = Field(
+        default=None, description="sha256 of the user's config as the stack started with it."
+    )
     kubeconfig: str | None = Field(
         default=None, description="The demo cluster's kubeconfig (kubectl --kubeconfig ...)."
     )
@@ -158,6 +162,32 @@ class Stack(BaseModel):
             "FIRESTORE_EMULATOR_HOST": self.firestore_host,
             "PUBSUB_EMULATOR_HOST": self.pubsub_host,
         }
+
+
+def config_digest(path: Path | None) -> str | None:
+    """sha256 of the config file's bytes (None without a file, or when it cannot be read)."""
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def restart_reason(running: Stack, wanted: Path | None) -> str | None:
+    """Why a running stack cannot serve the config ``make up`` asks for (None: it can).
+
+    Design constraint: the functions read their config once, at start, so a second
+    ``make up CONFIG=…`` naming another file, or the same file edited since, is only
+    honoured by a restart; without ``CONFIG`` the running stack is kept as it is.
+    """
+    if wanted is None:
+        return None
+    if running.config_path != str(wanted):
+        return f"it runs {running.config_path or 'the built-in configuration only'}, not {wanted}"
+    if running.config_digest != config_digest(wanted):
+        return f"{wanted} changed since the stack started"
+    return None
 
 
 def has_real_model(settings: Settings) -> bool:
@@ -391,6 +421,7 @@ def start_stack(
             model=model,
             processes=started,
             config_path=str(options.config_path) if options.config_path else None,
+            config_digest=config_digest(options.config_path),
             kubeconfig=str(kubeconfig) if kubeconfig else None,
             signin_url=signin_url,
             signin_key=str(signin_key),

@@ -10,7 +10,6 @@ from typing import Any, cast
 
 import pytest
 
-from tarsy.api.session_list import SessionPage, SessionQuery, SessionSummary
 from tarsy.app import Deps
 from tarsy.http.request import HttpRequest
 from tarsy.models import (
@@ -24,6 +23,7 @@ from tarsy.models import (
     utcnow,
 )
 from tarsy.persistence.progress import ProgressSnapshot
+from tarsy.persistence.session_list import SessionPage, SessionQuery, SessionSummary
 from tarsy.persistence.store import Store
 from tarsy.web.links import session_url
 from tarsy.web.pages import CONTENT_SECURITY_POLICY, WebResponse, handle

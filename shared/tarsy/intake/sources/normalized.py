@@ -9,7 +9,8 @@ alert it carries (TARSy's unit is one session per firing alert), each with:
   is acknowledged and reported with its ``reason`` (a PagerDuty event type
   that starts nothing, a CloudWatch ``INSUFFICIENT_DATA``, an alert beyond the
   per-notification cap).
-* ``fingerprint``: the sender's identity of *this occurrence* — the dedup key.
+* ``fingerprint``: the sender's identity of *this occurrence* — the dedup key
+  (for ``POST /alerts``, which deduplicates nothing, a fresh id per call).
   A redelivery of the same alert carries the same fingerprint.
 * ``alert_key``: the identity of the alert *across its lifecycle*, which is what
   a resolution must be matched against. It equals ``fingerprint`` for every
@@ -30,10 +31,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tarsy.models import MCPSelection
+
 SourceName = Literal["alertmanager", "grafana", "pagerduty", "sns"]
 """The alert sources with their own ingest route."""
 
 SOURCE_NAMES: tuple[SourceName, ...] = ("alertmanager", "grafana", "pagerduty", "sns")
+
+IntakeSource = SourceName | Literal["api"]
+"""Every door into intake: the native senders, and tarsy's own ``POST /alerts`` (``api``)."""
 
 AlertEvent = Literal["firing", "resolved", "ignored"]
 """What a normalized alert asks of the route."""
@@ -58,7 +64,7 @@ class NormalizedAlert(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    source: SourceName
+    source: IntakeSource
     fingerprint: str = Field(min_length=1, description="identity of this occurrence (dedup)")
     alert_key: str = Field(min_length=1, description="identity across firing and resolution")
     event: AlertEvent
@@ -66,6 +72,15 @@ class NormalizedAlert(BaseModel):
     alert_type: str = Field(min_length=1, max_length=200)
     data: dict[str, Any] = Field(description="what the investigation reads about the alert")
     runbook: str | None = None
+    # What only tarsy's own POST /alerts carries (a native sender has none of it):
+    # a chosen set of MCP servers and tools, the caller's metadata (else the
+    # fingerprint is recorded), and the data's text as the caller wrote it.
+    mcp: MCPSelection | None = None
+    metadata: dict[str, Any] | None = None
+    data_text: str | None = None
+    # Native senders repeat an alert until it resolves: claim its fingerprint so that a
+    # repeat names the running session. A POST /alerts is one investigation per call.
+    deduplicate: bool = True
 
     @property
     def dedup_key(self) -> str:

@@ -21,26 +21,42 @@ from tarsy.errors import InputError
 from tarsy.http.json_body import JsonValue
 from tarsy.http.request import HttpRequest, HttpResponse, read_json, required_key
 from tarsy.intake.sources.basic_auth import check_key
-from tarsy.intake.sources.config import AlertSourcesConfig
-from tarsy.intake.sources.normalized import NormalizedAlert, SourceName
+from tarsy.intake.sources.config import AlertSourcesConfig, SourceConfig
+from tarsy.intake.sources.normalized import IntakeSource, NormalizedAlert, SourceName
 from tarsy.settings import Settings
 
 ROUTE_PREFIX = "/alerts/"
 JSON_MEDIA_TYPES = frozenset({"application/json"})
 
 Received = list[NormalizedAlert] | HttpResponse
+AlertOutcomeAnswer = dict[str, str | None]
+"""One alert's entry of a success answer (``fingerprint``, ``session_id``, ``outcome``...)."""
 """A notification's alerts, or the whole answer when it carries none (an SNS confirmation)."""
 
 
 class AlertReceiver(ABC):
     """One native alert source: authenticate, check, parse and normalize what it posts."""
 
-    name: ClassVar[SourceName]
+    name: ClassVar[IntakeSource]
     paths: ClassVar[tuple[str, ...]]
     # What a sender may declare; ``+json`` suffixes count as JSON where JSON is accepted.
     media_types: ClassVar[frozenset[str]] = JSON_MEDIA_TYPES
     # What a taken notification is answered with (Alertmanager's API documents only 200).
     success_status: ClassVar[int] = 202
+
+    def source_config(self, sources: AlertSourcesConfig) -> SourceConfig | None:
+        """The source's block of ``alert_sources`` (None: a source without settings)."""
+        return sources.for_source(self.native_name())
+
+    def native_name(self) -> SourceName:
+        """The name of a native sender (``api`` has no ``alert_sources`` block)."""
+        if self.name == "api":
+            raise ValueError("POST /alerts has no alert_sources block")
+        return self.name
+
+    def answer(self, outcomes: list[AlertOutcomeAnswer], settings: Settings) -> HttpResponse:
+        """The success answer: ``{"alerts": [...]}``, one entry per alert, in order."""
+        return HttpResponse(status=self.success_status, body={"alerts": outcomes})
 
     @abstractmethod
     async def receive(

@@ -11,11 +11,11 @@ from typing import ClassVar
 
 from tarsy.config.schema import LLMProviderConfig, ProviderType
 from tarsy.llm.backends.base import Backend
+from tarsy.llm.backends.families import CLAUDE_FALLBACK, CLAUDE_FAMILIES, lookup
 from tarsy.llm.base import Capabilities, LLMProvider
 from tarsy.settings import Settings
 
 _CLAUDE_MODEL = re.compile(r"^claude-[a-z0-9][a-z0-9.\-]*$")
-CLAUDE_CONTEXT_WINDOW = 200_000
 
 
 class AnthropicBackend(Backend):
@@ -26,8 +26,8 @@ class AnthropicBackend(Backend):
     api_key_env = "ANTHROPIC_API_KEY"
 
     def capabilities(self, config: LLMProviderConfig) -> Capabilities:
-        """Function calling (tool use) on every Claude model."""
-        return Capabilities(function_calling=True, context_window=CLAUDE_CONTEXT_WINDOW)
+        """Tool use on every Claude model; the window and output limit of its family."""
+        return lookup(config.model, CLAUDE_FAMILIES, CLAUDE_FALLBACK)
 
     def model_problem(self, model: str) -> str | None:
         """Anthropic model ids (``claude-sonnet-4-5``); Vertex AI's ``@`` form is vertexai's."""

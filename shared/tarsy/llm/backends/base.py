@@ -95,4 +95,20 @@ class Backend(ABC):
         problem = self.model_problem(config.model)
         if problem is not None:
             problems.append(("model", problem))
-        return problems
+        return problems + output_limit_problems(config, self.capabilities(config))
+
+
+def output_limit_problems(
+    config: LLMProviderConfig, capabilities: Capabilities
+) -> list[tuple[str, str]]:
+    """A ``max_output_tokens`` above what the model writes (the vendor would refuse every call)."""
+    limit = capabilities.max_output_tokens
+    asked = config.max_output_tokens
+    if limit is None or asked is None or asked <= limit:
+        return []
+    return [
+        (
+            "max_output_tokens",
+            f"model {config.model!r} writes at most {limit} output tokens; {asked} was asked",
+        )
+    ]

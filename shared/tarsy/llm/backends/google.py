@@ -22,6 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from tarsy.config.schema import Backend as ClientLibrary
 from tarsy.config.schema import LLMProviderConfig, NativeTool, ProviderType
 from tarsy.llm.backends.base import Backend
+from tarsy.llm.backends.families import (
+    CLAUDE_FALLBACK,
+    CLAUDE_FAMILIES,
+    GEMINI_FALLBACK,
+    GOOGLE_FAMILIES,
+    GOOGLE_UNKNOWN,
+    lookup,
+)
 from tarsy.llm.base import Capabilities, LLMProvider
 from tarsy.llm.partner_models import is_partner_model
 from tarsy.settings import Settings
@@ -39,9 +47,6 @@ _GOOGLE_MODEL = re.compile(
     r"|projects/[^/\s]+/locations/[^/\s]+/endpoints/[a-z0-9\-]+"
     r")$"
 )
-# Model Garden partner models on Vertex AI (``claude-sonnet-4@20250514``).
-GEMINI_CONTEXT_WINDOW = 1_048_576
-CLAUDE_CONTEXT_WINDOW = 200_000
 
 
 class GoogleSettings(BaseModel):
@@ -82,19 +87,23 @@ class GoogleBackend(Backend):
     telemetry_name = PROVIDER_GEMINI
 
     def capabilities(self, config: LLMProviderConfig) -> Capabilities:
-        """google-native: everything Gemini offers; LangChain: streaming and function calls."""
+        """The model's family (:mod:`~tarsy.llm.backends.families`), as the client library allows.
+
+        google-native passes on everything the model offers; LangChain streams text
+        and function calls only. Claude on Vertex AI is Claude's family.
+        """
         if is_partner_model(config.model):
-            return Capabilities(function_calling=True, context_window=CLAUDE_CONTEXT_WINDOW)
+            return lookup(config.model.split("@", 1)[0], CLAUDE_FAMILIES, CLAUDE_FALLBACK)
+        name = config.model.removeprefix("models/")
+        fallback = GEMINI_FALLBACK if name.startswith("gemini-") else GOOGLE_UNKNOWN
+        model = lookup(name.rsplit("/", 1)[-1], GOOGLE_FAMILIES, fallback)
         if config.backend == "google-native":
-            return Capabilities(
-                thinking=True,
-                function_calling=True,
-                native_tools=True,
-                code_execution=True,
-                structured_output=True,
-                context_window=GEMINI_CONTEXT_WINDOW,
-            )
-        return Capabilities(function_calling=True, context_window=GEMINI_CONTEXT_WINDOW)
+            return model
+        return Capabilities(
+            function_calling=model.function_calling,
+            context_window=model.context_window,
+            max_output_tokens=model.max_output_tokens,
+        )
 
     def model_problem(self, model: str) -> str | None:
         """Gemini names; Claude only on Vertex AI through LangChain."""

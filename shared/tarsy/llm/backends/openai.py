@@ -15,24 +15,11 @@ from pydantic import BaseModel, ConfigDict
 
 from tarsy.config.schema import LLMProviderConfig, ProviderType
 from tarsy.llm.backends.base import Backend
+from tarsy.llm.backends.families import OPENAI_FALLBACK, OPENAI_FAMILIES, lookup
 from tarsy.llm.base import Capabilities, LLMProvider
 from tarsy.settings import Settings
 
 _OPENAI_MODEL = re.compile(r"^(?:ft:)?(?:gpt-|chatgpt-|o\d)[A-Za-z0-9.:\-_]*$")
-# Context windows by model-name prefix, longest prefix first (OpenAI's model pages).
-_CONTEXT_WINDOWS = (
-    ("gpt-4.1", 1_047_576),
-    ("gpt-5", 400_000),
-    ("o1", 200_000),
-    ("o3", 200_000),
-    ("o4", 200_000),
-    ("gpt-4o", 128_000),
-)
-
-
-def context_window(model: str, table: tuple[tuple[str, int], ...], default: int) -> int:
-    """The context window of ``model`` from a prefix table (``default`` when none matches)."""
-    return next((size for prefix, size in table if model.startswith(prefix)), default)
 
 
 class OpenAISettings(BaseModel):
@@ -53,11 +40,7 @@ class OpenAIBackend(Backend):
 
     def capabilities(self, config: LLMProviderConfig) -> Capabilities:
         """Function calling and structured output; reasoning text is not exposed by the API."""
-        return Capabilities(
-            function_calling=True,
-            structured_output=True,
-            context_window=context_window(config.model, _CONTEXT_WINDOWS, 128_000),
-        )
+        return lookup(config.model.removeprefix("ft:"), OPENAI_FAMILIES, OPENAI_FALLBACK)
 
     def model_problem(self, model: str) -> str | None:
         """OpenAI model ids (``gpt-4.1``, ``o4-mini``, ``ft:gpt-4o-mini:...``)."""

@@ -11,13 +11,12 @@ from typing import ClassVar
 
 from tarsy.config.schema import LLMProviderConfig, ProviderType
 from tarsy.llm.backends.base import Backend
-from tarsy.llm.backends.openai import context_window
+from tarsy.llm.backends.families import XAI_FALLBACK, XAI_FAMILIES, lookup
 from tarsy.llm.base import Capabilities, LLMProvider
 from tarsy.settings import Settings
 
 XAI_BASE_URL = "https://api.x.ai/v1"
 _XAI_MODEL = re.compile(r"^grok-[a-z0-9][a-z0-9.\-]*$")
-_CONTEXT_WINDOWS = (("grok-4", 256_000), ("grok-3", 131_072))
 
 
 class XAIBackend(Backend):
@@ -30,11 +29,7 @@ class XAIBackend(Backend):
 
     def capabilities(self, config: LLMProviderConfig) -> Capabilities:
         """Function calling and structured output on every Grok chat model."""
-        return Capabilities(
-            function_calling=True,
-            structured_output=True,
-            context_window=context_window(config.model, _CONTEXT_WINDOWS, 131_072),
-        )
+        return lookup(config.model, XAI_FAMILIES, XAI_FALLBACK)
 
     def model_problem(self, model: str) -> str | None:
         """Grok model ids (``grok-4``, ``grok-3-mini``)."""
