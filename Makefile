@@ -11,7 +11,7 @@ SCENARIO ?=
 CONFIG ?=
 
 .PHONY: local-model local-model-down
-.PHONY: help venv browser tools test test-unit test-integration demo up down lint format typecheck bench chaos eval clean
+.PHONY: help venv browser prometheus tools test test-unit test-integration demo up down lint format typecheck bench chaos eval clean
 
 help:
 	@echo "make demo      run one investigation locally (emulators + stand-in model unless GEMINI_API_KEY)"
@@ -42,33 +42,45 @@ $(STAMP): pyproject.toml
 browser:
 	@scripts/install_chromium.sh
 
+# The demo cluster's metrics live in Debian's prometheus (installed once, with apt-get, like
+# chromium); promtool backfills each scenario's history into it (docs/metrics.md).
+prometheus:
+	@scripts/install_prometheus.sh
+
 # kubernetes-mcp-server, the local stack's "kubernetes" MCP server, pinned by package-lock.json;
 # npm ci rewrites node_modules/.package-lock.json, so it runs again only when the lock changes.
 # (The local stack also runs npm ci by itself when the binary is missing.)
 NPM_STAMP := node_modules/.package-lock.json
-tools: $(NPM_STAMP)
+tools: $(NPM_STAMP) prometheus-mcp
 $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# prometheus-mcp-server, the local stack's "prometheus" MCP server, in its own venv from the
+# hash-pinned lock tools/prometheus-mcp/requirements.txt (the local stack also installs it
+# by itself when the lock changed).
+.PHONY: prometheus-mcp
+prometheus-mcp: venv
+	@$(BIN)/python -c "from pathlib import Path; from tarsy_dev.localstack.prometheus_mcp import ensure_installed; ensure_installed(Path('.'), print)"
+
 # pytest exits 5 when it collected nothing: a non-zero exit, so make fails, as CI must.
-test: venv tools infra-check browser
+test: venv tools infra-check browser prometheus
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-unit: venv
 	$(BIN)/python -m pytest -q -m "not integration" $(PYTEST_ARGS)
 
-test-integration: venv tools browser
+test-integration: venv tools browser prometheus
 	$(BIN)/python -m pytest -q -m integration $(PYTEST_ARGS)
 
 # CONFIG=file.yaml (else TARSY_CONFIG_PATH) adds agents, chains and MCP servers; ALERT and
 # CONFIG are checked before anything starts.
 # MODEL=local runs on the local model (make local-model obtains and starts it).
 MODEL ?=
-demo: venv tools
+demo: venv tools prometheus
 	$(BIN)/python -m tarsy_dev.localstack demo $(if $(ALERT),--alert $(ALERT)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL))
 
-up: venv tools
+up: venv tools prometheus
 	$(BIN)/python -m tarsy_dev.localstack up $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL))
 
 # A real open-weights model on this machine, opt-in (never part of `make test`): builds
@@ -113,11 +125,11 @@ chaos: venv
 MODELS ?=
 K ?=
 REPEAT ?=
-eval: venv tools
+eval: venv tools prometheus
 	$(BIN)/tarsy eval $(foreach m,$(MODELS),--model $(m)) $(foreach k,$(K),-k $(k)) $(if $(REPEAT),--repeat $(REPEAT)) $(if $(CONFIG),--config $(CONFIG))
 
 clean: down
-	rm -rf .local build .pytest_cache .mypy_cache .ruff_cache node_modules
+	rm -rf .local build .pytest_cache .mypy_cache .ruff_cache node_modules .venv-prometheus-mcp
 
 # infra-check (terraform fmt, checkov) and package live with the Terraform.
 -include infra/Makefile.include

@@ -5,6 +5,7 @@ locals {
     api            = "${var.name_prefix}-api"
     dead_letter    = "${var.name_prefix}-dead-letter"
     kubernetes_mcp = "${var.name_prefix}-kubernetes-mcp"
+    prometheus_mcp = "${var.name_prefix}-prometheus-mcp"
   }
 
   # Known before the function exists, so the api can name its own URL (sweeper
@@ -103,10 +104,12 @@ locals {
   }
 
   # Not settings: plain values the configuration names ({env: MCP_...}), for the step
-  # function. The built-in "kubernetes" server is the Cloud Run service's /mcp endpoint.
-  config_env = {
-    MCP_KUBERNETES_URL = "${google_cloud_run_v2_service.kubernetes_mcp.uri}/mcp"
-  }
+  # function. The built-in "kubernetes" server is the Cloud Run service's /mcp endpoint,
+  # and so is "prometheus" when var.metrics is set (prometheus_mcp.tf).
+  config_env = merge(
+    { MCP_KUBERNETES_URL = "${google_cloud_run_v2_service.kubernetes_mcp.uri}/mcp" },
+    { for service in google_cloud_run_v2_service.prometheus_mcp : "MCP_PROMETHEUS_URL" => "${service.uri}/mcp" },
+  )
 
   # Not settings: variables that the user's configuration names ({env: MCP_...}, {env: LLM_...}).
   config_secret_env = {

@@ -496,3 +496,92 @@ variable "iap_oauth2_client_secret" {
   default     = ""
   sensitive   = true
 }
+
+# ─── the prometheus MCP server (prometheus_mcp.tf, docs/metrics.md) ───────────
+
+variable "metrics" {
+  description = "Where the built-in \"prometheus\" MCP server reads metrics. null: no metrics server (the metrics chain investigates with the cluster's tools only). managed_project: Google Cloud Managed Service for Prometheus of that project, read with the service's own identity (roles/monitoring.viewer). url: your own Prometheus-compatible endpoint; auth \"bearer\" or \"basic\" (with username) reads the token or password from the <name_prefix>-prometheus-credential secret; org_id sets the X-Scope-OrgID header (Mimir, Cortex); network routes private addresses through Direct VPC egress."
+  type = object({
+    managed_project = optional(string)
+    url             = optional(string)
+    auth            = optional(string, "none")
+    username        = optional(string)
+    org_id          = optional(string)
+    network = optional(object({
+      network    = string
+      subnetwork = string
+    }))
+  })
+  default = null
+
+  validation {
+    condition     = var.metrics == null || ((try(var.metrics.managed_project, null) == null) != (try(var.metrics.url, null) == null))
+    error_message = "metrics: give exactly one of managed_project or url."
+  }
+  validation {
+    condition     = var.metrics == null || contains(["none", "bearer", "basic"], try(var.metrics.auth, "none"))
+    error_message = "metrics.auth: one of none, bearer, basic."
+  }
+  validation {
+    condition     = var.metrics == null || try(var.metrics.auth, "none") != "basic" || try(var.metrics.username, null) != null
+    error_message = "metrics.auth \"basic\" needs metrics.username (the password goes in the <name_prefix>-prometheus-credential secret)."
+  }
+  validation {
+    condition     = var.metrics == null || try(var.metrics.url, null) == null || can(regex("^https?://", var.metrics.url))
+    error_message = "metrics.url: an http(s) URL, e.g. https://prometheus.internal:9090."
+  }
+}
+
+variable "prometheus_mcp_image" {
+  description = "prometheus-mcp-server's image (the version tools/prometheus-mcp/requirements.txt locks: pab1it0/prometheus-mcp-server 1.6.2): its path on prometheus_mcp_registry, pinned by digest. Required when metrics is set."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.prometheus_mcp_image == null || can(regex("^[a-z0-9][a-z0-9._/-]*@sha256:[0-9a-f]{64}$", var.prometheus_mcp_image))
+    error_message = "prometheus_mcp_image: a repository path pinned by digest (path@sha256:<64 hex>), without the registry host."
+  }
+}
+
+variable "prometheus_mcp_registry" {
+  description = "Registry that publishes prometheus_mcp_image; an Artifact Registry remote repository proxies it for Cloud Run."
+  type        = string
+  default     = "https://ghcr.io"
+}
+
+variable "gmp_frontend_image" {
+  description = "Managed Service for Prometheus' query frontend (prometheus-engine/frontend): its path on gmp_frontend_registry, pinned by digest. Required with metrics.managed_project."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.gmp_frontend_image == null || can(regex("^[a-z0-9][a-z0-9._/-]*@sha256:[0-9a-f]{64}$", var.gmp_frontend_image))
+    error_message = "gmp_frontend_image: a repository path pinned by digest (path@sha256:<64 hex>), without the registry host."
+  }
+}
+
+variable "gmp_frontend_registry" {
+  description = "Registry that publishes gmp_frontend_image; an Artifact Registry remote repository proxies it for Cloud Run."
+  type        = string
+  default     = "https://gke.gcr.io"
+}
+
+variable "prometheus_mcp_service" {
+  description = "Size of the prometheus-mcp-server Cloud Run service."
+  type = object({
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    min_instances   = number
+    max_instances   = number
+    concurrency     = number
+  })
+  default = {
+    memory          = "512Mi"
+    cpu             = "1"
+    timeout_seconds = 300
+    min_instances   = 0
+    max_instances   = 5
+    concurrency     = 40
+  }
+}

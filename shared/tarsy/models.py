@@ -166,12 +166,13 @@ class AlertSubmission(_Model):
 class ChainRouting(_Model):
     """Why a session runs its chain (``tarsy.config.routing``), for the people reading it.
 
-    ``by``: a chain claims the alert type (``alert_type``), a rule of
-    ``alert_routes`` matched the alert's labels (``rule``, named in ``rule``), or
-    nothing did (``default``). ``reason`` says it in words.
+    ``by``: a chain claims the alert type (``alert_type``), the alert's source
+    names a chain (``source``: ``alert_sources.<source>.chain``), a rule of
+    ``alert_routes`` matched the alert (``rule``, named in ``rule``), or nothing
+    did (``default``, the chain without tools). ``reason`` says it in words.
     """
 
-    by: Literal["alert_type", "rule", "default"]
+    by: Literal["alert_type", "source", "rule", "default"]
     rule: str | None = None
     reason: str
 

@@ -741,6 +741,8 @@ def routing_line(session: dict[str, Any]) -> str | None:
         return f"routed to {chain} by rule {routing.get('rule')}: {routing.get('reason')}"
     if routing.get("by") == "alert_type":
         return f"routed to {chain} by alert type: {routing.get('reason')}"
+    if routing.get("by") == "source":
+        return f"routed to {chain} by its source: {routing.get('reason')}"
     return f"routed to {chain} (the default chain): {routing.get('reason')}"
 
 

@@ -163,13 +163,17 @@ def test_a_gke_cluster_is_read_with_the_service_identity_through_a_refreshed_tok
 
 def test_the_step_function_gets_the_service_url_under_the_name_the_configuration_reads() -> None:
     config_env = locals_()["config_env"]
-    assert config_env == {
-        "MCP_KUBERNETES_URL": "${google_cloud_run_v2_service.kubernetes_mcp.uri}/mcp"
-    }
+    # The prometheus server's URL joins it only when var.metrics is set (prometheus_mcp.tf).
+    assert config_env == (
+        '${merge({MCP_KUBERNETES_URL = "${google_cloud_run_v2_service.kubernetes_mcp.uri}/mcp"}, '
+        "{for service in google_cloud_run_v2_service.prometheus_mcp : "
+        '"MCP_PROMETHEUS_URL" => "${service.uri}/mcp"})}'
+    )
+    names = set(re.findall(r'"?(MCP_[A-Z_]+)"?\s*(?:=|=>)', config_env))
+    assert names == {"MCP_KUBERNETES_URL", "MCP_PROMETHEUS_URL"}
     # Not a setting (the functions would warn about an unknown TARSY_ variable).
     every_setting = {name for field in Settings.model_fields for name in env_names(field)}
-    assert not set(config_env) & every_setting
-    assert all(name.startswith("MCP_") for name in config_env)
+    assert not names & every_setting
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +197,7 @@ def test_the_deployed_kubernetes_server_is_the_http_service_and_not_a_command(
     assert server.command is None and server.args == []
     assert server.url == SecretRef(env="MCP_KUBERNETES_URL")
     assert server.auth == "google-id-token"
-    assert set(locals_()["config_env"]) == {server.url.env}
+    assert f"{server.url.env} =" in locals_()["config_env"]
 
 
 def test_the_deployed_configuration_names_no_mcp_server_that_runs_development_code(

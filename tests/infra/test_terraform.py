@@ -138,7 +138,10 @@ def strings(value: Any) -> Iterator[str]:
 
 
 def sa_of(expression: str) -> str:
-    match = re.fullmatch(r"\$\{google_service_account\.(\w+)\.(?:email|member|id)\}", expression)
+    # A counted account (prometheus_mcp, only with var.metrics) is named by its one instance.
+    match = re.fullmatch(
+        r"\$\{google_service_account\.(\w+)(?:\[0\])?\.(?:email|member|id)\}", expression
+    )
     assert match, f"not a service account reference: {expression}"
     return match[1]
 
@@ -267,12 +270,20 @@ def test_project_level_roles_are_the_expected_few() -> None:
     assert gke["count"] == "${local.kubernetes_mcp_gke ? 1 : 0}"
     assert (gke["role"], sa_of(gke["member"])) == ("roles/container.viewer", "kubernetes_mcp")
     assert gke["project"] == "${var.gke_cluster.project}"
+    # Only with var.metrics.managed_project: the prometheus MCP server reads metrics.
+    metrics = grants["prometheus_mcp_monitoring_viewer"]
+    assert metrics["count"] == "${local.metrics_managed ? 1 : 0}"
+    assert (metrics["role"], sa_of(metrics["member"])) == (
+        "roles/monitoring.viewer",
+        "prometheus_mcp",
+    )
     assert set(grants) == {
         "firestore_user",
         "step_vertex",
         "build",
         "telemetry",
         "kubernetes_mcp_gke",
+        "prometheus_mcp_monitoring_viewer",
     }
 
 

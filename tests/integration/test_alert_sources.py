@@ -724,3 +724,47 @@ def test_a_real_alertmanager_kube_pod_crash_looping_runs_the_kubernetes_chain_wi
     # does not serve, such as ResourceQuota here: an error result, recorded as evidence).
     assert not [e for e in calls if e["metadata"]["is_error"] and not is_evidence(e)]
     assert view.session.get("final_analysis")
+
+
+METRICS_SCENARIO = "cpu-throttling-latency"
+
+
+def test_a_real_alertmanager_latency_alert_runs_the_metrics_chain_on_the_backfilled_history(
+    alertmanager: Alertmanager, db: firestore.Client, client: TarsyClient, fake_gemini: FakeGemini
+) -> None:
+    """Its generator URL carries the rule's PromQL: the metrics chain, answered by Prometheus."""
+    scenario = load_scenario(METRICS_SCENARIO)
+    fake_gemini.responder = ScenarioStandIn(scenario)
+    data = scenario.alert.data
+    assert isinstance(data, dict)
+    labels: dict[str, str] = data["labels"]
+    alertmanager.amtool(
+        "alert", "add", *(f"{k}={v}" for k, v in labels.items()),
+        f"--annotation=summary={data['annotations']['summary']}",
+        f"--generator-url={data['generatorURL']}",
+    )  # fmt: skip
+    eventually(lambda: len(sessions(db, "alertmanager")) == 1, "the webhook's session")
+    [stored] = sessions(db, "alertmanager")
+    assert (stored["alert_type"], stored["chain_id"]) == ("PricingAPIHighLatency", "metrics")
+    assert stored["routing"] == {
+        "by": "rule",
+        "rule": "metrics-expression",
+        "reason": "the alert has a generatorURL",
+    }
+
+    *_, view = client.watch(stored["session_id"], poll_interval=0.25, timeout=DEADLINE_S * 2)
+    assert view.status is ExecutionStatus.COMPLETED, view.session.get("error")
+    [agent] = [e for e in view.executions if e["role"] == "agent"]
+    assert agent["agent"] == "metrics-investigator"
+    calls = [
+        e
+        for e in agent["timeline"]
+        if e["type"] == "mcp_tool_call" and e["metadata"]["server_name"] == "prometheus"
+    ]
+    metric_steps = [s for s in scenario.playbook.steps if s.tool.startswith("execute_")]
+    assert len(calls) == len(metric_steps)
+    # Each result is the real Prometheus' answer from the scenario's backfilled history.
+    for call, step in zip(calls, metric_steps, strict=True):
+        assert not call["metadata"]["is_error"], call["content"][:2000]
+        missing = [expected for expected in step.expect if expected not in call["content"]]
+        assert not missing, (step.arguments, missing, call["content"][:2000])

@@ -85,3 +85,38 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
     assert report.harness_ok
     assert [(m.model, m.pass_rate) for m in report.models] == [("standin", 100.0), ("sloppy", 0.0)]
     assert [(m.fix_proposed, m.cut_replies) for m in report.models] == [(3, 0), (0, 0)]
+
+
+METRICS_SCENARIOS = ["cpu-throttling-latency", "canary-5xx-by-version", "memory-leak-toward-oom"]
+
+
+def test_the_metrics_scenarios_pass_for_the_standin_and_fail_for_the_sloppy_model(
+    tmp_path: Path,
+) -> None:
+    """The real Prometheus and prometheus-mcp-server answer the metrics tool calls."""
+    settings = Settings()
+    models = resolve_models(["standin", "sloppy"], settings)
+    results = run_evaluation(
+        EvalOptions(
+            root=ROOT, state_dir=tmp_path / "state", scenarios=METRICS_SCENARIOS, models=models
+        ),
+        settings,
+    )
+    assert len(results) == 2 * len(METRICS_SCENARIOS)
+    for result in results:
+        observation, score = result.observation, result.score
+        assert observation.status == "completed", observation.error
+        scenario = load_scenario(observation.scenario)
+        if observation.model == "standin":
+            assert score.passed, (observation.scenario, score.reasons)
+            assert score.fix_proposed, score.fixes
+            # Every playbook call answered, the metrics ones from the backfilled history
+            # (the calls gathered before the model are the session's too, counted apart).
+            own = [c for c in observation.tool_calls if not c.gathered]
+            assert [(c.tool, c.is_error) for c in own] == [
+                (s.tool, s.fails) for s in scenario.playbook.steps
+            ]
+        else:
+            assert not score.passed, observation.scenario
+            assert score.forbidden[0].found
+            assert not score.fix_proposed

@@ -222,7 +222,9 @@ async def test_the_server_lists_the_read_only_core_tools(cluster: Cluster, binar
     assert all(tool.annotations and tool.annotations.read_only_hint for tool in tools)
 
 
-@pytest.mark.parametrize("name", scenario_names())
+# Scenarios with metrics query Prometheus too: tests/integration/test_prometheus.py runs
+# their playbooks through both servers.
+@pytest.mark.parametrize("name", [n for n in scenario_names() if load_scenario(n).metrics is None])
 async def test_every_playbook_step_through_kubernetes_mcp_server(
     cluster: Cluster, binary: Path, name: str
 ) -> None:

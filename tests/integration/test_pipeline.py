@@ -19,7 +19,7 @@ from tarsy_dev.localstack.stack import Stack
 ALERT = {
     "alert_type": "generic",
     # Labels no alert_routes rule matches: the default chain (one call, then the summary).
-    "data": {"labels": {"alertname": "PaymentsApiDown", "service": "payments-api"}},
+    "data": {"labels": {"alertname": "PaymentsApiDown", "team": "payments"}},
     "runbook": "Check the pod's previous logs.",
 }
 WATCH_TIMEOUT_S = 60.0

@@ -211,12 +211,13 @@ async def test_a_session_carries_its_alert_its_runbook_and_its_chain() -> None:
     assert data["externalURL"] == "http://alertmanager.monitoring.svc:9093"
 
 
-async def test_an_unmapped_alert_runs_the_default_chain() -> None:
+async def test_a_grafana_alert_with_a_generator_url_runs_the_metrics_chain() -> None:
     store, bus = MemoryAlertStore(), RecordingBus()
     body = fixture_bytes("grafana_firing.json")
     await run(post("grafana", body, auth_headers("bearer")), store, bus)
     [session] = store.sessions.values()
-    assert (session.alert_type, session.chain_id) == ("HighRequestLatency", "default")
+    assert (session.alert_type, session.chain_id) == ("HighRequestLatency", "metrics")
+    assert session.routing is not None and session.routing.rule == "metrics-expression"
 
 
 async def test_alert_type_comes_from_the_configured_label() -> None:
@@ -641,7 +642,7 @@ async def test_alertmanager_api_posts_create_one_session_per_firing_alert(
     assert (first.source, first.alert_type, first.chain_id) == (
         "alertmanager",
         "HighRequestLatency",
-        "default",
+        "metrics",
     )
     assert first.runbook == "https://runbooks.example.com/checkout/high-latency"
     assert first.metadata == {"fingerprint": "643a98a69832f543"}

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from tarsy.config import load_config
-from tarsy.config.routing import AlertRoute, alert_labels
+from tarsy.config.routing import AlertRoute, alert_fields, alert_labels
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import ConfigError
 from tarsy.intake.alerts import Intake
@@ -59,7 +59,8 @@ def test_an_alert_no_rule_matches_runs_the_default_chain_and_says_why() -> None:
     assert chain == "default"
     assert routing.by == "default" and routing.rule is None
     assert routing.reason == (
-        "no chain lists alert type 'DiskFull' and no alert_routes rule matched"
+        "no chain lists alert type 'DiskFull' and no alert_routes rule matched: "
+        "the default chain (no tools) serves it"
     )
 
 
@@ -100,6 +101,8 @@ def test_user_rules_come_first_and_may_replace_or_turn_off_a_builtin_rule() -> N
         "postgres",
         "kubernetes-resource",
         "kube-prometheus",
+        "metrics-expression",
+        "metrics-service",
     ]
     labels = {"alertname": "PostgresDown", "severity": "critical", "instance": "db-1", "pod": "p"}
     chain, routing = mine.route("PostgresDown", labels)
@@ -125,7 +128,7 @@ def test_user_rules_come_first_and_may_replace_or_turn_off_a_builtin_rule() -> N
             "[{name: r, chain: kubernetes}]",
             "alert_routes.0",
             "Value error, a rule needs at least one of 'match_labels', 'has_labels', "
-            "'has_any_label'",
+            "'has_any_label', 'has_any_field'",
         ),
         (
             "[{name: r, chain: kubernetes, match_labels: {alertname: [Kube]}}]",
@@ -199,5 +202,81 @@ def test_tarsy_show_says_which_rule_chose_the_chain() -> None:
     cli.show_session(view, Console(file=buffer, width=200))
     assert (
         "routed to kubernetes by rule kube-prometheus: alertname 'KubeX' matches 'Kube*'"
+        in buffer.getvalue()
+    )
+
+
+# ─── metrics alerts, sources, fields (issue 32) ───────────────────────────────
+
+
+def test_an_alert_carrying_its_expression_goes_to_the_metrics_chain() -> None:
+    fields = {"generatorURL": "http://prometheus:9090/graph?g0.expr=up+%3D%3D+0"}
+    chain, routing = config().route("TargetDown", {"alertname": "TargetDown"}, fields=fields)
+    assert (chain, routing.rule, routing.reason) == (
+        "metrics",
+        "metrics-expression",
+        "the alert has a generatorURL",
+    )
+
+
+@pytest.mark.parametrize("label", ["service", "job"])
+def test_an_alert_naming_a_service_or_a_job_goes_to_the_metrics_chain(label: str) -> None:
+    labels = {"alertname": "ErrorBudgetBurn", label: "payments-api", "namespace": "checkout"}
+    chain, routing = config().route("ErrorBudgetBurn", labels)
+    assert (chain, routing.rule) == ("metrics", "metrics-service")
+
+
+def test_a_kube_alert_with_a_generator_url_stays_on_the_kubernetes_chain() -> None:
+    fields = {"generatorURL": "http://prometheus:9090/graph?g0.expr=kube_pod"}
+    labels = {"alertname": "KubePodCrashLooping", "pod": "p"}
+    assert config().chain_for("KubePodCrashLooping", labels) == "kubernetes"
+    assert config().route("KubePodCrashLooping", labels, fields=fields)[0] == "kubernetes"
+
+
+def test_a_flat_posted_alert_is_labelled_by_its_own_text_fields() -> None:
+    data = {"service": "payments-api", "p99_seconds": 2.31, "window": "10m"}
+    assert alert_labels(data) == {"service": "payments-api", "window": "10m"}
+    assert alert_fields({"generatorURL": " ", "expr": "up == 0"}) == {"expr": "up == 0"}
+
+
+def test_a_users_source_settings_keep_the_builtin_chain_unless_they_name_another() -> None:
+    secrets = config("alert_sources:\n  pagerduty: {signing_secrets: [pd-secret]}\n")
+    assert secrets.alert_sources.pagerduty.chain == "metrics"
+    assert secrets.alert_sources.pagerduty.signing_secrets == ["pd-secret"]
+    mine = config("alert_sources:\n  sns: {chain: kubernetes}\n")
+    chain, routing = mine.route("AWS/RDS", {}, source="sns")
+    assert (chain, routing.by) == ("kubernetes", "source")
+
+
+def test_a_source_naming_an_unknown_chain_is_a_field_level_error() -> None:
+    with pytest.raises(ConfigError) as raised:
+        config("alert_sources:\n  grafana: {chain: nowhere}\n")
+    assert ("alert_sources.grafana.chain", "unknown chain 'nowhere'") in raised.value.errors
+
+
+def test_a_chain_reached_only_through_a_source_is_not_reported_unreachable() -> None:
+    mine = config(
+        "agent_chains:\n  aws: {stages: [{name: s, agent: investigator}]}\n"
+        "alert_sources:\n  sns: {chain: aws}\n"
+    )
+    assert mine.route("AWS/RDS", {}, source="sns")[0] == "aws"
+
+
+def test_tarsy_show_says_when_the_source_chose_the_chain() -> None:
+    routing = ChainRouting(by="source", reason="alert_sources.sns.chain names 'metrics'")
+    session: dict[str, Any] = {
+        "session_id": "s1",
+        "alert_type": "AWS/RDS",
+        "chain_id": "metrics",
+        "status": "pending",
+        "routing": routing.model_dump(mode="json"),
+    }
+    view = SessionView.model_validate(
+        {"session": session, "stages": [], "executions": [], "timeline": []}
+    )
+    buffer = io.StringIO()
+    cli.show_session(view, Console(file=buffer, width=200))
+    assert (
+        "routed to metrics by its source: alert_sources.sns.chain names 'metrics'"
         in buffer.getvalue()
     )

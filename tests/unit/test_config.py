@@ -83,7 +83,7 @@ def test_builtin_text_is_yaml_with_the_default_chain() -> None:
 
 def test_builtin_loads_with_default_model_from_settings() -> None:
     config = load()
-    assert set(config.agent_chains) == {DEFAULT_CHAIN, "kubernetes"}
+    assert set(config.agent_chains) == {DEFAULT_CHAIN, "kubernetes", "metrics"}
     assert "investigator" in config.agents
     assert config.llm_providers["default"].model == "gemini-2.5-flash"
     assert config.llm_providers["default"].backend == "google-native"
@@ -126,7 +126,7 @@ pricing:
   gemini-2.5-flash: {input_per_million: 9, output_per_million: 9}
 """
     )
-    assert set(config.agent_chains) == {"default", "kubernetes", "kube"}
+    assert set(config.agent_chains) == {"default", "kubernetes", "metrics", "kube"}
     assert {"investigator", "k8s", "metrics"} <= set(config.agents)
     assert set(config.agents) - set(load().agents) == {"k8s", "metrics"}
     assert set(config.llm_providers) == {"default", "gemini-native", "pro", "lc"}

@@ -14,7 +14,13 @@ from tarsy_dev.localstack import __main__ as localstack
 from tarsy_dev.localstack.__main__ import _banner
 from tarsy_dev.localstack.kubernetes_mcp import server_config
 from tarsy_dev.localstack.processes import ProcessInfo
-from tarsy_dev.localstack.stack import Stack, defines_kubernetes, read_user_config, with_kubernetes
+from tarsy_dev.localstack.stack import (
+    Stack,
+    defines_kubernetes,
+    defines_server,
+    read_user_config,
+    with_kubernetes,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -159,3 +165,22 @@ def test_the_banner_prints_a_kubectl_line_to_paste(capsys: pytest.CaptureFixture
     assert "kubectl --kubeconfig /tmp/x/[demo]/kubeconfig get pods -A" in err
     assert "[bold]" not in err
     assert "kubernetes-mcp-server (read-only, stdio)" in err
+
+
+def test_the_banner_names_the_prometheus_the_metrics_tools_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stack = Stack(
+        project_id="p", api_key="k", firestore_host="f", pubsub_host="q",
+        ingest_url="http://i", api_url="http://a", step_url="http://s", steps_topic="t",
+        model="stand-in", processes=[], prometheus_url="http://127.0.0.1:9999",
+    )  # fmt: skip
+    _banner(stack)
+    err = capsys.readouterr().err
+    assert "prometheus-mcp-server (read-only, stdio)" in err
+    assert "http://127.0.0.1:9999/api/v1/query" in err
+
+
+def test_a_users_own_prometheus_server_is_noticed() -> None:
+    assert defines_server({"mcp_servers": {"prometheus": {"url": "https://p/mcp"}}}, "prometheus")
+    assert not defines_server({"mcp_servers": {"kubernetes": {}}}, "prometheus")

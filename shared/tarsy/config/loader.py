@@ -84,6 +84,16 @@ def merge_config(
             merged[key] = {**(base.get(key) or {}), **value}
         elif key in _KEYED_SECTIONS and isinstance(value, dict):
             merged[key] = {**(base.get(key) or {}), **value}
+        elif key == "alert_sources" and isinstance(value, dict):
+            # Per source, key by key: a user's signing_secrets keep the built-in chain.
+            sources = dict(base.get(key) or {})
+            for name, settings in value.items():
+                kept = sources.get(name)
+                if isinstance(kept, dict) and isinstance(settings, dict):
+                    sources[name] = {**kept, **settings}
+                else:
+                    sources[name] = settings
+            merged[key] = sources
         elif key == "alert_routes":
             # The user's rules first; a built-in rule they name is replaced (routing.py).
             merged[key] = merge_routes(base.get(key), value)

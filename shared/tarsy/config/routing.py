@@ -7,18 +7,27 @@ decided in this order, and the session records which step decided it
 (:class:`~tarsy.models.ChainRouting`), so that a person can tell why a chain ran:
 
 1. a chain whose ``alert_types`` lists the alert type (an explicit claim);
-2. the first enabled rule of ``alert_routes`` whose conditions the alert's
-   labels meet: the user's rules first, in their order, then the built-in
-   ones (``builtin.yaml``: the kube-prometheus ``Kube*`` alerts, and any alert
-   naming a ``pod``, ``deployment`` or ``namespace``, go to ``kubernetes``);
-3. the ``default`` chain.
+2. the chain its source's configuration names (``alert_sources.<source>.chain``:
+   a PagerDuty incident or a CloudWatch alarm carries no labels to route by,
+   so the built-in configuration sends both sources to ``metrics``);
+3. the first enabled rule of ``alert_routes`` whose conditions the alert
+   meets: the user's rules first, in their order, then the built-in ones
+   (``builtin.yaml``: the kube-prometheus ``Kube*`` alerts go to
+   ``kubernetes``; an alert with a PromQL expression or a generator URL, or
+   naming a ``service`` or a ``job``, to ``metrics``; any other alert naming a
+   ``pod``, ``deployment`` or ``namespace`` to ``kubernetes``);
+4. the ``default`` chain, which has no tools: the session says that nothing
+   else claimed the alert.
 
 A rule's conditions all hold at once: ``match_labels`` (each label present
 and matching its shell-style pattern, case-sensitive: ``Kube*``,
 ``critical``), ``has_labels`` (each present), ``has_any_label`` (at least
-one present). Labels are the alert's ``labels`` mapping (Alertmanager,
-Grafana, or a ``POST /alerts`` whose ``data`` carries one); an alert without
-labels meets no rule. A user rule with a built-in rule's name replaces it,
+one present), ``has_any_field`` (at least one top-level field of the alert's
+data is non-empty text: ``generatorURL``, ``expr``). Labels are the alert's
+``labels`` mapping (Alertmanager, Grafana, or a ``POST /alerts`` whose
+``data`` carries one); a ``POST /alerts`` whose ``data`` has no ``labels``
+is labelled by its own top-level text fields (``{"service": "payments-api",
+...}`` names a service). A user rule with a built-in rule's name replaces it,
 and ``enabled: false`` turns one off.
 """
 
@@ -48,6 +57,10 @@ class AlertRoute(BaseModel):
     has_any_label: list[str] = Field(
         default_factory=list, description="labels of which at least one must be set"
     )
+    has_any_field: list[str] = Field(
+        default_factory=list,
+        description="top-level fields of the alert's data of which at least one is non-empty text",
+    )
 
     @model_validator(mode="after")
     def _something_to_match(self) -> AlertRoute:
@@ -55,17 +68,21 @@ class AlertRoute(BaseModel):
             return self
         if self.chain is None:
             raise ValueError("an enabled rule needs 'chain'")
-        if not (self.match_labels or self.has_labels or self.has_any_label):
+        if not (self.match_labels or self.has_labels or self.has_any_label or self.has_any_field):
             raise ValueError(
-                "a rule needs at least one of 'match_labels', 'has_labels', 'has_any_label'"
+                "a rule needs at least one of 'match_labels', 'has_labels', 'has_any_label', "
+                "'has_any_field'"
             )
         return self
 
-    def explain(self, labels: Mapping[str, str]) -> str | None:
-        """Why ``labels`` meet this rule, in words; None when they do not.
+    def explain(
+        self, labels: Mapping[str, str], fields: Mapping[str, str] | None = None
+    ) -> str | None:
+        """Why an alert meets this rule, in words; None when it does not.
 
         Args:
             labels: The alert's labels.
+            fields: The non-empty text fields at the top of the alert's data.
 
         Returns:
             E.g. ``alertname 'KubePodCrashLooping' matches 'Kube*'``, or None.
@@ -87,11 +104,20 @@ class AlertRoute(BaseModel):
             if not present:
                 return None
             reasons.append(f"{present[0]} is set")
+        if self.has_any_field:
+            given = fields or {}
+            named = [field for field in self.has_any_field if field in given]
+            if not named:
+                return None
+            reasons.append(f"the alert has a {named[0]}")
         return ", ".join(reasons)
 
 
 def alert_labels(data: object) -> dict[str, str]:
-    """The labels of an alert's data: its ``labels`` mapping's text values, else none.
+    """The labels of an alert's data: its ``labels`` mapping's text values.
+
+    A flat ``POST /alerts`` body (``{"service": "payments-api", "p99_seconds": 2.3}``)
+    has no ``labels``: its own top-level text fields label it.
 
     Args:
         data: The normalized alert's data, or a ``POST /alerts`` payload.
@@ -99,10 +125,28 @@ def alert_labels(data: object) -> dict[str, str]:
     Returns:
         The labels whose values are strings (alert data is untrusted: anything else is dropped).
     """
-    labels = data.get("labels") if isinstance(data, Mapping) else None
+    if not isinstance(data, Mapping):
+        return {}
+    if "labels" not in data:
+        return alert_fields(data)
+    labels = data.get("labels")
     if not isinstance(labels, Mapping):
         return {}
     return {str(k): v for k, v in labels.items() if isinstance(v, str)}
+
+
+def alert_fields(data: object) -> dict[str, str]:
+    """The top-level fields of an alert's data that are non-empty text (``generatorURL``...).
+
+    Args:
+        data: The normalized alert's data, or a ``POST /alerts`` payload.
+
+    Returns:
+        Field name to value; empty for data that is not a mapping.
+    """
+    if not isinstance(data, Mapping):
+        return {}
+    return {str(k): v for k, v in data.items() if isinstance(v, str) and v.strip()}
 
 
 def merge_routes(builtin: Any, user: Any) -> Any:

@@ -24,6 +24,7 @@ from tarsy.evidence.catalog import (
     selection_of,
 )
 from tarsy.intake.sources.config import AlertSourcesConfig
+from tarsy.intake.sources.normalized import SOURCE_NAMES
 from tarsy.models import ChainRouting
 from tarsy.tools.masking import MaskingConfig
 
@@ -507,6 +508,10 @@ class TarsyConfig(_Strict):
         if DEFAULT_CHAIN not in self.agent_chains:
             problems.append(("agent_chains", f"the {DEFAULT_CHAIN!r} chain is required"))
         problems.extend(route_errors(self.alert_routes, self.agent_chains))
+        for name in SOURCE_NAMES:
+            source_chain = self.alert_sources.for_source(name).chain
+            if source_chain is not None and source_chain not in self.agent_chains:
+                problems.append((f"alert_sources.{name}.chain", f"unknown chain {source_chain!r}"))
         problems += self._collector_problems()
         claimed: dict[str, str] = {}
         for chain_id, chain in self.agent_chains.items():
@@ -603,7 +608,9 @@ class TarsyConfig(_Strict):
         """One chain's references; ``claimed`` (alert type → chain) grows as chains are read."""
         where = f"agent_chains.{chain_id}"
         problems: list[tuple[str, str]] = []
-        routed = any(r.enabled and r.chain == chain_id for r in self.alert_routes)
+        routed = any(r.enabled and r.chain == chain_id for r in self.alert_routes) or any(
+            self.alert_sources.for_source(name).chain == chain_id for name in SOURCE_NAMES
+        )
         if not chain.alert_types and chain_id != DEFAULT_CHAIN and not routed:
             problems.append(
                 (f"{where}.alert_types", "the chain matches no alert type and no alert_routes rule")
@@ -674,13 +681,20 @@ class TarsyConfig(_Strict):
         return self.route(alert_type, labels)[0]
 
     def route(
-        self, alert_type: str, labels: Mapping[str, str] | None = None
+        self,
+        alert_type: str,
+        labels: Mapping[str, str] | None = None,
+        *,
+        fields: Mapping[str, str] | None = None,
+        source: str | None = None,
     ) -> tuple[str, ChainRouting]:
-        """The chain of an alert and why: its type's chain, else a label rule, else the default.
+        """The chain of an alert and why (the order is ``tarsy.config.routing``'s).
 
         Args:
             alert_type: The alert's type.
             labels: The alert's labels (``tarsy.config.routing.alert_labels``), if any.
+            fields: Its data's top-level text fields (``tarsy.config.routing.alert_fields``).
+            source: The native source it came through (``alertmanager``...), if any.
 
         Returns:
             The chain id and the routing to record on the session.
@@ -689,11 +703,22 @@ class TarsyConfig(_Strict):
             if alert_type in chain.alert_types:
                 reason = f"chain {chain_id!r} lists alert type {alert_type!r}"
                 return chain_id, ChainRouting(by="alert_type", reason=reason)
+        if source in SOURCE_NAMES:
+            source_chain = self.alert_sources.for_source(source).chain
+            if source_chain is not None:
+                reason = f"alert_sources.{source}.chain names {source_chain!r} for {source} alerts"
+                return source_chain, ChainRouting(by="source", reason=reason)
         for rule in self.alert_routes:
-            why = rule.explain(labels or {})
+            why = rule.explain(labels or {}, fields)
             if why is not None and rule.chain is not None:
                 return rule.chain, ChainRouting(by="rule", rule=rule.name, reason=why)
-        reason = f"no chain lists alert type {alert_type!r} and no alert_routes rule matched"
+        unclaimed = [f"no chain lists alert type {alert_type!r}"]
+        if source in SOURCE_NAMES:
+            unclaimed.append(f"alert_sources.{source} names no chain")
+        reason = (
+            ", ".join(unclaimed)
+            + " and no alert_routes rule matched: the default chain (no tools) serves it"
+        )
         return DEFAULT_CHAIN, ChainRouting(by="default", reason=reason)
 
     def resolve(self, chain_id: str, stage_index: int, agent_index: int) -> ResolvedAgentConfig:

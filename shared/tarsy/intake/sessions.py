@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tarsy import telemetry
-from tarsy.config.routing import alert_labels
+from tarsy.config.routing import alert_fields, alert_labels
 from tarsy.config.schema import TarsyConfig
 from tarsy.http.request import HttpResponse
 from tarsy.models import MCPSelection, Session
@@ -41,10 +41,12 @@ def new_session(
 ) -> Session:
     """The pending session of an accepted alert, its start due by the step due time.
 
-    Its chain is the one the alert's type and labels route it to (``alert_routes``);
-    the session records which rule chose it.
+    Its chain is the one the alert's type, source, labels and fields route it to
+    (``tarsy.config.routing``); the session records what chose it and why.
     """
-    chain_id, routing = config.route(alert_type, alert_labels(data))
+    chain_id, routing = config.route(
+        alert_type, alert_labels(data), fields=alert_fields(data), source=source
+    )
     return Session(
         session_id=str(uuid.uuid4()),
         alert_type=alert_type,

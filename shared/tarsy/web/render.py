@@ -20,6 +20,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from tarsy.web.charts import metric_chart
+
 # What Markdown may produce once sanitized: structure and emphasis, links, no images
 # (the page's policy would block a foreign image anyway), no attributes but a link's.
 _ALLOWED_TAGS = frozenset(
@@ -105,7 +107,12 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        markdown=markdown_html, pretty_json=pretty_json, span=short_span, when=when, cost=cost
+        markdown=markdown_html,
+        pretty_json=pretty_json,
+        span=short_span,
+        when=when,
+        cost=cost,
+        metric_chart=metric_chart,
     )
     return env
 

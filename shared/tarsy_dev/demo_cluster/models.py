@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 from tarsy.models import AlertSubmission
 from tarsy_dev.demo_cluster.facts import Finding, Fix, Forbidden
 from tarsy_dev.demo_cluster.faults import Fault
+from tarsy_dev.demo_cluster.metrics import ScenarioMetrics
 
 Manifest = dict[str, Any]
 
@@ -36,6 +37,17 @@ TOOL_NAMES: tuple[str, ...] = (
     "projects_list",
     "resources_get",
     "resources_list",
+)
+
+# The tools prometheus-mcp-server 1.6.2 lists (the local stack's "prometheus" server, on
+# the scenario's metrics history): what playbooks of scenarios with metrics may call.
+PROMETHEUS_TOOL_NAMES: tuple[str, ...] = (
+    "execute_query",
+    "execute_range_query",
+    "get_metric_metadata",
+    "get_targets",
+    "health_check",
+    "list_metrics",
 )
 
 CLUSTER_SCOPED_KINDS = frozenset(
@@ -352,6 +364,10 @@ class Scenario(_Model):
     faults: list[Fault] = Field(
         default_factory=list, description="API requests that fail, to test how investigations cope."
     )
+    metrics: ScenarioMetrics | None = Field(
+        default=None,
+        description="The metrics history a Prometheus holds (tarsy_dev.demo_cluster.metrics).",
+    )
     expected: Expected
     playbook: Playbook
 
@@ -387,6 +403,9 @@ class Scenario(_Model):
         unproposed = [f.accept for f in self.expected.fix if f.found_in(f.accept) is None]
         if unproposed:
             raise ValueError(f"fixes whose own patterns miss them: {unproposed}")
+        uses_metrics = any(step.tool in PROMETHEUS_TOOL_NAMES for step in self.playbook.steps)
+        if uses_metrics and self.metrics is None:
+            raise ValueError("the playbook queries Prometheus, but the scenario has no metrics")
         for need in self.expected.tools:
             if not any(
                 pattern.matches(step.tool, step.arguments) and not step.fails
@@ -398,6 +417,7 @@ class Scenario(_Model):
 
 
 def _known_tool(value: str) -> str:
-    if value not in TOOL_NAMES:
-        raise ValueError(f"unknown tool {value!r}; tools: {', '.join(TOOL_NAMES)}")
+    if value not in TOOL_NAMES and value not in PROMETHEUS_TOOL_NAMES:
+        known = ", ".join((*TOOL_NAMES, *PROMETHEUS_TOOL_NAMES))
+        raise ValueError(f"unknown tool {value!r}; tools: {known}")
     return value

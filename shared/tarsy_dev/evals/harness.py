@@ -34,7 +34,7 @@ from tarsy.persistence.store import Store
 from tarsy.settings import Settings
 from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
 from tarsy_dev.demo_cluster import TOOL_NAMES, load_scenario, scenario_names
-from tarsy_dev.demo_cluster.models import Scenario
+from tarsy_dev.demo_cluster.models import PROMETHEUS_TOOL_NAMES, Scenario
 from tarsy_dev.evals.judging import judge_session
 from tarsy_dev.evals.observation import (
     RecordFigures,
@@ -46,6 +46,7 @@ from tarsy_dev.evals.observation import (
 from tarsy_dev.evals.scorer import RunScore, score_run
 from tarsy_dev.evals.subjects import LOCAL, ModelUnderTest
 from tarsy_dev.fakes.fake_gemini import FakeGemini
+from tarsy_dev.localstack import prometheus, prometheus_mcp
 from tarsy_dev.localstack.kubernetes_mcp import ensure_installed, server_config
 from tarsy_dev.localstack.local_model import LocalModel, local_config
 from tarsy_dev.localstack.processes import ProcessInfo, stop
@@ -63,7 +64,9 @@ from tarsy_dev.localstack.stack import (
 EVAL_CALL_TIMEOUT_S = 3.0
 RUN_TIMEOUT_S = 300.0
 POLL_INTERVAL_S = 0.25
-JUDGE_TOOLS = tuple(f"kubernetes.{tool}" for tool in TOOL_NAMES)
+JUDGE_TOOLS = tuple(f"kubernetes.{tool}" for tool in TOOL_NAMES) + tuple(
+    f"prometheus.{tool}" for tool in PROMETHEUS_TOOL_NAMES
+)
 
 Progress = Callable[[str], None]
 
@@ -157,12 +160,24 @@ def demo_cluster(state_dir: Path, first: str) -> Iterator[DemoCluster]:
         stop(info)
 
 
-def eval_config(user_config: dict[str, Any], binary: Path, cluster: DemoCluster) -> dict[str, Any]:
-    """The user's config with ``kubernetes`` on the demo cluster, and a short call timeout."""
+def eval_config(
+    user_config: dict[str, Any],
+    binary: Path,
+    cluster: DemoCluster,
+    metrics: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The user's config with ``kubernetes`` on the demo cluster, and a short call timeout.
+
+    ``metrics``, when given, is the ``prometheus`` entry: prometheus-mcp-server on the
+    Prometheus holding every scenario's history (one for the whole evaluation: the
+    scenarios' windows never overlap, so nothing switches with the cluster).
+    """
     server = server_config(
         binary, cluster.kubeconfig, "kubernetes-mcp-server on the demo cluster (evaluation)"
     )
     config = with_kubernetes(user_config, server)
+    if metrics is not None:
+        config["mcp_servers"]["prometheus"] = {**metrics, "call_timeout": EVAL_CALL_TIMEOUT_S}
     config["mcp_servers"]["kubernetes"]["call_timeout"] = EVAL_CALL_TIMEOUT_S
     # One attempt: a scenario's faults (a hang, an error) are what the investigation must
     # cope with; the executor's retries would absorb them (tests/integration/test_mcp_retries.py).
@@ -280,19 +295,29 @@ def run_evaluation(
     user_config = read_user_config(options.config_path)
     scenarios = [load_scenario(name) for name in options.scenarios]
     binary = ensure_installed(options.root, progress)
+    metrics_binary = prometheus_mcp.ensure_installed(options.root, progress)
     results: list[RunResult] = []
     for index, group in enumerate(_groups(options.models)):
         state_dir = options.state_dir / f"stack-{index}"
         with contextlib.ExitStack() as cleanup:
             cluster = cleanup.enter_context(demo_cluster(state_dir, scenarios[0].name))
+            served = prometheus.serve_scenario_metrics(
+                options.root, state_dir, state_dir / "logs", progress
+            )
+            cleanup.callback(stop, served)
+            metrics = prometheus_mcp.server_config(
+                metrics_binary, served.url, "prometheus-mcp-server on the demo cluster's metrics"
+            )
             config_path = state_dir / "eval-config.yaml"
-            config_path.write_text(yaml.safe_dump(eval_config(user_config, binary, cluster)))
+            config_path.write_text(
+                yaml.safe_dump(eval_config(user_config, binary, cluster, metrics))
+            )
             fake: FakeGemini | None = None
             if group[0].scripted:
                 fake = cleanup.enter_context(FakeGemini())
             local = options.local_model if group[0].name == LOCAL else None
             if local is not None:
-                config = eval_config(local_config(local, user_config), binary, cluster)
+                config = eval_config(local_config(local, user_config), binary, cluster, metrics)
                 config_path.write_text(yaml.safe_dump(config))
             stack_options = StackOptions(
                 root=options.root,

@@ -105,6 +105,11 @@ def _banner(stack: Stack) -> None:
             f"demo cluster's Kubernetes API at {demo.url}"
         )
         console.print(f"[bold]kubectl[/] {escape(kubectl_line(stack.kubeconfig))}")
+    if stack.prometheus_url:
+        console.print(
+            f"[bold]mcp[/]     prometheus → prometheus-mcp-server (read-only, stdio) on the "
+            f"scenarios' metrics: PromQL at {stack.prometheus_url}/api/v1/query"
+        )
     console.print(
         f"[bold]firestore[/] {stack.firestore_host} (project {stack.project_id}); "
         f"pubsub {stack.pubsub_host}"

@@ -26,6 +26,7 @@ from google.api_core.exceptions import AlreadyExists
 from pydantic import BaseModel, Field
 
 from tarsy.settings import Settings
+from tarsy_dev.localstack import prometheus, prometheus_mcp
 from tarsy_dev.localstack.emulators import start_firestore, start_pubsub
 from tarsy_dev.localstack.kubernetes_mcp import ensure_installed, server_config
 from tarsy_dev.localstack.processes import (
@@ -148,6 +149,10 @@ class Stack(BaseModel):
     def signin_key_pem(self) -> bytes:
         """The signing key (a local file, mode 0600)."""
         return Path(self.signin_key).read_bytes()
+
+    prometheus_url: str | None = Field(
+        default=None, description="The demo cluster's Prometheus (PromQL on loopback)."
+    )
 
     def client_env(self) -> dict[str, str]:
         """Environment for tools that talk to this stack (the CLI, tests, scripts)."""
@@ -326,11 +331,12 @@ def start_stack(
 
         config_path = options.config_path
         kubeconfig: Path | None = None
+        prometheus_url: str | None = None
         user_config = read_user_config(options.config_path)
         if options.scenario is not None and defines_kubernetes(user_config):
             progress("your config defines the kubernetes MCP server: no demo cluster")
         elif options.scenario is not None:
-            config_path, kubeconfig = _start_demo_cluster(
+            config_path, kubeconfig, prometheus_url = _start_demo_cluster(
                 options, user_config, log_dir, started, progress
             )
 
@@ -426,6 +432,7 @@ def start_stack(
             signin_url=signin_url,
             signin_key=str(signin_key),
             user=options.user,
+            prometheus_url=prometheus_url,
         )
         save_stack(stack, options.state_dir)
         return stack
@@ -441,6 +448,12 @@ def read_user_config(path: Path | None) -> dict[str, Any]:
         return {}
     loaded = yaml.safe_load(path.read_text())
     return dict(loaded) if isinstance(loaded, dict) else {}
+
+
+def defines_server(config: Mapping[str, Any], name: str) -> bool:
+    """Whether the user's config names its own MCP server ``name`` (which then wins)."""
+    servers = config.get("mcp_servers")
+    return isinstance(servers, dict) and name in servers
 
 
 def defines_kubernetes(config: Mapping[str, Any]) -> bool:
@@ -501,11 +514,16 @@ def _start_demo_cluster(
     log_dir: Path,
     started: list[ProcessInfo],
     progress: Progress,
-) -> tuple[Path, Path]:
-    """Serve the scenario's cluster; point "kubernetes" at kubernetes-mcp-server on it.
+) -> tuple[Path, Path, str | None]:
+    """Serve the scenario's cluster and its metrics; point the MCP servers at them.
+
+    "kubernetes" is kubernetes-mcp-server on the cluster's API; "prometheus" is
+    prometheus-mcp-server on a real Prometheus holding every scenario's metrics
+    history (unless the user's config names its own "prometheus").
 
     Returns:
-        The config to give the functions, and the cluster's kubeconfig.
+        The config to give the functions, the cluster's kubeconfig, and the
+        Prometheus URL (None when the user's config brings its own server).
     """
     assert options.scenario is not None
     binary = ensure_installed(options.root, progress)
@@ -517,9 +535,30 @@ def _start_demo_cluster(
         binary, kubeconfig, f"kubernetes-mcp-server on the demo cluster ({options.scenario})"
     )
     config = with_kubernetes(user_config, server)
+    prometheus_url: str | None = None
+    if not defines_server(user_config, "prometheus"):
+        prometheus_url = _start_prometheus(options, config, log_dir, started, progress)
     path = options.state_dir / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path, kubeconfig
+    return path, kubeconfig, prometheus_url
+
+
+def _start_prometheus(
+    options: StackOptions,
+    config: dict[str, Any],
+    log_dir: Path,
+    started: list[ProcessInfo],
+    progress: Progress,
+) -> str:
+    """Backfill the scenarios' metrics into a Prometheus, and name it "prometheus" in config."""
+    binary = prometheus_mcp.ensure_installed(options.root, progress)
+    info = prometheus.serve_scenario_metrics(options.root, options.state_dir, log_dir, progress)
+    started.append(info)
+    servers = config.setdefault("mcp_servers", {})
+    servers["prometheus"] = prometheus_mcp.server_config(
+        binary, info.url, f"prometheus-mcp-server on the demo cluster's Prometheus ({info.url})"
+    )
+    return info.url
 
 
 def _port_open(port: int) -> Callable[[], bool]:

@@ -13,6 +13,23 @@ import pytest
 from tarsy_dev.demo_cluster import load_scenario, scenario_names
 
 CORRECT = {
+    "cpu-throttling-latency": """
+Since the rollout of Deployment revision 18 at 10:12 the pricing-api pods run with a CPU limit of
+500m (it was 2 cores), and the CFS quota throttles them in 56% of periods. Throttling, not the
+code, adds the wait: p99 went from 0.25 s to 2.4 s with the same image. Memory is flat and there
+are no restarts. Undo the revision or raise the limit again.
+""",
+    "canary-5xx-by-version": """
+Only version 3.9.0 fails: the orders-api-canary pod answers half its requests with 500 because
+the customer profiles lack the LOYALTY_TIER field. Version 3.8.2 is at its usual 0.2%; its 502s
+from the payment provider are old background noise and unrelated. Scale the canary to zero.
+""",
+    "memory-leak-toward-oom": """
+The working set of every feed-builder pod climbs in a straight line (about 3.5 MiB/min) while
+requests stay flat, the signature of a leak: the 2.3.0 feed cache never evicts because
+feed_cache_max is not set. feed-builder-7c6b5d4f9-t9k4j already got OOM-killed (exit 137); the
+others are past 90%. Bound the cache or roll back; a bigger limit only delays it.
+""",
     "crashloop-bad-configmap": """
 **Root cause:** someone ran kubectl edit on ConfigMap PAYMENTS-API-CONFIG and set the Database
 Host to payments-db-primary.checkout.svc.cluster.local. There is no such Service, so the new pod
@@ -78,6 +95,9 @@ liveness timeout at 09:52 is unrelated. All other pods are healthy.
 }
 
 WRONG = {
+    "cpu-throttling-latency": "Slow database queries behind pricing-api cause the latency.",
+    "canary-5xx-by-version": "A payment provider outage makes orders-api fail.",
+    "memory-leak-toward-oom": "The node is under memory pressure, so the kubelet evicts pods.",
     "crashloop-bad-configmap": "The payments database is down, so payments-api cannot start.",
     "invoice-red-herring": "The OTel collector outage causes the 500s on invoice creation.",
     "cart-victim-networkpolicy": "Redis is down; restart cart-redis.",

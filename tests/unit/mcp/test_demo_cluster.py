@@ -52,6 +52,9 @@ SCENARIOS = [
     "notifier-self-resolved",
     "marketplace-noisy-namespace",
 ]
+# Scenarios whose alert comes from a Prometheus rule on their metrics history
+# (tests/unit/mcp/test_scenario_metrics.py, tests/integration/test_prometheus.py).
+METRICS_SCENARIOS = ["cpu-throttling-latency", "canary-5xx-by-version", "memory-leak-toward-oom"]
 
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
@@ -88,7 +91,7 @@ def rows(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_scenario_names() -> None:
     assert scenario_names()[0] == DEFAULT_SCENARIO == "crashloop-bad-configmap"
-    assert sorted(scenario_names()) == sorted(SCENARIOS)
+    assert sorted(scenario_names()) == sorted(SCENARIOS + METRICS_SCENARIOS)
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
@@ -401,7 +404,7 @@ def test_cli_help_lists_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--help"])
     out = capsys.readouterr().out
     assert "--kubeconfig" in out and "--switchable" in out
-    for name in SCENARIOS:
+    for name in SCENARIOS + METRICS_SCENARIOS:
         assert name in out
 
 

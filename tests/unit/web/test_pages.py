@@ -15,6 +15,7 @@ from tarsy.http.request import HttpRequest
 from tarsy.models import (
     AgentExecution,
     AuditEvent,
+    ChainRouting,
     ExecutionStatus,
     Session,
     Stage,
@@ -257,6 +258,53 @@ async def test_hostile_alert_tool_and_model_text_render_as_text() -> None:
     assert everything.count("&lt;script&gt;") >= 4
     assert "&lt;img src=x onerror=" in everything
     assert "<h1>Cause</h1>" in update["overview"]
+
+
+async def test_the_header_says_why_the_session_runs_its_chain() -> None:
+    store = hostile_store()
+    session = store.sessions["s-1"]
+    store.sessions["s-1"] = session.model_copy(
+        update={
+            "routing": ChainRouting(
+                by="rule", rule="metrics-service", reason=f"service {SCRIPT!r} is set"
+            )
+        }
+    )
+    update: dict[str, Any] = json.loads((await call(store, get("/ui/data/sessions/s-1"))).body)
+    no_markup_from(update["header"])
+    assert "<dt>routed</dt>" in update["header"]
+    assert "by rule metrics-service: service" in update["header"]
+
+
+async def test_a_metric_tool_result_is_drawn_beside_its_folded_text() -> None:
+    store = hostile_store()
+    result = json.dumps(
+        {
+            "resultType": "matrix",
+            "result": [{"metric": {"pod": IMAGE}, "values": [[1, "0.1"], [61, "0.9"]]}],
+        }
+    )
+    store.timelines["e-1"].append(
+        (
+            "0001-003",
+            TimelineEvent(
+                type=TimelineEventType.MCP_TOOL_CALL,
+                content=result,
+                metadata={
+                    "tool_name": "execute_range_query",
+                    "server_name": "prometheus",
+                    "arguments": {"query": "ratio > 0.5", "start": "a", "end": "b", "step": "1m"},
+                },
+            ),
+        )
+    )
+    update: dict[str, Any] = json.loads((await call(store, get("/ui/data/sessions/s-1"))).body)
+    [html] = [e["html"] for e in update["events"] if "execute_range_query" in e["html"]]
+    no_markup_from(html)
+    assert '<svg class="metric-chart"' in html and '<line class="threshold"' in html
+    assert "<code>ratio &gt; 0.5</code>" in html
+    assert html.index("<svg") < html.index("<details>")  # the chart, then the folded result
+    assert "style=" not in html
 
 
 def test_markdown_keeps_structure_and_drops_active_content() -> None:

@@ -1,10 +1,13 @@
 """The ``alert_sources:`` section of the YAML config: one block per native source.
 
-Each source decides, per deployment, three things the payload cannot:
+Each source decides, per deployment, four things the payload cannot:
 
-* which ``alert_type`` (and so which chain) an alert gets: read from a field of
-  the normalized alert (``alert_type_from``, a dotted path such as
-  ``labels.alertname``) or fixed for the whole route (``alert_type``);
+* which ``alert_type`` an alert gets: read from a field of the normalized
+  alert (``alert_type_from``, a dotted path such as ``labels.alertname``) or
+  fixed for the whole route (``alert_type``);
+* which chain runs its alerts when no chain lists their type (``chain``): a
+  PagerDuty incident or a CloudWatch alarm has no labels for ``alert_routes``
+  to route by (``tarsy.config.routing``);
 * how long a repeat of a finished alert is still a duplicate
   (``dedup_window_seconds``) and whether a resolution cancels a running
   investigation (``cancel_on_resolve``);
@@ -104,6 +107,12 @@ class SourceConfig(_Strict):
     )
     alert_type: AlertTypeName | None = Field(
         default=None, description="a fixed alert type for every alert of this route"
+    )
+    chain: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the chain of this source's alerts that no chain claims by alert type "
+        "(before alert_routes; unset: the rules decide)",
     )
     dedup_window_seconds: int = Field(
         default=3600,
