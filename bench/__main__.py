@@ -53,6 +53,7 @@ from tarsy.models import Session, StepMessage
 from tarsy.persistence.store import Store, get_store
 from tarsy.settings import Settings
 from tarsy.tools.mcp_client import MCPToolExecutor
+from tarsy_dev.client import LocalSignIn
 from tarsy_dev.fakes.bus import RecordingBus
 from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
 from tarsy_dev.localstack.stack import Stack, StackOptions, start_stack, stop_stack
@@ -234,7 +235,9 @@ def bench_orchestration_share(stack: Stack, fake: FakeGemini) -> dict[str, Any]:
     fake.responder = slow_turns
     headers = {"Authorization": f"Bearer {stack.api_key}"}
     alert = {"alert_type": "kubernetes", "data": {"pod": "api-0", "namespace": "shop"}}
-    with httpx.Client(headers=headers, timeout=30) as client:
+    # The api takes a signed-in person (the stack's user), ingest the key.
+    signin = LocalSignIn(stack.signin_key_pem, stack.user)
+    with httpx.Client(headers=headers, auth=signin, timeout=30) as client:
         response = client.post(f"{stack.ingest_url}/alerts", json=alert)
         response.raise_for_status()
         session_id = response.json()["session_id"]
@@ -387,7 +390,9 @@ def bench_end_to_end(stack: Stack) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {stack.api_key}"}
     alert = {"alert_type": "bench", "data": {"pod": "api-0", "reason": "CrashLoop"}}
     durations: list[float] = []
-    with httpx.Client(headers=headers, timeout=30) as client:
+    # The api takes a signed-in person (the stack's user), ingest the key.
+    signin = LocalSignIn(stack.signin_key_pem, stack.user)
+    with httpx.Client(headers=headers, auth=signin, timeout=30) as client:
         for _ in range(1 + E2E_SESSIONS):
             response = client.post(f"{stack.ingest_url}/alerts", json=alert)
             response.raise_for_status()

@@ -51,6 +51,7 @@ locals {
     "published",
     "sub_agent_turns",
     "answers",
+    "audit",
     "chunks",
   ])
 }
@@ -142,6 +143,23 @@ resource "google_firestore_index" "sessions_by_source" {
   fields {
     field_path = "source"
     order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+}
+
+# The session list's "who did what" filter (?actor=, ?action=; tarsy.access.audit):
+# array-contains on audit_keys, newest first.
+resource "google_firestore_index" "sessions_audit_created" {
+  database    = google_firestore_database.main.name
+  collection  = "sessions"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path   = "audit_keys"
+    array_config = "CONTAINS"
   }
   fields {
     field_path = "created_at"

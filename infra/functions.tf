@@ -137,7 +137,6 @@ resource "google_cloudfunctions2_function" "step" {
 }
 
 resource "google_cloudfunctions2_function" "api" {
-  #checkov:skip=CKV_GCP_124:Clients call from anywhere with the API key; /sweep takes only the sweeper's OIDC token, verified by the app.
   name        = local.names.api
   location    = var.region
   description = "TARSy api: sessions, cancel, resume, chat, sweep"
@@ -162,7 +161,7 @@ resource "google_cloudfunctions2_function" "api" {
     min_instance_count               = var.api_function.min_instances
     max_instance_count               = var.api_function.max_instances
     max_instance_request_concurrency = var.api_function.concurrency
-    ingress_settings                 = "ALLOW_ALL"
+    ingress_settings                 = "ALLOW_INTERNAL_AND_GCLB"
     all_traffic_on_latest_revision   = true
     environment_variables            = { for k, v in local.function_env.api : k => v if v != null }
 
@@ -178,7 +177,6 @@ resource "google_cloudfunctions2_function" "api" {
   }
 
   depends_on = [
-    google_secret_manager_secret_iam_member.api_key,
     google_secret_manager_secret_iam_member.slack_bot_token,
     google_project_iam_member.build,
   ]
@@ -221,8 +219,9 @@ resource "google_cloudfunctions2_function" "dead_letter" {
 
 # ─── who may invoke ───────────────────────────────────────────────────────────
 
-# ingest and api are public at the network level; every request must carry the
-# API key (or, for /sweep, the sweeper's OIDC token), checked by the app.
+# ingest alone is public at the network level: alert senders call from anywhere, and
+# every request must carry its source's secret (the API key, PagerDuty's signature,
+# SNS's signature, Grafana's credentials), checked by the app.
 resource "google_cloud_run_v2_service_iam_member" "public_ingest" {
   location = var.region
   name     = google_cloudfunctions2_function.ingest.service_config[0].service
@@ -230,11 +229,21 @@ resource "google_cloud_run_v2_service_iam_member" "public_ingest" {
   member   = "allUsers"
 }
 
-resource "google_cloud_run_v2_service_iam_member" "public_api" {
+# The api is not public: people reach it through the load balancer, whose
+# Identity-Aware Proxy invokes it as its service agent (iap.tf), and Cloud Scheduler
+# calls /sweep with the sweeper's OIDC token.
+resource "google_cloud_run_v2_service_iam_member" "iap_invokes_api" {
   location = var.region
   name     = google_cloudfunctions2_function.api.service_config[0].service
   role     = "roles/run.invoker"
-  member   = "allUsers"
+  member   = google_project_service_identity.iap.member
+}
+
+resource "google_cloud_run_v2_service_iam_member" "sweeper_invokes_api" {
+  location = var.region
+  name     = google_cloudfunctions2_function.api.service_config[0].service
+  role     = "roles/run.invoker"
+  member   = google_service_account.sweeper.member
 }
 
 resource "google_cloud_run_v2_service_iam_member" "push_invokes_step" {

@@ -11,8 +11,9 @@ locals {
   # Known before the function exists, so the api can name its own URL (sweeper
   # audience) without a dependency cycle. 2nd gen functions answer on it too.
   api_url = "https://${var.region}-${var.project_id}.cloudfunctions.net/${local.names.api}"
-  # Where people open a session: status_url in ingest replies, links in Slack.
-  public_api_url = var.public_api_url != "" ? var.public_api_url : local.api_url
+  # Where people open a session (status_url in ingest replies, links in Slack): the
+  # load balancer in front of the api, behind Identity-Aware Proxy (iap.tf).
+  public_api_url = var.public_api_url != "" ? var.public_api_url : "https://${local.api_domain}"
 
   packages = {
     for name in ["ingest", "step", "api"] :
@@ -85,6 +86,10 @@ locals {
       TARSY_LOG_LEVEL             = var.log_level
       TARSY_METRIC_LOGS           = "true"
       TARSY_RETENTION_DAYS        = tostring(var.retention_days)
+
+      # People: Identity-Aware Proxy's signed header, its audience, and the roles (iap.tf).
+      TARSY_IAP_AUDIENCE  = local.iap_audience
+      TARSY_ACCESS_GRANTS = jsonencode(var.access)
     }
   }
 
@@ -94,7 +99,7 @@ locals {
       TARSY_API_KEY                  = google_secret_manager_secret.api_key.secret_id
       TARSY_PAGERDUTY_SIGNING_SECRET = one(google_secret_manager_secret.pagerduty_signing_secret[*].secret_id)
     }
-    api  = { TARSY_API_KEY = google_secret_manager_secret.api_key.secret_id }
+    api  = {}
     step = { GEMINI_API_KEY = one(google_secret_manager_secret.gemini_api_key[*].secret_id) }
   }
 

@@ -65,10 +65,10 @@ resource "google_secret_manager_secret" "config_secret" {
 }
 
 # Accessors: each secret to the functions that read it, and to no one else.
+# Only ingest: the api takes people signed in through Identity-Aware Proxy, never the key.
 resource "google_secret_manager_secret_iam_member" "api_key" {
   for_each = {
     ingest = google_service_account.ingest.member
-    api    = google_service_account.api.member
   }
 
   secret_id = google_secret_manager_secret.api_key.id

@@ -151,7 +151,7 @@ variable "dead_letter_function" {
 # ─── settings the functions read (see shared/tarsy/settings.py) ───────────────
 
 variable "public_api_url" {
-  description = "Base URL clients use for the api (TARSY_PUBLIC_API_URL, status_url in ingest replies). Empty: the api function's cloudfunctions.net URL."
+  description = "Base URL people use for the api (TARSY_PUBLIC_API_URL, status_url in ingest replies, Slack links). Empty: https://<api_domain>, the load balancer behind IAP."
   type        = string
   default     = ""
 }
@@ -453,6 +453,48 @@ variable "gke_token_image" {
   description = "Image of the sidecar that keeps the GKE access token file fresh (needs sh, wget, sed and httpd: busybox), pinned by digest."
   type        = string
   default     = "docker.io/library/busybox@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0"
+}
+
+variable "access" {
+  description = <<-EOT
+    Who may use the api and its pages, by role: viewer (read sessions), responder
+    (also chat, cancel, resume, re-score), admin (everything). Members as IAM writes
+    them: user:EMAIL, serviceAccount:EMAIL or domain:DOMAIN. Each passes Identity-Aware
+    Proxy and holds the highest role listed for them (TARSY_ACCESS_GRANTS).
+  EOT
+  type = object({
+    viewer    = optional(list(string), [])
+    responder = optional(list(string), [])
+    admin     = optional(list(string), [])
+  })
+  default = {}
+
+  validation {
+    condition = alltrue([
+      for m in concat(var.access.viewer, var.access.responder, var.access.admin) :
+      can(regex("^(user|serviceAccount|domain):[^\\s:]+$", m))
+    ])
+    error_message = "Each member is user:EMAIL, serviceAccount:EMAIL or domain:DOMAIN (group: is not supported: IAP's assertion carries no groups)."
+  }
+}
+
+variable "api_domain" {
+  description = "Domain people open the api's pages at (its A record: output api_address). Empty: <address>.sslip.io."
+  type        = string
+  default     = ""
+}
+
+variable "iap_oauth2_client_id" {
+  description = "OAuth client of Identity-Aware Proxy. Empty: the Google-managed client (your organization's users only)."
+  type        = string
+  default     = ""
+}
+
+variable "iap_oauth2_client_secret" {
+  description = "Secret of iap_oauth2_client_id."
+  type        = string
+  default     = ""
+  sensitive   = true
 }
 
 # ─── the prometheus MCP server (prometheus_mcp.tf, docs/metrics.md) ───────────

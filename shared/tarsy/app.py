@@ -13,6 +13,7 @@ import atexit
 import logging
 from dataclasses import dataclass
 
+from tarsy.access.roles import parse_grants
 from tarsy.bus import Publisher, get_bus
 from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
@@ -67,6 +68,8 @@ async def get_deps() -> Deps:
             if _deps is None:
                 settings = get_settings()
                 configure_logging(settings)
+                # Bad grants refuse to start, rather than fail every signed-in request.
+                parse_grants(settings.access_grants)
                 for name in unknown_tarsy_variables():
                     logger.warning("%s is set but no setting reads it (misspelt?)", name)
                 config = load_config(settings)

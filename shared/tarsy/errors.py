@@ -7,7 +7,8 @@
     │   │                           start) or met while stepping (the session fails at once)
     │   └── ToolSelectionError      the alert's ``mcp`` names a tool its server does not list
     ├── InputError                  a caller sent something we reject (maps to 4xx)
-    │   ├── AuthError               401: missing or wrong API key
+    │   ├── AuthError               401: missing or wrong API key, or no verified identity
+    │   ├── ForbiddenError          403: a verified identity without the role an action needs
     │   └── NotFoundError           404: no such session
     ├── ApiError                    the CLI's HTTP call to ingest/api failed
     └── RuntimeFailure              something failed while running a step
@@ -96,6 +97,16 @@ class AuthError(InputError):
     """Missing or wrong credentials."""
 
     status = 401
+
+
+class ForbiddenError(InputError):
+    """A verified identity lacks the role an action needs; ``required_role`` names it."""
+
+    status = 403
+
+    def __init__(self, message: str, *, required_role: str) -> None:
+        super().__init__(message, details={"required_role": required_role})
+        self.required_role = required_role
 
 
 class NotFoundError(InputError):

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
 # ─── statuses ─────────────────────────────────────────────────────────────────
 
@@ -46,6 +46,15 @@ _TERMINAL = frozenset(
 def utcnow() -> datetime:
     """Return the current time, timezone-aware, in UTC."""
     return datetime.now(UTC)
+
+
+# USD, summed as binary floats (Firestore's Increment): 0.1 + 0.2 reads 0.30000000000000004.
+# In JSON a cost is rounded to a ten-billionth of a dollar, far below any price, so
+# what the api serves reads as the decimal it is (0.000424, not 0.00042399999999999995).
+MONEY_DECIMALS = 10
+Money = Annotated[
+    float, PlainSerializer(lambda value: round(value, MONEY_DECIMALS), when_used="json")
+]
 
 
 class _Model(BaseModel):
@@ -211,8 +220,10 @@ class Session(_Model):
     gather: GatherSummary | None = None
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
-    cost: float = 0.0
+    cost: Money = 0.0
     cancel_requested: bool = False
+    # What people did to it, as keys the session list filters on (tarsy.access.audit).
+    audit_keys: list[str] = Field(default_factory=list)
     deadline: datetime | None = None
     # The LLM judge's score (0-100) and its report (tarsy.agent.scoring.SessionScore as a
     # mapping: the four categories with reasons, missing tools); or why scoring failed.
@@ -232,6 +243,10 @@ class Session(_Model):
     # When the alert's own source said it is over (Alertmanager/Grafana "resolved",
     # PagerDuty incident.resolved, CloudWatch OK); the investigation itself goes on.
     resolved_at: datetime | None = None
+    # Investigate again: the session this one runs again (its alert, today's configuration),
+    # and the sessions that ran this one again, newest last. Linked both ways.
+    investigation_of: str | None = None
+    investigated_again_as: list[str] = Field(default_factory=list)
     # Retention (tarsy.persistence.retention): when the sweeper is next to stamp expire_at on the
     # session and every record of it (set as it ends or takes a chat question; None once
     # stamped). Firestore TTL deletes each document after its expire_at.
@@ -307,7 +322,7 @@ class AgentExecution(_Model):
     final_analysis: str | None = None
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
-    cost: float = 0.0
+    cost: Money = 0.0
     created_at: datetime = Field(default_factory=utcnow)
     completed_at: datetime | None = None
     # Sub-agents (seed 004). A sub_agent execution is one conversation: the agent
@@ -373,6 +388,20 @@ class TimelineEvent(_Model):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class AuditEvent(_Model):
+    """``sessions/{sid}/audit/{id}``: one thing a person (or a machine) did to a session.
+
+    Written by the api after the action succeeded, never for a refused one.
+    """
+
+    action: str = Field(description="cancel, cancel_agent, resume, chat or score")
+    actor: str = Field(description="the verified e-mail of who did it")
+    role: str = Field(description="the role they held")
+    target: str | None = Field(default=None, description="the execution it named, if any")
+    detail: str = Field(default="", description="what they asked, for a chat (shortened)")
+    at: datetime = Field(default_factory=utcnow)
+
+
 # ─── interaction records ──────────────────────────────────────────────────────
 
 
@@ -412,7 +441,7 @@ class LLMInteraction(_Model):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     code_executions: list[CodeExecution] = Field(default_factory=list)
     tokens: TokenUsage = Field(default_factory=TokenUsage)
-    cost: float = 0.0
+    cost: Money = 0.0
     duration_ms: float = 0.0
     attempts: int = 1
     # Why the reply ended, in the vendor's words (STOP, length, max_tokens, SAFETY, ...).

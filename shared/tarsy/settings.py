@@ -59,6 +59,35 @@ class Settings(BaseSettings):
         description="Accept unauthenticated requests. For local runs only.",
         json_schema_extra=_used_by("ingest", "api"),
     )
+    iap_audience: str = Field(
+        default="",
+        validation_alias="TARSY_IAP_AUDIENCE",
+        description=(
+            "Audience of Identity-Aware Proxy's signed header (x-goog-iap-jwt-assertion): "
+            "/projects/NUMBER/global/backendServices/ID behind a load balancer. Every api and "
+            "page request must carry a header that verifies against it; empty: none can."
+        ),
+        json_schema_extra=_used_by("api"),
+    )
+    iap_certs_url: str = Field(
+        default="https://www.gstatic.com/iap/verify/public_key",
+        validation_alias="TARSY_IAP_CERTS_URL",
+        description=(
+            "Where the proxy's public keys are published ({key id: PEM}, as google-auth reads "
+            "them); the local stack serves its own signing key's on loopback."
+        ),
+        json_schema_extra=_used_by("api"),
+    )
+    access_grants: str = Field(
+        default="",
+        validation_alias="TARSY_ACCESS_GRANTS",
+        description=(
+            'Roles granted to people: JSON {"viewer": [...], "responder": [...], "admin": '
+            "[...]} of user:EMAIL, serviceAccount:EMAIL or domain:DOMAIN members "
+            "(tarsy.access.roles). Terraform sets it from var.access."
+        ),
+        json_schema_extra=_used_by("api"),
+    )
     public_api_url: str = Field(
         default="",
         validation_alias="TARSY_PUBLIC_API_URL",
@@ -388,3 +417,8 @@ class ClientSettings(BaseSettings):
     ingest_url: str | None = Field(default=None, validation_alias="TARSY_INGEST_URL")
     api_url: str | None = Field(default=None, validation_alias="TARSY_API_URL")
     api_key: SecretStr | None = Field(default=None, validation_alias="TARSY_API_KEY")
+    # Where people open the pages (the local sign-in proxy); default: the api URL.
+    ui_url: str | None = Field(default=None, validation_alias="TARSY_UI_URL")
+    # The local stack's sign-in key, with which the CLI signs its api requests as ``user``.
+    signin_key: str | None = Field(default=None, validation_alias="TARSY_SIGNIN_KEY")
+    user: str | None = Field(default=None, validation_alias="TARSY_USER")

@@ -43,7 +43,7 @@ from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
 from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy.settings import ClientSettings
-from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
 from tarsy_dev.evals.cli import add_arguments as add_eval_arguments
 from tarsy_dev.evals.cli import run as run_eval
 
@@ -75,6 +75,7 @@ CONNECTION_FLAGS = (
     ("--ingest-url", "TARSY_INGEST_URL"),
     ("--api-url", "TARSY_API_URL"),
     ("--api-key", "TARSY_API_KEY"),
+    ("--user", "TARSY_USER"),
 )
 
 _EVENT_STYLE = {
@@ -173,7 +174,8 @@ def _connection_options(*, after_command: bool) -> argparse.ArgumentParser:
     helps = {
         "--ingest-url": "ingest function base URL",
         "--api-url": "api function base URL",
-        "--api-key": "API key (not empty)",
+        "--api-key": "API key, for ingest (not empty)",
+        "--user": "sign in to the local stack's api as this e-mail (its key signs for anyone)",
     }
     for flag, variable in CONNECTION_FLAGS:
         group.add_argument(flag, default=default, help=f"{helps[flag]} [{variable}]")
@@ -230,6 +232,11 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("session_id")
     resume.add_argument("--iterations", type=int, default=None, help="extra iterations")
     resume.add_argument("--watch", action="store_true", help="then watch it to the end")
+    again = command(
+        "again", "investigate a finished session's alert again, with today's configuration"
+    )
+    again.add_argument("session_id")
+    again.add_argument("--watch", action="store_true", help="then watch the new session")
     show = command("show", "print a session")
     show.add_argument("session_id")
     show.add_argument("--json", action="store_true", help="the raw API response")
@@ -247,6 +254,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"rows (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
     )
     listing.add_argument("--cursor", help="the page after the one that printed this cursor")
+    listing.add_argument("--actor", help="only sessions this e-mail acted on (cancel, chat, ...)")
+    listing.add_argument(
+        "--action",
+        choices=["cancel", "cancel_agent", "resume", "chat", "score", "investigate"],
+        help="only sessions someone did this to",
+    )
     listing.add_argument("--json", action="store_true", help="the raw API response")
     replay = command(
         "replay",
@@ -295,6 +308,9 @@ class Connection(NamedTuple):
     ingest_url: str | None
     api_url: str | None
     api_key: str | None
+    user: str | None = None
+    signin_key: str | None = None
+    ui_url: str | None = None
 
 
 def connection(args: argparse.Namespace, settings: ClientSettings) -> Connection:
@@ -310,19 +326,34 @@ def connection(args: argparse.Namespace, settings: ClientSettings) -> Connection
     Raises:
         UsageError: A flag was given empty.
     """
-    ingest_url, api_url, api_key = (_flag(args, *pair) for pair in CONNECTION_FLAGS)
+    ingest_url, api_url, api_key, user = (_flag(args, *pair) for pair in CONNECTION_FLAGS)
     if api_key is None and settings.api_key is not None:
         api_key = settings.api_key.get_secret_value()
     return Connection(
         ingest_url=settings.ingest_url if ingest_url is None else ingest_url,
         api_url=settings.api_url if api_url is None else api_url,
         api_key=api_key,
+        user=settings.user if user is None else user,
+        signin_key=settings.signin_key,
+        ui_url=settings.ui_url,
     )
 
 
 def _client(args: argparse.Namespace) -> TarsyClient:
     where = connection(args, ClientSettings())
-    return TarsyClient(ingest_url=where.ingest_url, api_url=where.api_url, api_key=where.api_key)
+    signin = None
+    if where.signin_key and where.user:
+        try:
+            signin = LocalSignIn(Path(where.signin_key).read_bytes(), where.user)
+        except OSError as e:
+            raise UsageError(f"cannot read the local sign-in key {where.signin_key}: {e}") from e
+    return TarsyClient(
+        ingest_url=where.ingest_url,
+        api_url=where.api_url,
+        api_key=where.api_key,
+        signin=signin,
+        ui_url=where.ui_url,
+    )
 
 
 def read_alert(file: str) -> bytes:
@@ -466,6 +497,8 @@ def list_sessions(
         until=None if args.until is None else parse_when("--until", args.until, now),
         limit=args.limit,
         cursor=args.cursor,
+        actor=args.actor,
+        action=args.action,
     )
     if args.json:
         print(page.model_dump_json(indent=2))
@@ -759,6 +792,17 @@ def stopped_watching_message(session_id: str) -> str:
     )
 
 
+def audit_line(event: dict[str, Any]) -> str:
+    """One action as ``tarsy show`` and ``tarsy watch`` print it: who, their role, what, when."""
+    what = str(event.get("action", "")).replace("_", " ")
+    if event.get("target"):
+        what += f" {event['target']}"
+    if event.get("detail"):
+        what += f": {event['detail']!r}"
+    role = event.get("role") or "no role"
+    return f"{event.get('at', '')}  {event.get('actor', '?')} ({role}) {what}"
+
+
 def watch_session(
     client: TarsyClient,
     session_id: str,
@@ -772,6 +816,7 @@ def watch_session(
     told: set[str] = set()
     view: SessionView | None = None
     runbook_told = False
+    audit_seen = 0
     with watching(session_id), console.status(f"waiting for session {session_id}…") as spinner:
         for view in client.watch(session_id, poll_interval=interval, timeout=timeout):
             if not runbook_told and (line := runbook_line(view.session)):
@@ -779,6 +824,9 @@ def watch_session(
                 runbook_told = True
             for event in _new_events(view, seen):
                 print_event(console, event, told)
+            for action in view.audit[audit_seen:]:
+                console.print(f"by {audit_line(action)}", style="bold", markup=False)
+            audit_seen = len(view.audit)
             stage = view.session.get("current_stage")
             spinner.update(
                 f"session {session_id}: {view.status.value}"
@@ -1144,6 +1192,10 @@ def show_session(view: SessionView, console: Console, page: str | None = None) -
         print_markdown(console, session["final_analysis"], title="final analysis")
     if view.executions:
         print_tree(console, view)
+    if view.audit:
+        console.print("[bold]who did what[/]")
+        for action in view.audit:
+            console.print(f"  {audit_line(action)}", markup=False, soft_wrap=True)
     return print_outcome(console, view) if view.is_finished else EXIT_OK
 
 
@@ -1167,6 +1219,18 @@ def submit_source(client: TarsyClient, source: str, body: bytes, errors: Console
         if alert.reason:
             errors.print(f"  {alert.reason}", style="dim", markup=False)
     return EXIT_OK
+
+
+def investigate_again(
+    client: TarsyClient, args: argparse.Namespace, console: Console, errors: Console
+) -> int:
+    """Start the session's alert again; print the new session's id (then follow it)."""
+    new_id = client.investigate_again(args.session_id)
+    print(new_id, flush=True)
+    if page := client.page_url(new_id):
+        errors.print(f"page: {page}", markup=False)
+    errors.print(f"investigates {args.session_id} again", markup=False)
+    return watch_session(client, new_id, console) if args.watch else EXIT_OK
 
 
 def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
@@ -1205,11 +1269,13 @@ def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
             client.resume(args.session_id, args.iterations)
             errors.print(f"resumed {args.session_id}", markup=False)
             return watch_session(client, args.session_id, console) if args.watch else EXIT_OK
+        if args.command == "again":
+            return investigate_again(client, args, console, errors)
         if args.command == "list":
             return list_sessions(client, args, console, errors)
         view = client.session(args.session_id)
         if args.json:
-            print(view.model_dump_json(indent=2))
+            print(view.model_dump_json(indent=2, exclude_unset=True))
             return EXIT_OK
         return show_session(view, console, client.page_url(args.session_id))
 

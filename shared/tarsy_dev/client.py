@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -11,10 +11,12 @@ import httpx
 from pydantic import BaseModel, Field
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from tarsy.access.iap import ASSERTION_HEADER
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
 from tarsy.persistence.session_list import SessionPage
 from tarsy.web.links import session_url
+from tarsy_dev.localstack.signin import assertion
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -77,6 +79,7 @@ class SessionView(BaseModel):
     stages: list[dict[str, Any]]
     executions: list[dict[str, Any]]
     timeline: list[dict[str, Any]]
+    audit: list[dict[str, Any]] = Field(default_factory=list, description="who did what")
 
     @property
     def status(self) -> ExecutionStatus:
@@ -105,12 +108,31 @@ def _error_message(response: httpx.Response) -> str:
     return f"HTTP {response.status_code}: {message}"
 
 
+class LocalSignIn(httpx.Auth):
+    """Sign each request as ``user`` with the local stack's key, as the proxy would.
+
+    Design constraint: the api takes only a verified assertion; locally the CLI
+    holds the stack's key (``.local/signin-key.pem``) and signs a fresh one per
+    request, so the same verification runs as for a browser behind the proxy.
+    """
+
+    def __init__(self, key_pem: bytes, user: str) -> None:
+        self._key = key_pem
+        self.user = user
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        """Add the assertion header (a fresh one each time: they expire)."""
+        request.headers[ASSERTION_HEADER] = assertion(self._key, self.user)
+        yield request
+
+
 class TarsyClient:
     """Submit alerts and read sessions over HTTP."""
 
     def page_url(self, session_id: str) -> str | None:
-        """The session's page in a browser, served by the api (None without an api URL)."""
-        return None if self._api_url is None else session_url(self._api_url, session_id)
+        """The session's page in a browser, where people open it (None without a URL)."""
+        base = self._ui_url or self._api_url
+        return None if base is None else session_url(base, session_id)
 
     def __init__(
         self,
@@ -118,13 +140,17 @@ class TarsyClient:
         ingest_url: str | None,
         api_url: str | None,
         api_key: str | None,
+        signin: LocalSignIn | None = None,
+        ui_url: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self._ingest_url = ingest_url.rstrip("/") if ingest_url else None
         self._api_url = api_url.rstrip("/") if api_url else None
+        self._ui_url = ui_url.rstrip("/") if ui_url else None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(
+            auth=signin,
             headers=headers,
             timeout=timeout,
             transport=transport,
@@ -214,6 +240,8 @@ class TarsyClient:
         until: datetime | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        actor: str | None = None,
+        action: str | None = None,
     ) -> SessionPage:
         """GET one page of sessions, newest first; the api validates the filters (422)."""
         if self._api_url is None:
@@ -221,7 +249,7 @@ class TarsyClient:
         url = f"{self._api_url}/sessions"
         given: dict[str, str | int | datetime | None] = {
             "status": status, "alert_type": alert_type, "source": source, "since": since,
-            "until": until, "limit": limit, "cursor": cursor,
+            "until": until, "limit": limit, "cursor": cursor, "actor": actor, "action": action,
         }  # fmt: skip
         params = {
             name: value.isoformat() if isinstance(value, datetime) else str(value)
@@ -269,6 +297,10 @@ class TarsyClient:
         """Continue a session paused at max_iterations."""
         body = {"extra_iterations": extra_iterations} if extra_iterations else {}
         return self._post(f"/sessions/{session_id}/resume", body)
+
+    def investigate_again(self, session_id: str) -> str:
+        """Start a new session from a finished session's alert; return the new session's id."""
+        return str(self._post(f"/sessions/{session_id}/investigate")["session_id"])
 
     def chat(self, session_id: str, question: str) -> str:
         """Ask a question about a finished session; return the chat's execution id."""

@@ -11,14 +11,19 @@ import inspect
 import textwrap
 
 from tarsy.models import Session
-from tarsy.persistence.session_list import EQUALITY_FILTERS, ORDER_FIELD, SUMMARY_FIELDS
+from tarsy.persistence.session_list import (
+    AUDIT_FIELD,
+    EQUALITY_FILTERS,
+    ORDER_FIELD,
+    SUMMARY_FIELDS,
+)
 from tarsy.persistence.store import SESSIONS, Store
 from tests.infra.test_terraform import resources
 
 
 def _session_indexes() -> set[tuple[tuple[str, str], ...]]:
     return {
-        tuple((f["field_path"], f["order"]) for f in index["fields"])
+        tuple((f["field_path"], f.get("order") or f["array_config"]) for f in index["fields"])
         for index in resources("google_firestore_index").values()
         if index["collection"] == SESSIONS and index["query_scope"] == "COLLECTION"
     }
@@ -30,8 +35,12 @@ def test_every_equality_filter_has_an_index_ordered_newest_first() -> None:
         assert ((field, "ASCENDING"), (ORDER_FIELD, "DESCENDING")) in indexes, field
 
 
+def test_the_who_did_what_filter_has_an_array_contains_index_ordered_newest_first() -> None:
+    assert ((AUDIT_FIELD, "CONTAINS"), (ORDER_FIELD, "DESCENDING")) in _session_indexes()
+
+
 def test_filters_and_order_are_session_fields() -> None:
-    assert set(EQUALITY_FILTERS) | {ORDER_FIELD} <= set(Session.model_fields)
+    assert set(EQUALITY_FILTERS) | {ORDER_FIELD, AUDIT_FIELD} <= set(Session.model_fields)
     assert set(EQUALITY_FILTERS) | {ORDER_FIELD} <= set(SUMMARY_FIELDS)
 
 
@@ -46,4 +55,4 @@ def test_the_store_filters_on_exactly_these_fields() -> None:
         and node.func.attr == "FieldFilter"
         and isinstance(node.args[0], ast.Constant)
     }
-    assert filtered == {*EQUALITY_FILTERS, ORDER_FIELD}
+    assert filtered == {*EQUALITY_FILTERS, ORDER_FIELD, AUDIT_FIELD}

@@ -54,10 +54,12 @@ REQUIRED_IN_CLOUD: dict[str, set[str]] = {
         "step_lease_seconds",
         "sweeper_invoker",
         "sweeper_audience",
+        "iap_audience",
+        "access_grants",
     },
 }
 # Settings that must come from Secret Manager, per function.
-REQUIRED_SECRETS: dict[str, set[str]] = {"ingest": {"api_key"}, "api": {"api_key"}}
+REQUIRED_SECRETS: dict[str, set[str]] = {"ingest": {"api_key"}}
 # Settings that must never be set in the cloud.
 LOCAL_ONLY = {"auth_disabled", "sns_endpoint_url"}
 
@@ -296,7 +298,8 @@ def test_publishers_and_secret_accessors_are_per_resource() -> None:
     for grant in accessors.values():
         assert grant["role"] == "roles/secretmanager.secretAccessor"
     assert accessors["api_key"]["secret_id"] == "${google_secret_manager_secret.api_key.id}"
-    assert {sa_of(m) for m in accessors["api_key"]["for_each"].values()} == {"ingest", "api"}
+    # The api takes people signed in through IAP, never the key: only ingest reads it.
+    assert {sa_of(m) for m in accessors["api_key"]["for_each"].values()} == {"ingest"}
     assert sa_of(accessors["gemini_api_key"]["member"]) == "step"
     assert sa_of(accessors["pagerduty_signing_secret"]["member"]) == "ingest"
     assert sa_of(accessors["config_secret"]["member"]) == "step"
@@ -319,12 +322,11 @@ def test_publishers_and_secret_accessors_are_per_resource() -> None:
     )
 
 
-def test_only_ingest_and_api_are_public() -> None:
+def test_only_ingest_is_public() -> None:
     invokers = resources("google_cloud_run_v2_service_iam_member")
     public = {name for name, grant in invokers.items() if grant["member"] == "allUsers"}
     assert {invokers[n]["name"] for n in public} == {
         "${google_cloudfunctions2_function.ingest.service_config[0].service}",
-        "${google_cloudfunctions2_function.api.service_config[0].service}",
     }
     functions = resources("google_cloudfunctions2_function")
     for name in ("step", "dead_letter"):
@@ -336,6 +338,33 @@ def test_only_ingest_and_api_are_public() -> None:
         ]
         assert [sa_of(g["member"]) for g in grants] == ["pubsub_push"]
         assert all(g["role"] == "roles/run.invoker" for g in grants)
+
+
+def test_the_api_is_reached_only_through_iap_and_by_the_sweeper() -> None:
+    invokers = resources("google_cloud_run_v2_service_iam_member")
+    api = "${google_cloudfunctions2_function.api.service_config[0].service}"
+    members = sorted(g["member"] for g in invokers.values() if g["name"] == api)
+    assert members == [
+        "${google_project_service_identity.iap.member}",
+        "${google_service_account.sweeper.member}",
+    ]
+    functions = resources("google_cloudfunctions2_function")
+    assert one(functions["api"]["service_config"])["ingress_settings"] == "ALLOW_INTERNAL_AND_GCLB"
+    backend = resources("google_compute_backend_service")["api"]
+    assert one(backend["iap"])["enabled"] is True
+    neg = resources("google_compute_region_network_endpoint_group")["api"]
+    assert one(neg["cloud_run"])["service"] == api
+    # Whoever var.access names passes the proxy; the api applies the role.
+    access = resources("google_iap_web_backend_service_iam_member")["access"]
+    assert access["role"] == "roles/iap.httpsResourceAccessor"
+    assert access["for_each"] == "${toset(local.access_members)}"
+    api_env = locals_()["function_env"]["api"]
+    assert api_env[env_names("iap_audience")[0]] == "${local.iap_audience}"
+    assert api_env[env_names("access_grants")[0]] == "${jsonencode(var.access)}"
+    assert (
+        "backendServices/${google_compute_backend_service.api.generated_id}"
+        in (locals_()["iap_audience"])
+    )
 
 
 def test_pubsub_service_agent_can_dead_letter() -> None:
@@ -656,7 +685,9 @@ def test_outputs() -> None:
     for block in _parsed()["output"]:
         outputs.update(block)
     assert outputs["ingest_url"]["value"] == "${google_cloudfunctions2_function.ingest.url}"
-    assert outputs["api_url"]["value"] == "${google_cloudfunctions2_function.api.url}"
+    # People open the api through the load balancer and its proxy, not the function's URL.
+    assert outputs["api_url"]["value"] == "https://${local.api_domain}"
+    assert outputs["api_function_url"]["value"] == "${google_cloudfunctions2_function.api.url}"
     assert "console.cloud.google.com/firestore" in outputs["firestore_console_url"]["value"]
 
 

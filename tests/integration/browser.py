@@ -57,9 +57,9 @@ class Tab:
     problems: list[str] = field(default_factory=list)
 
 
-def open_page(browser: Browser, url: str, api_key: str) -> Tab:
-    """Open a page in a new tab and give the API key when it asks."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+def open_page(browser: Browser, url: str, headers: dict[str, str] | None = None) -> Tab:
+    """Open a page in a new tab (``headers``: sent with every request, as a proxy adds them)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000}, extra_http_headers=headers)
     page.set_default_timeout(WAIT_MS)
     tab = Tab(page)
 
@@ -71,7 +71,4 @@ def open_page(browser: Browser, url: str, api_key: str) -> Tab:
     page.on("pageerror", lambda error: tab.problems.append(f"page error: {error}"))
     page.on("console", console)
     page.goto(url)
-    page.fill("#key-input", api_key)
-    page.click("#key-form button[type=submit]")
-    page.locator("#key-form").wait_for(state="hidden")
     return tab

@@ -19,21 +19,32 @@ import pytest
 from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import pubsub_v1  # type: ignore[attr-defined]
 
+from tarsy.access.iap import ASSERTION_HEADER
 from tarsy.app import Deps
 from tarsy.bus import get_bus
 from tarsy.config import load_config
 from tarsy.models import StepMessage
 from tarsy.persistence.store import Store, get_store
 from tarsy.settings import Settings
-from tarsy_dev.client import TarsyClient
+from tarsy_dev.client import LocalSignIn, TarsyClient
 from tarsy_dev.fakes.fake_gemini import FakeGemini, StandInResponder
 from tarsy_dev.localstack.emulators import clear_firestore
+from tarsy_dev.localstack.signin import DEFAULT_USER, assertion
 from tarsy_dev.localstack.stack import Stack, StackOptions, start_stack, stop_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = Path(__file__).with_name("chains.yaml")
 SCENARIO = "crashloop-bad-configmap"  # the demo cluster behind the "kubernetes" MCP server
 RUNBOOK_HOST = "127.0.0.1"  # an allowed runbook host, served in the tests that need it
+# People of the test stack, one per role (the stack's own user, stack.user, is admin).
+RESPONDER = "rita.responder@example.com"
+VIEWER = "victor.viewer@example.com"
+VIEWER_DOMAIN = "viewers.example.com"  # everyone there is a viewer
+GRANTS = {
+    "viewer": [f"user:{VIEWER}", f"domain:{VIEWER_DOMAIN}"],
+    "responder": [f"user:{RESPONDER}"],
+    "admin": [f"user:{DEFAULT_USER}"],
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -69,6 +80,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, fake_gemini: FakeGemini) -> 
         gemini_base_url=fake_gemini.url,
         config_path=CONFIG,
         scenario=SCENARIO,
+        grants=GRANTS,
         # A short lease keeps the redelivery tests quick; steps here take milliseconds.
         function_env={
             "TARSY_STEP_LEASE_SECONDS": "30",
@@ -150,9 +162,18 @@ def clean(request: pytest.FixtureRequest) -> None:
 @pytest.fixture
 def client(stack: Stack) -> Iterator[TarsyClient]:
     with TarsyClient(
-        ingest_url=stack.ingest_url, api_url=stack.api_url, api_key=stack.api_key
+        ingest_url=stack.ingest_url,
+        api_url=stack.api_url,
+        api_key=stack.api_key,
+        signin=LocalSignIn(stack.signin_key_pem, stack.user),
+        ui_url=stack.signin_url,
     ) as tarsy:
         yield tarsy
+
+
+def signed_in(stack: Stack, email: str | None = None) -> dict[str, str]:
+    """Headers of a request signed in as ``email`` (default: the stack's admin), as a proxy's."""
+    return {ASSERTION_HEADER: assertion(stack.signin_key_pem, email or stack.user)}
 
 
 class Tap:
@@ -202,3 +223,12 @@ def tap(stack: Stack) -> Iterator[Tap]:
     t = Tap(stack)
     yield t
     t.close()
+
+
+def cli_flags(stack: Stack, monkeypatch: pytest.MonkeyPatch, user: str | None = None) -> list[str]:
+    """``tarsy`` flags for this stack, signed in as ``user`` (default: the stack's admin).
+
+    The key comes from the environment, as ``.local/stack.env`` gives it to the CLI.
+    """
+    monkeypatch.setenv("TARSY_SIGNIN_KEY", stack.signin_key)
+    return ["--api-url", stack.api_url, "--api-key", stack.api_key, "--user", user or stack.user]

@@ -26,7 +26,7 @@ from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToo
 from tarsy_dev.localstack.stack import Stack
 
 from . import in_process
-from .conftest import Tap
+from .conftest import Tap, signed_in
 
 AGENT = re.compile(r"You are ([\w\-]+),")
 
@@ -225,7 +225,7 @@ def test_cancel_mid_run_stops_calls_and_publishes(
 
     response = httpx.post(
         f"{stack.api_url}/sessions/{session_id}/cancel",
-        headers={"X-API-Key": stack.api_key},
+        headers=signed_in(stack),
         timeout=10,
     )
     assert response.status_code == 202

@@ -17,9 +17,11 @@ from rich.console import Console
 
 from tarsy.models import ExecutionStatus
 from tarsy_dev import cli
-from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
 from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, StandInResponder
 from tarsy_dev.localstack.stack import Stack
+
+from .conftest import cli_flags
 
 WAIT_S = 60.0
 ANSWER = "First finding. Second finding. Third finding. The conclusion."
@@ -65,7 +67,10 @@ def test_chat_shows_the_answer_as_it_streams(
     )
 
     recording = RecordingClient(
-        ingest_url=stack.ingest_url, api_url=stack.api_url, api_key=stack.api_key
+        ingest_url=stack.ingest_url,
+        api_url=stack.api_url,
+        api_key=stack.api_key,
+        signin=LocalSignIn(stack.signin_key_pem, stack.user),
     )
     with recording:
         assert cli.chat_session(recording, args, console) == cli.EXIT_OK
@@ -83,12 +88,16 @@ def test_chat_shows_the_answer_as_it_streams(
 
 
 def test_chat_watch_follows_a_chat_asked_elsewhere(
-    stack: Stack, fake_gemini: FakeGemini, client: TarsyClient, capsys: pytest.CaptureFixture[str]
+    stack: Stack,
+    fake_gemini: FakeGemini,
+    client: TarsyClient,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake_gemini.responder = slow_chat
     session_id = finished(client, {"alert_type": "generic", "data": "disk 91% full on db-1"})
     client.chat(session_id, "Is the disk the cause?")
-    flags = ["--api-url", stack.api_url, "--api-key", stack.api_key]
+    flags = cli_flags(stack, monkeypatch)
 
     assert cli.main([*flags, "chat", session_id, "--watch", "--interval", "0.2"]) == cli.EXIT_OK
 
@@ -108,7 +117,11 @@ def probes(call: FakeCall) -> FakeReply:
 
 
 def test_cancel_agent_by_name_lets_the_other_reach_synthesis(
-    stack: Stack, fake_gemini: FakeGemini, client: TarsyClient, capsys: pytest.CaptureFixture[str]
+    stack: Stack,
+    fake_gemini: FakeGemini,
+    client: TarsyClient,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake_gemini.responder = probes
     session_id = client.submit({"alert_type": "test-any", "data": "probe both"}).session_id
@@ -116,7 +129,7 @@ def test_cancel_agent_by_name_lets_the_other_reach_synthesis(
     while not any("You are flaky," in c.system_text() for c in list(fake_gemini.calls)):
         assert time.monotonic() < deadline, "flaky's call never started"
         time.sleep(0.05)
-    flags = ["--api-url", stack.api_url, "--api-key", stack.api_key]
+    flags = cli_flags(stack, monkeypatch)
 
     assert cli.main([*flags, "cancel", session_id, "--agent", "flaky"]) == cli.EXIT_OK
 

@@ -32,7 +32,7 @@ from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply
 from tarsy_dev.localstack.stack import Stack
 
 from . import in_process
-from .conftest import SCENARIO
+from .conftest import SCENARIO, signed_in
 
 ALERT = load_scenario(SCENARIO).alert.model_dump(mode="json")
 FINDINGS_HEADING = "Findings of tarsy's automatic checks"
@@ -81,8 +81,7 @@ async def test_a_crash_looping_pod_alert_gathers_first_and_shows_its_detections(
 
     async with httpx.AsyncClient(timeout=30) as http:
         data = await http.get(
-            f"{stack.api_url}/ui/data/sessions/{session_id}",
-            headers={"Authorization": f"Bearer {stack.api_key}"},
+            f"{stack.api_url}/ui/data/sessions/{session_id}", headers=signed_in(stack)
         )
     data.raise_for_status()
     html = "".join(event["html"] for event in data.json()["events"])

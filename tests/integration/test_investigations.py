@@ -22,7 +22,7 @@ from tarsy_dev.fakes.fake_gemini import STAND_IN_LABEL, FakeCall, FakeGemini, Fa
 from tarsy_dev.fakes.standin import ScenarioStandIn
 from tarsy_dev.localstack.stack import Stack
 
-from .conftest import SCENARIO
+from .conftest import SCENARIO, signed_in
 from .timeline import is_evidence, model_records, model_timeline
 
 SCENARIO_DATA = load_scenario(SCENARIO)
@@ -194,7 +194,7 @@ def test_max_iterations_pause_then_resume(
 
     response = httpx.post(
         f"{stack.api_url}/sessions/{session_id}/resume",
-        headers={"X-API-Key": stack.api_key},
+        headers=signed_in(stack),
         json={"extra_iterations": 10},
         timeout=10,
     )
@@ -223,7 +223,7 @@ def test_chat_answers_from_the_investigation(
 
     response = httpx.post(
         f"{stack.api_url}/sessions/{session_id}/chat",
-        headers={"X-API-Key": stack.api_key},
+        headers=signed_in(stack),
         json={"question": "Which migration was it?"},
         timeout=10,
     )

@@ -40,7 +40,7 @@ async def test_alert_is_investigated_end_to_end(
         FakeReply(text="payments-api is down: DB_URL vanished from its config map."),
     )
     submitted = client.submit(ALERT)
-    assert submitted.status_url == f"{stack.api_url}/sessions/{submitted.session_id}"
+    assert submitted.status_url == f"{stack.signin_url}/sessions/{submitted.session_id}"
 
     *_, view = client.watch(submitted.session_id, poll_interval=0.2, timeout=WATCH_TIMEOUT_S)
 

@@ -16,6 +16,8 @@ from tarsy.persistence.store import Store
 from tarsy_dev.client import TarsyClient
 from tarsy_dev.localstack.stack import Stack
 
+from .conftest import signed_in
+
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 STATUSES = [ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.ACTIVE]
 ALERT_TYPES = ["PodCrashLooping", "DiskFull"]
@@ -100,7 +102,7 @@ def test_rows_carry_the_summary_not_the_alert(sessions: list[Session], stack: St
     response = httpx.get(
         f"{stack.api_url}/sessions",
         params={"limit": 1},
-        headers={"X-API-Key": stack.api_key},
+        headers=signed_in(stack),
     )
     assert response.status_code == 200
     [row] = response.json()["sessions"]
@@ -168,7 +170,7 @@ def test_bad_queries_are_422_and_only_get_is_allowed(
     assert "status:" in str(failure.value) and "limit:" in str(failure.value)
     with pytest.raises(ApiError, match=r"cursor: .*not a cursor"):
         client.list_sessions(cursor="garbage")
-    response = httpx.post(f"{stack.api_url}/sessions", headers={"X-API-Key": stack.api_key})
+    response = httpx.post(f"{stack.api_url}/sessions", headers=signed_in(stack))
     assert response.status_code == 405
     assert response.headers["allow"] == "GET"
     unauthenticated = httpx.get(f"{stack.api_url}/sessions")

@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tarsy.agent.prompts import delimit, user_prompt
+from tarsy.models import Session
 from tarsy_dev.fakes.fake_gemini import (
     STAND_IN_LABEL,
     FakeCall,
@@ -21,7 +23,7 @@ from tarsy_dev.fakes.fake_gemini import (
     _split,
     response_bodies,
 )
-from tarsy_dev.fakes.stand_in_server import _load_responder
+from tarsy_dev.fakes.stand_in_server import _load_responder, without_usage
 
 MODEL = "gemini-2.5-flash"
 GENERATE = f"/v1beta/models/{MODEL}:generateContent"
@@ -351,3 +353,49 @@ def test_reset_forgets_script_and_calls(fake: FakeGemini, http: httpx.Client) ->
     assert fake.calls == []
     response = http.post(GENERATE, json=user_body("q"))
     assert parts(response.json())[0]["text"].startswith(STAND_IN_LABEL)
+
+
+def test_the_stand_in_process_reports_no_tokens_so_nothing_is_costed() -> None:
+    call = FakeCall(model=MODEL, method="generateContent", path="/p", body={})
+    reply = without_usage(StandInResponder())(call)
+    [body] = response_bodies(reply, MODEL, streaming=False)
+    assert body["usageMetadata"] == {
+        "promptTokenCount": 0,
+        "candidatesTokenCount": 0,
+        "totalTokenCount": 0,
+    }
+    assert reply.text == StandInResponder()(call).text
+
+
+def test_the_stand_in_restates_the_alert_data_not_its_prompt_or_markers() -> None:
+    session = Session(
+        session_id="s",
+        alert_type="HighRequestLatency",
+        alert_data='{"service": "payments-api", "note": "a >>> b"}',
+        chain_id="default",
+    )
+    prompt = user_prompt(session)
+    assert "\u200b" in prompt  # the data's own ">>>" was defused
+    call = FakeCall(
+        model=MODEL,
+        method="generateContent",
+        path="/p",
+        body={"contents": [{"role": "user", "parts": [{"text": prompt}]}]},
+    )
+    text = StandInResponder()(call).text
+    assert '> {"service": "payments-api", "note": "a >>> b"}' in text
+    assert "<<<" not in text and "\u200b" not in text
+    assert "Write your analysis" not in text
+
+
+def _asked(text: str) -> FakeCall:
+    body = {"contents": [{"role": "user", "parts": [{"text": text}]}]}
+    return FakeCall(model=MODEL, method="m", path="/p", body=body)
+
+
+def test_a_summary_of_a_stand_in_analysis_restates_the_alert_once_without_markers() -> None:
+    analysis = StandInResponder()(_asked(delimit("ALERT DATA", "pod api-0 down"))).text
+    quoted = "quoted: " + delimit("ALERT DATA", "x")
+    summary = StandInResponder()(_asked("Summarize:\n" + delimit("FINAL ANALYSIS", quoted))).text
+    assert "> pod api-0 down" in analysis
+    assert "<<<" not in summary and "\u200b" not in summary and "> x" in summary

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from tarsy_dev.localstack.processes import (
     stop,
     stop_all,
 )
+from tarsy_dev.localstack.signin import write_key
 from tarsy_dev.localstack.stack import STATE_FILE, Stack, StackOptions, load_stack, save_stack
 
 
@@ -51,6 +53,11 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[StackOptions]:
     return calls
 
 
+# A signing key as the stack writes one (the demo signs its CLI requests with it).
+SIGNIN_KEY = Path(tempfile.gettempdir()) / f"tarsy-unit-{os.getuid()}" / "signin-key.pem"
+write_key(SIGNIN_KEY)
+
+
 def info(name: str, pid: int = 0) -> ProcessInfo:
     return ProcessInfo(name=name, pid=pid, log_path="/dev/null")
 
@@ -67,6 +74,8 @@ def fake_stack(processes: list[ProcessInfo]) -> Stack:
         steps_topic="t",
         model="none",
         processes=processes,
+        signin_url="http://127.0.0.1:6",
+        signin_key=str(SIGNIN_KEY),
     )
 
 
@@ -253,8 +262,12 @@ def test_demo_shutdown_survives_a_second_ctrl_c(
 ) -> None:
     """Ctrl-C during the watch, then again while the first process is being stopped."""
     running = fake_stack(sleepers)
-    save_stack(running, tmp_path / ".local")
-    monkeypatch.setattr(localstack, "_start", lambda options: running)
+
+    def start(options: StackOptions) -> Stack:
+        save_stack(running, options.state_dir)  # as start_stack records what it started
+        return running
+
+    monkeypatch.setattr(localstack, "_start", start)
 
     class Interrupted:
         def __init__(self, **_: object) -> None: ...
@@ -340,7 +353,7 @@ def test_a_second_up_keeps_the_running_stack_its_sessions_and_its_key(
     assert localstack.main(["--state-dir", str(state_dir), "up"]) == 0
     err = capsys.readouterr().err
     assert "already up" in err and "(API key: k)" in err
-    assert "http://127.0.0.1:4/ui/" in err
+    assert "http://127.0.0.1:6/ui/" in err
     assert all(is_running(p.pid) for p in sleepers)
     assert load_stack(state_dir) == running
 
@@ -449,7 +462,6 @@ def test_ctrl_c_while_the_demo_watches_stops_the_stack_without_a_traceback(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     running = fake_stack(sleepers)
-    save_stack(running, tmp_path / ".local")
     monkeypatch.setattr(localstack, "_start", lambda options: running)
 
     class Submitted:
@@ -485,3 +497,89 @@ def test_a_generated_api_key_is_read_as_the_value_of_api_key_on_a_command_line(
         key = StackOptions(root=tmp_path, state_dir=tmp_path).api_key
         args = _parser().parse_args(["--api-key", key, "show", "some-session"])
         assert args.api_key == key
+
+
+class _DemoClient:
+    """The demo's client: its submit answers at once, as ingest does."""
+
+    def __init__(self, **_: object) -> None: ...
+
+    def __enter__(self) -> _DemoClient:
+        return self
+
+    def __exit__(self, *_: object) -> None: ...
+
+    def submit(self, alert: dict[str, Any]) -> Any:
+        return type("Submitted", (), {"session_id": "s-1"})()
+
+
+def test_the_demo_refuses_to_stop_a_running_up_stack_and_says_how_to_use_it(
+    sleepers: list[ProcessInfo],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    state_dir = tmp_path / ".local"
+    save_stack(fake_stack(sleepers), state_dir)
+
+    def restart(options: StackOptions) -> Stack:
+        raise AssertionError("the running stack was replaced")
+
+    monkeypatch.setattr(localstack, "_start", restart)
+    assert localstack.main(["--state-dir", str(state_dir), "demo"]) == localstack.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "running, with its sessions" in err and "make down" in err
+    assert "tarsy submit" in err and "http://127.0.0.1:6/ui/" in err
+    assert all(is_running(p.pid) for p in sleepers)
+    assert load_stack(state_dir) is not None
+
+
+def test_at_a_terminal_the_demo_keeps_the_page_up_until_enter_then_stops(
+    sleepers: list[ProcessInfo],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    running = fake_stack(sleepers).model_copy(update={"kubeconfig": "/k/kubeconfig"})
+    monkeypatch.setattr(localstack, "_start", lambda options: running)
+    monkeypatch.setattr(localstack, "TarsyClient", _DemoClient)
+    monkeypatch.setattr(localstack, "watch_session", lambda *a, **k: 0)
+    monkeypatch.setattr(localstack, "interactive", lambda: True)
+    up_while_waiting: list[bool] = []
+    monkeypatch.setattr(
+        localstack,
+        "wait_for_enter",
+        lambda: up_while_waiting.append(all(is_running(p.pid) for p in sleepers)),
+    )
+    state_dir = str(tmp_path / ".local")
+    args = ["--state-dir", state_dir, "demo", "--scenario", "oom-killed"]
+    assert localstack.main(args) == 0
+    err = capsys.readouterr().err
+    assert up_while_waiting == [True]  # the page's stack ran while the person looked
+    assert "the page stays up while you look: http://127.0.0.1:6/ui/sessions/s-1" in err
+    assert "press Enter" in err
+    # The way back to the same incident names its scenario.
+    assert "`make up SCENARIO=oom-killed` keeps the same demo cluster running" in err
+    assert [p.name for p in sleepers if is_running(p.pid)] == []
+
+
+def test_redirected_the_demo_stops_at_once_and_says_the_page_goes_with_it(
+    sleepers: list[ProcessInfo],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(localstack, "_start", lambda options: fake_stack(sleepers))
+    monkeypatch.setattr(localstack, "TarsyClient", _DemoClient)
+    monkeypatch.setattr(localstack, "watch_session", lambda *a, **k: 0)
+    monkeypatch.setattr(localstack, "interactive", lambda: False)
+
+    def never() -> None:
+        raise AssertionError("a demo without a terminal waited for Enter")
+
+    monkeypatch.setattr(localstack, "wait_for_enter", never)
+    args = ["--state-dir", str(tmp_path / ".local"), "demo", "--scenario", "oom-killed"]
+    assert localstack.main(args) == 0
+    err = capsys.readouterr().err
+    assert "its page goes with it (make up SCENARIO=oom-killed keeps one up)" in err
+    assert [p.name for p in sleepers if is_running(p.pid)] == []

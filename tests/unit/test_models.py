@@ -22,6 +22,7 @@ from tarsy.models import (
     TokenUsage,
     utcnow,
 )
+from tarsy.persistence.session_list import SessionSummary
 
 
 @pytest.mark.parametrize(
@@ -270,3 +271,13 @@ def test_step_message_is_frozen() -> None:
     message = StepMessage(session_id="s", kind="iterate")
     with pytest.raises(ValidationError):
         message.step = 2  # type: ignore[misc]
+
+
+def test_a_cost_in_json_reads_as_the_decimal_it_is_not_a_binary_float() -> None:
+    summed = 0.000212 + 0.000212  # 0.00042399999999999995 as a float
+    session = Session(session_id="s", alert_type="a", alert_data="d", chain_id="c", cost=summed)
+    assert session.model_dump(mode="json")["cost"] == 0.000424
+    assert '"cost":0.000424' in session.model_dump_json()
+    assert SessionSummary.model_validate(session.model_dump()).model_dump(mode="json")["cost"] == (
+        0.000424
+    )

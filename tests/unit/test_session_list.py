@@ -81,7 +81,7 @@ def test_empty_values_are_no_filter() -> None:
         ("limit=ten", "limit", "valid integer"),
         ("since=yesterday", "since", "datetime"),
         ("cursor=not-a-cursor", "cursor", "not a cursor returned by GET /sessions"),
-        ("statu=failed", "statu", "unknown parameter; known: alert_type, cursor, limit"),
+        ("statu=failed", "statu", "unknown parameter; known: action, actor, alert_type, cursor"),
         ("status=failed&status=completed", "status", "given more than once"),
         ("since=2025-03-02T00:00:00Z&until=2025-03-01T00:00:00Z", "query", "since must be"),
     ],

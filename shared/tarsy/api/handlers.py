@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from datetime import timedelta
@@ -10,6 +11,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tarsy import telemetry
+from tarsy.access.audit import audit_event, audit_keys
+from tarsy.access.iap import authenticate
+from tarsy.access.roles import Principal, RecordedAction
 from tarsy.api.session_list import parse_query
 from tarsy.app import Deps
 from tarsy.engine import transitions
@@ -22,21 +26,23 @@ from tarsy.errors import InputError, NotFoundError
 from tarsy.http.request import (
     HttpRequest,
     HttpResponse,
-    check_api_key,
     check_sweeper,
     error_response,
     read_json,
 )
-from tarsy.models import ExecutionStatus, utcnow
+from tarsy.intake.sessions import new_session
+from tarsy.intake.sources.api import status_url
+from tarsy.models import ExecutionStatus, StepMessage, utcnow
 from tarsy.notify.session_end import on_session_end
 from tarsy.persistence.ports import SessionReader
+from tarsy.tools.masking import Masker
 
 logger = logging.getLogger(__name__)
 
 _Body = TypeVar("_Body", bound=BaseModel)
 
 _SESSION_PATH = re.compile(
-    r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume|chat|score))?$"
+    r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume|chat|score|investigate))?$"
 )
 _EXECUTION_CANCEL_PATH = re.compile(
     r"^/sessions/(?P<session_id>[\w\-]+)/executions/(?P<execution_id>[\w\-]+)/cancel$"
@@ -95,11 +101,13 @@ async def session_view(store: SessionReader, session_id: str) -> dict[str, Any]:
         )
         timeline.extend(event_views)
     timeline.sort(key=lambda e: (e["created_at"], e["stage"]))
+    audit = await store.list_audit(session_id)
     return {
         "session": session.model_dump(mode="json"),
         "stages": [stage.model_dump(mode="json") for stage in stages],
         "executions": execution_views,
         "timeline": timeline,
+        "audit": [event.model_dump(mode="json") for event in audit],
     }
 
 
@@ -214,6 +222,62 @@ async def resume(deps: Deps, session_id: str, request: ResumeRequest) -> dict[st
     return {"session_id": session_id, "resumed": resumed}
 
 
+async def investigate_again(deps: Deps, session_id: str) -> dict[str, Any]:
+    """Start a new session from a finished session's alert, with today's configuration.
+
+    Design constraint: after a fix, a configuration change or a provider outage
+    the same alert must be run again, but a native sender's re-send is rightly
+    answered ``duplicate``; so this starts the new session directly (no source's
+    dedup window applies) and links the two both ways, while native re-sends
+    stay deduplicated. Its chain is routed afresh; its alert, runbook, tool
+    selection, metadata and source are the first's.
+    """
+    first = await deps.store.get_session(session_id)
+    if first is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    if not first.status.is_terminal:
+        raise InputError(
+            f"session {session_id} is still {first.status.value}; cancel it or let it finish, "
+            "then investigate again",
+            status=409,
+        )
+    session = new_session(
+        alert_type=first.alert_type,
+        data_text=first.alert_data,
+        data=alert_object(first.alert_data),
+        config=deps.config,
+        settings=deps.settings,
+        now=utcnow(),
+        masker=Masker(deps.config.alert_masking),
+        runbook=first.runbook,
+        mcp=first.mcp,
+        metadata=first.metadata,
+        source=first.source,
+    ).model_copy(update={"investigation_of": first.session_id})
+    await deps.store.create_reinvestigation(session)
+    try:
+        await deps.bus.publish(StepMessage(session_id=session.session_id, kind="start_session"))
+    except Exception as e:
+        await deps.store.delete_reinvestigation(session)
+        logger.exception("publishing the start of %s failed; removed", session.session_id)
+        raise InputError("queue unavailable, retry", status=503) from e
+    logger.info("%s investigates %s again", session.session_id, session_id)
+    return {
+        "session_id": session.session_id,
+        "investigation_of": session_id,
+        "status_url": status_url(deps.settings, session.session_id),
+    }
+
+
+def alert_object(alert_data: str) -> object:
+    """The alert's data as it was posted, for routing by its labels: JSON, else the text."""
+    try:
+        parsed: object = json.loads(alert_data)
+    except ValueError:
+        return alert_data
+    return parsed
+
+
 MAX_QUESTION_CHARS = 100_000  # as TARSy accepts (its #194)
 
 
@@ -246,6 +310,21 @@ async def chat(deps: Deps, session_id: str, request: ChatRequest) -> dict[str, A
     return {"session_id": session_id, "execution_id": execution.execution_id}
 
 
+async def _record(
+    deps: Deps,
+    principal: Principal,
+    action: RecordedAction,
+    session_id: str,
+    *,
+    target: str | None = None,
+    detail: str = "",
+) -> None:
+    """Record on the session who did ``action``, once it has succeeded."""
+    event = audit_event(principal, action, target=target, detail=detail)
+    await deps.store.record_action(session_id, event, audit_keys(event))
+    logger.info("%s by %s on %s", action, principal.email, session_id)
+
+
 def _body(request: HttpRequest, model: type[_Body]) -> _Body:
     """The request's JSON body as ``model``: hostile bodies are 4xx (see tarsy.http.json_body)."""
     payload = read_json(request, empty={})
@@ -257,6 +336,49 @@ def _body(request: HttpRequest, model: type[_Body]) -> _Body:
             for err in e.errors()
         ]
         raise InputError("invalid request body", status=422, details=details) from e
+
+
+async def _act(
+    request: HttpRequest, deps: Deps, principal: Principal, session_id: str, action: str
+) -> HttpResponse:
+    """One action on a session, once its role is checked; recorded once it succeeded."""
+    if action == "cancel":
+        principal.require("cancel")
+        read_json(request, empty={})  # no body is expected; a hostile one is still a 4xx
+        body = await cancel(deps, session_id)
+        await _record(deps, principal, "cancel", session_id)
+        return HttpResponse(status=202, body=body)
+    if action == "resume":
+        principal.require("resume")
+        body = await resume(deps, session_id, _body(request, ResumeRequest))
+        await _record(deps, principal, "resume", session_id)
+        return HttpResponse(status=202, body=body)
+    if action == "score":
+        principal.require("score")
+        read_json(request, empty={})
+        body = await rescore(deps, session_id)
+        await _record(deps, principal, "score", session_id, target=body["execution_id"])
+        return HttpResponse(status=202, body=body)
+    if action == "investigate":
+        principal.require("investigate")
+        read_json(request, empty={})
+        body = await investigate_again(deps, session_id)
+        await _record(deps, principal, "investigate", session_id, target=body["session_id"])
+        return HttpResponse(status=202, body=body)
+    if action == "chat":
+        principal.require("chat")
+        question = _body(request, ChatRequest)
+        body = await chat(deps, session_id, question)
+        await _record(
+            deps,
+            principal,
+            "chat",
+            session_id,
+            target=body["execution_id"],
+            detail=question.question,
+        )
+        return HttpResponse(status=202, body=body)
+    raise InputError(f"no action {action!r}", status=404)
 
 
 async def _scheduled(path: str, request: HttpRequest, deps: Deps) -> HttpResponse:
@@ -271,25 +393,37 @@ async def _scheduled(path: str, request: HttpRequest, deps: Deps) -> HttpRespons
 
 
 async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
-    """Serve one api request."""
+    """Serve one api request.
+
+    Every route but ``/healthz`` and the scheduler's (``/sweep``, ``/retention``)
+    is a person's: the proxy's signed header is verified first (401 without a
+    valid one), then the role the route needs is checked (403 naming it) before
+    anything is read or written, and an action that succeeded is recorded on its
+    session with who did it.
+    """
     path = request.path.rstrip("/") or "/"
     if path == "/healthz":
         return HttpResponse(status=200, body={"status": "ok"})
     try:
         if path in ("/sweep", "/retention"):
             return await _scheduled(path, request, deps)
-        check_api_key(request.headers, deps.settings)
+        principal = await authenticate(request.headers, deps.settings)
         if path == "/sessions":
             if request.method != "GET":
                 raise InputError("method not allowed", status=405, details={"allow": "GET"})
+            principal.require("read")
             page = await deps.store.list_sessions(parse_query(request.query_string))
             return HttpResponse(status=200, body=page.model_dump(mode="json"))
         one = _EXECUTION_CANCEL_PATH.match(path)
         if one is not None:
             if request.method != "POST":
                 raise InputError("method not allowed", status=405, details={"allow": "POST"})
+            principal.require("cancel_agent")
             read_json(request, empty={})
             body = await cancel_agent(deps, one["session_id"], one["execution_id"])
+            await _record(
+                deps, principal, "cancel_agent", one["session_id"], target=one["execution_id"]
+            )
             return HttpResponse(status=202, body=body)
         match = _SESSION_PATH.match(path)
         if match is None:
@@ -300,20 +434,9 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
             raise InputError(
                 f"method {request.method} not allowed", status=405, details={"allow": allowed}
             )
-        if action == "cancel":
-            read_json(request, empty={})  # no body is expected; a hostile one is still a 4xx
-            return HttpResponse(status=202, body=await cancel(deps, session_id))
-        if action == "resume":
-            return HttpResponse(
-                status=202, body=await resume(deps, session_id, _body(request, ResumeRequest))
-            )
-        if action == "score":
-            read_json(request, empty={})
-            return HttpResponse(status=202, body=await rescore(deps, session_id))
-        if action == "chat":
-            return HttpResponse(
-                status=202, body=await chat(deps, session_id, _body(request, ChatRequest))
-            )
+        if action:
+            return await _act(request, deps, principal, session_id, action)
+        principal.require("read")
         return HttpResponse(status=200, body=await session_view(deps.store, session_id))
     except InputError as e:
         return error_response(e)

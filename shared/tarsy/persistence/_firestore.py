@@ -45,6 +45,7 @@ ALERT_FINGERPRINTS = "alert_fingerprints"  # {dedup_key}: the session an alert s
 # answers/{call_id} (one per message) and markers/answered (claimed once, by create()).
 SUB_AGENT_TURNS = "sub_agent_turns"
 ANSWERS = "answers"
+AUDIT = "audit"  # sessions/{sid}/audit/{id}: who did what to the session, and when
 ANSWERED_MARKER = "answered"
 
 

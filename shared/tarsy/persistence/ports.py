@@ -20,6 +20,7 @@ from tarsy.llm.base import ToolDefinition
 from tarsy.models import (
     AgentExecution,
     AlertFingerprint,
+    AuditEvent,
     ConversationMessage,
     Session,
     Stage,
@@ -78,6 +79,10 @@ class SessionReader(Protocol):
 
     async def live_progress(self, execution_ids: Sequence[str]) -> dict[str, ProgressSnapshot]:
         """The live text of the calls streaming now."""
+        ...
+
+    async def list_audit(self, session_id: str) -> list[AuditEvent]:
+        """What people did to the session, oldest first."""
         ...
 
 
@@ -208,6 +213,18 @@ class Persistence(LeaseRenewal, SessionReader, ToolListCache, ProgressStore, Ale
 
     async def list_answers(self, execution_id: str, step: int) -> dict[str, SubAgentAnswer]:
         """The answers the parent's ``step`` has received, by call id."""
+        ...
+
+    async def record_action(self, session_id: str, event: AuditEvent, keys: list[str]) -> None:
+        """Record who did what to a session (its audit document and the list's keys)."""
+        ...
+
+    async def create_reinvestigation(self, session: Session) -> None:
+        """Create a session investigating another's alert again, linked both ways at once."""
+        ...
+
+    async def delete_reinvestigation(self, session: Session) -> None:
+        """Undo :meth:`create_reinvestigation` (its start could not be published)."""
         ...
 
     async def list_sessions(self, query: SessionQuery) -> SessionPage:

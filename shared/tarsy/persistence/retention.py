@@ -52,6 +52,7 @@ from tarsy.models import AgentExecution, utcnow
 from tarsy.notify.ledger import NOTIFICATIONS
 from tarsy.persistence._firestore import (
     ANSWERS,
+    AUDIT,
     DONE,
     EXECUTIONS,
     LLM_INTERACTIONS,
@@ -92,6 +93,7 @@ COLLECTION_GROUPS = frozenset(
         PUBLISHED,
         SUB_AGENT_TURNS,
         ANSWERS,
+        AUDIT,
         CHUNKS,
     }
 )

@@ -5,7 +5,9 @@ ties), filtered by equality on :data:`EQUALITY_FILTERS` and by a creation-time
 range. A page ends with an opaque cursor, the last row's ``created_at`` and id,
 from which the next page starts. Each equality filter has a composite index
 ``(field, created_at DESC)`` in ``infra/firestore.tf``; Firestore merges them
-when several filters are combined. Pure: :meth:`tarsy.persistence.store.Store.list_sessions`
+when several filters are combined. Who acted (``actor``) and what they did
+(``action``) filter by one array-contains on ``audit_keys`` (tarsy.access.audit).
+Pure: :meth:`tarsy.persistence.store.Store.list_sessions`
 runs the query, and :func:`tarsy.api.session_list.parse_query` reads one from a
 ``GET /sessions`` query string.
 """
@@ -19,7 +21,9 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tarsy.models import ErrorInfo, ExecutionStatus, TokenUsage
+from tarsy.access.audit import audit_key
+from tarsy.access.roles import RecordedAction
+from tarsy.models import ErrorInfo, ExecutionStatus, Money, TokenUsage
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -27,6 +31,8 @@ MAX_LIMIT = 100
 EQUALITY_FILTERS = ("status", "alert_type", "source")
 # What the range filters and the order use.
 ORDER_FIELD = "created_at"
+# The array the actor and action filters look in (one array-contains per query).
+AUDIT_FIELD = "audit_keys"
 
 
 class SessionCursor(BaseModel):
@@ -78,6 +84,10 @@ class SessionQuery(BaseModel):
     status: ExecutionStatus | None = None
     alert_type: str | None = Field(default=None, min_length=1, max_length=200)
     source: str | None = Field(default=None, min_length=1, max_length=100)
+    actor: str | None = Field(
+        default=None, min_length=3, max_length=320, description="sessions this e-mail acted on"
+    )
+    action: RecordedAction | None = Field(default=None, description="sessions someone did this to")
     since: datetime | None = Field(default=None, description="created at or after (inclusive)")
     until: datetime | None = Field(default=None, description="created before (exclusive)")
     limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
@@ -98,6 +108,11 @@ class SessionQuery(BaseModel):
         if self.since is not None and self.until is not None and self.since >= self.until:
             raise ValueError("since must be earlier than until")
         return self
+
+    @property
+    def audit_key(self) -> str | None:
+        """The one array-contains key of the actor and action filters (None: neither given)."""
+        return audit_key(action=self.action, actor=self.actor)
 
     def equality_filters(self) -> dict[str, str]:
         """``{field: value}`` of the equality filters given."""
@@ -122,7 +137,7 @@ class SessionSummary(BaseModel):
     current_stage: int | None = None
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
-    cost: float = 0.0
+    cost: Money = 0.0
     # Written by the session scoring stage when it exists (0-100); None until then.
     score: float | None = None
     created_at: datetime

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from google.api_core import exceptions as gexc
@@ -9,12 +10,14 @@ from google.cloud import firestore
 
 from tarsy.models import (
     AgentExecution,
+    AuditEvent,
     ConversationMessage,
     Session,
     Stage,
     utcnow,
 )
 from tarsy.persistence._firestore import (
+    AUDIT,
     DONE,
     MARKERS,
     MESSAGES,
@@ -81,6 +84,10 @@ class SessionRecords(FirestoreBase):
             )
         if "source" in filters:
             listing = listing.where(filter=firestore.FieldFilter("source", "==", filters["source"]))
+        if query.audit_key is not None:
+            listing = listing.where(
+                filter=firestore.FieldFilter("audit_keys", "array_contains", query.audit_key)
+            )
         if query.since is not None:
             listing = listing.where(filter=firestore.FieldFilter("created_at", ">=", query.since))
         if query.until is not None:
@@ -97,6 +104,52 @@ class SessionRecords(FirestoreBase):
             async for snap in listing.limit(query.limit + 1).stream()
         ]
         return page_of(rows, query.limit)
+
+    async def record_action(self, session_id: str, event: AuditEvent, keys: list[str]) -> None:
+        """Record who did what to a session: its audit document and the list's keys, at once."""
+        batch = self._db.batch()
+        audit_id = f"{event.at:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
+        batch.create(
+            self._session(session_id).collection(AUDIT).document(audit_id),
+            event.model_dump(mode="python"),
+        )
+        batch.update(self._session(session_id), {"audit_keys": firestore.ArrayUnion(keys)})
+        self.round_trips.add("commit")
+        await batch.commit()
+
+    async def create_reinvestigation(self, session: Session) -> None:
+        """Create a session that investigates another's alert again, and link the two at once.
+
+        The new session names the first (``investigation_of``); the first lists it
+        (``investigated_again_as``). One batch: neither link exists without the other.
+        """
+        assert session.investigation_of is not None
+        batch = self._db.batch()
+        self._write(batch, self._session(session.session_id), document_of(session), create=True)
+        batch.update(
+            self._session(session.investigation_of),
+            {"investigated_again_as": firestore.ArrayUnion([session.session_id])},
+        )
+        self.round_trips.add("commit")
+        await batch.commit()
+
+    async def delete_reinvestigation(self, session: Session) -> None:
+        """Undo :meth:`create_reinvestigation` (its start could not be published)."""
+        assert session.investigation_of is not None
+        batch = self._db.batch()
+        await self._delete_with_chunks(batch, self._session(session.session_id))
+        batch.update(
+            self._session(session.investigation_of),
+            {"investigated_again_as": firestore.ArrayRemove([session.session_id])},
+        )
+        self.round_trips.add("commit")
+        await batch.commit()
+
+    async def list_audit(self, session_id: str) -> list[AuditEvent]:
+        """What people did to a session, oldest first."""
+        self.round_trips.add("query")
+        query = self._session(session_id).collection(AUDIT).order_by("__name__")
+        return [AuditEvent.model_validate(s.to_dict()) async for s in query.stream()]
 
     async def list_stages(self, session_id: str) -> list[Stage]:
         """Return a session's stages in order."""

@@ -1,9 +1,11 @@
 """The ``/ui/`` routes of the api function: page shells, assets, and the fragments they poll.
 
-Design constraint: a browser cannot put the API key on a page load, so a
-shell (``/ui/``, ``/ui/sessions/{id}``) and the assets carry no session data
-and need no key; the data comes from ``/ui/data/...``, which checks the key
-from the request's headers exactly as the api routes do. Every response
+Design constraint: people sign in through Identity-Aware Proxy, which puts
+its signed header on every request of the browser, so the pages never ask for
+a key and never accept one: a shell (``/ui/``, ``/ui/sessions/{id}``) and the
+assets carry no session data; the data comes from ``/ui/data/...``, which
+verifies the proxy's header and the viewer role exactly as the api routes do,
+and says who is signed in and what their role lets them do. Every response
 carries a strict Content-Security-Policy: scripts, styles and fetches from
 this origin only, no inline script or style, no frames, no foreign images.
 """
@@ -19,11 +21,13 @@ from urllib.parse import parse_qs
 
 from pydantic import BaseModel, Field
 
+from tarsy.access.iap import authenticate
+from tarsy.access.roles import Principal, Role
 from tarsy.api.session_list import parse_query
 from tarsy.app import Deps
 from tarsy.errors import InputError
-from tarsy.http.request import HttpRequest, check_api_key
-from tarsy.models import ExecutionStatus, utcnow
+from tarsy.http.request import HttpRequest
+from tarsy.models import AuditEvent, ExecutionStatus, utcnow
 from tarsy.web import render as r
 from tarsy.web.links import UI_PREFIX
 from tarsy.web.session_page import SessionUpdate, dumps, score_view, session_update, stage_label
@@ -120,15 +124,35 @@ def _error(e: InputError) -> WebResponse:
     return response
 
 
-async def _list_data(request: HttpRequest, deps: Deps) -> WebResponse:
+def _who(principal: Principal) -> dict[str, str | None]:
+    return {"email": principal.email, "role": principal.role.value if principal.role else None}
+
+
+async def _list_data(request: HttpRequest, deps: Deps, principal: Principal) -> WebResponse:
     page = await deps.store.list_sessions(parse_query(request.query_string))
     now = utcnow()
     html = r.render("_rows.html", page=page, now=now)
-    return _json({"html": html, "next_cursor": page.next_cursor, "count": len(page.sessions)})
+    return _json(
+        {
+            "html": html,
+            "next_cursor": page.next_cursor,
+            "count": len(page.sessions),
+            "who": _who(principal),
+        }
+    )
 
 
-def _update_payload(update: SessionUpdate, now: datetime) -> dict[str, Any]:
+def _update_payload(
+    update: SessionUpdate,
+    audit: list[AuditEvent],
+    principal: Principal,
+    now: datetime,
+    scoring_off: str | None = None,
+) -> dict[str, Any]:
     session = update.session
+    roles = {e.execution_id: e.role for e in update.executions}
+    # Buttons a viewer's role would only have refused are not offered.
+    acts = principal.role is not None and principal.role.allows(Role.RESPONDER)
     running_agents = not session.status.is_terminal
     sections = [
         {
@@ -147,7 +171,7 @@ def _update_payload(update: SessionUpdate, now: datetime) -> dict[str, Any]:
         {
             "section": shown.execution_id,
             "id": f"{shown.execution_id}/{shown.event_id}",
-            "html": r.render("_event.html", event=shown.event),
+            "html": r.render("_event.html", event=shown.event, role=roles.get(shown.execution_id)),
         }
         for shown in update.events
     ]
@@ -163,12 +187,18 @@ def _update_payload(update: SessionUpdate, now: datetime) -> dict[str, Any]:
             stage_label=stage_label,
             cancellable=running_agents,
         ),
+        "audit": r.render("_audit.html", audit=audit, now=now),
+        "who": _who(principal),
         "actions": {
-            "cancel": not session.status.is_terminal,
-            "resume": session.status is ExecutionStatus.PAUSED,
-            "chat": session.status.is_terminal,
+            "cancel": acts and not session.status.is_terminal,
+            "resume": acts and session.status is ExecutionStatus.PAUSED,
+            "chat": acts and session.status.is_terminal,
+            # The same alert, today's configuration: a new session linked to this one.
+            "again": acts and session.status.is_terminal,
             # A deployment whose scoring is off (the stand-in) has no judge to ask.
-            "score": session.status.is_terminal
+            "score": acts
+            and not scoring_off
+            and session.status.is_terminal
             and not (session.score_error or "").startswith("not scored"),
         },
         "sections": sections,
@@ -196,13 +226,18 @@ async def handle(request: HttpRequest, deps: Deps) -> WebResponse:
         return _html(r.render("session.html", root=_root(path), session_id=page["session_id"]))
     try:
         if path.startswith(UI_PREFIX + "/data/"):
-            check_api_key(request.headers, deps.settings)
+            principal = await authenticate(request.headers, deps.settings)
+            principal.require("read")
             if path == UI_PREFIX + "/data/sessions":
-                return await _list_data(request, deps)
+                return await _list_data(request, deps, principal)
             if (data := _SESSION_DATA.match(path)) is not None:
                 cursor = parse_qs(request.query_string).get("cursor", [""])[0]
                 update = await session_update(deps.store, data["session_id"], cursor)
-                return _json(_update_payload(update, utcnow()))
+                audit = await deps.store.list_audit(data["session_id"])
+                payload = _update_payload(
+                    update, audit, principal, utcnow(), deps.settings.scoring_off_reason
+                )
+                return _json(payload)
         return _html(r.render("error.html", root=_root(path), message="no such page"), 404)
     except InputError as e:
         return _error(e)

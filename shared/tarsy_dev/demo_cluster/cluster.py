@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -85,6 +86,36 @@ def utc(value: datetime) -> datetime:
 def timestamp(value: datetime) -> str:
     """RFC 3339 as Kubernetes writes it: ``2026-11-23T07:58:12Z``."""
     return utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# A timestamp as scenarios and manifests write them (RFC 3339, seconds, Z or an offset).
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+
+
+def _shifted(value: Any, by: timedelta) -> Any:
+    if isinstance(value, datetime):
+        return value + by
+    if isinstance(value, str) and _RFC3339.match(value):
+        return timestamp(datetime.fromisoformat(value.replace("Z", "+00:00")) + by)
+    if isinstance(value, dict):
+        return {key: _shifted(item, by) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shifted(item, by) for item in value]
+    return value
+
+
+def on_the_clock(state: ClusterState, now: datetime) -> ClusterState:
+    """The scenario moved in time so that its clock reads ``now`` (pure).
+
+    Design constraint: kubectl computes some ages itself from the timestamps it
+    reads (``describe``, events) against the real clock, while the server's
+    tables count from the cluster's; a cluster served to a person must agree
+    with both. Every timestamp of the state, in its models and in its raw
+    manifests alike, moves by the same amount, so every age stays what the
+    scenario wrote.
+    """
+    by = utc(now) - utc(state.now)
+    return ClusterState.model_validate(_shifted(state.model_dump(by_alias=True), by))
 
 
 def human_duration(delta: timedelta) -> str:
@@ -559,9 +590,12 @@ _EVENT_API_VERSIONS = {
 class Cluster:
     """Answers kubectl-style queries about a :class:`ClusterState`."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, clock: Callable[[], datetime] | None = None) -> None:
         self.state = state
         self.now = utc(state.now)
+        # Ages count from the cluster's clock: fixed at the scenario's moment, or a live
+        # clock for a cluster served to a person (see on_the_clock).
+        self._clock = clock or (lambda: self.now)
         nodes = {node.name: node for node in state.nodes}
         self._pods = {(pod.namespace, pod.name): pod for pod in state.pods}
         objects: list[Manifest] = [namespace_manifest(ns) for ns in state.namespaces]
@@ -643,7 +677,7 @@ class Cluster:
         if value is None:
             return "<unknown>"
         moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-        return human_duration(self.now - utc(moment))
+        return human_duration(utc(self._clock()) - utc(moment))
 
     @property
     def types(self) -> dict[str, set[str]]:

@@ -25,6 +25,7 @@ import json
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from tarsy_dev.demo_cluster.cluster import (
     KubeError,
     cpu_millicores,
     memory_bytes,
+    on_the_clock,
     plural,
     timestamp,
 )
@@ -217,12 +219,18 @@ class ServedScenario:
     investigations; switching, like loading, starts the fault counts afresh.
     """
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, *, live_clock: bool = False) -> None:
+        self._live_clock = live_clock
         self._state = self._state_for(scenario)
 
-    @staticmethod
-    def _state_for(scenario: Scenario) -> tuple[Scenario, Cluster, TableRenderer, FaultPlan]:
-        cluster = Cluster(scenario.cluster)
+    def _state_for(self, scenario: Scenario) -> tuple[Scenario, Cluster, TableRenderer, FaultPlan]:
+        if self._live_clock:
+            # A person's kubectl counts some ages from the real clock: the scenario's
+            # moment becomes now, and the tables' ages keep counting from the real clock.
+            state = on_the_clock(scenario.cluster, datetime.now(UTC))
+            cluster = Cluster(state, clock=lambda: datetime.now(UTC))
+        else:
+            cluster = Cluster(scenario.cluster)
         return scenario, cluster, TableRenderer(cluster), FaultPlan(scenario.faults)
 
     @property
@@ -730,9 +738,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         help='POST /scenario {"scenario": NAME} serves another scenario (evaluations); '
         "GET /scenario says which is served",
     )
+    parser.add_argument(
+        "--live-clock",
+        action="store_true",
+        help="move the scenario to now and count ages on the real clock, as kubectl does "
+        "for describe and events (a cluster a person looks at)",
+    )
     args = parser.parse_args(argv)
     scenario = load_scenario(args.scenario)
-    app = build_app(scenario, switchable=args.switchable)
+    app = build_app(
+        ServedScenario(scenario, live_clock=args.live_clock), switchable=args.switchable
+    )
     path: Path = args.kubeconfig.resolve()
 
     def bound(url: str) -> None:

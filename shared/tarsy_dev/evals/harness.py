@@ -32,7 +32,7 @@ from tarsy.errors import ApiError, ConfigError
 from tarsy.models import LLMInteraction
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings
-from tarsy_dev.client import SessionView, TarsyClient
+from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
 from tarsy_dev.demo_cluster import TOOL_NAMES, load_scenario, scenario_names
 from tarsy_dev.demo_cluster.models import PROMETHEUS_TOOL_NAMES, Scenario
 from tarsy_dev.evals.judging import judge_session
@@ -335,7 +335,10 @@ def run_evaluation(
             cleanup.callback(stop_stack, stack, state_dir, progress)
             client = cleanup.enter_context(
                 TarsyClient(
-                    ingest_url=stack.ingest_url, api_url=stack.api_url, api_key=stack.api_key
+                    ingest_url=stack.ingest_url,
+                    api_url=stack.api_url,
+                    api_key=stack.api_key,
+                    signin=LocalSignIn(stack.signin_key_pem, stack.user),
                 )
             )
             # Round by round (every scenario once, then again): a run stopped early still

@@ -266,8 +266,29 @@ class StandInResponder:
         return FakeReply(text=text, input_tokens=max(1, len(prompt) // 4), output_tokens=80)
 
 
+# The untrusted blocks of a prompt (tarsy.agent.prompts.delimit); the first is what it restates.
+_DELIMITED = re.compile(r"<<<BEGIN ([^>]+)>>>\n(.*?)\n<<<END \1>>>", re.DOTALL)
+# delimit() defuses markers inside the data with a zero-width space; a person never sees it.
+_DEFUSED = "\u200b"
+
+
+def restated(prompt: str) -> str:
+    """What the stand-in restates: the data of the prompt's first delimited block.
+
+    That is the alert data, or the analysis a summary or chat is about; never the
+    prompt's markers and instructions.
+
+    The zero-width spaces that defused markers inside the data are dropped first, so a
+    block inside it (an analysis that quoted its own prompt) is unwrapped the same way.
+    """
+    text = prompt.replace(_DEFUSED, "")
+    while (block := _DELIMITED.search(text)) is not None:
+        text = block.group(2)
+    return text
+
+
 def _alert_excerpt(prompt: str, limit: int = 1200) -> str:
-    lines = [line for line in prompt.splitlines() if line.strip()]
+    lines = [line for line in restated(prompt).splitlines() if line.strip()]
     excerpt = "\n".join(f"> {line}" for line in lines)
     return excerpt if len(excerpt) <= limit else excerpt[:limit] + "\n> …"
 

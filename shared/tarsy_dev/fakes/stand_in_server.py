@@ -12,7 +12,14 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from tarsy_dev.fakes.fake_gemini import STAND_IN_LABEL, FakeGemini, Responder
+from tarsy_dev.fakes.fake_gemini import (
+    STAND_IN_LABEL,
+    FakeCall,
+    FakeGemini,
+    FakeReply,
+    Responder,
+    StandInResponder,
+)
 from tarsy_dev.fakes.standin import ScenarioStandIn
 
 
@@ -23,6 +30,21 @@ def _load_responder(spec: str) -> Responder:
     target = getattr(importlib.import_module(module_name), attr)
     responder: Responder = target() if isinstance(target, type) else target
     return responder
+
+
+def without_usage(responder: Responder) -> Responder:
+    """The stand-in is not a model: its replies report no tokens, so nothing is costed.
+
+    The local stack prices calls by the model it names (Gemini's prices); a
+    stand-in that reported tokens would show a cost no model ever charged.
+    """
+
+    def answer(call: FakeCall) -> FakeReply:
+        return responder(call).model_copy(
+            update={"input_tokens": 0, "output_tokens": 0, "thinking_tokens": 0}
+        )
+
+    return answer
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -40,7 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     responder = _load_responder(args.responder) if args.responder else None
     if args.scenario:
         responder = ScenarioStandIn(args.scenario)
-    fake = FakeGemini(host=args.host, port=args.port, responder=responder)
+    fake = FakeGemini(
+        host=args.host, port=args.port, responder=without_usage(responder or StandInResponder())
+    )
     print(f"fake-gemini listening on {fake.url} {STAND_IN_LABEL}", flush=True)
     try:
         fake._server.serve_forever()

@@ -9,6 +9,7 @@ Ctrl-C is pressed again meanwhile.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -25,7 +26,7 @@ from tarsy.errors import ApiError
 from tarsy.settings import Settings, get_settings
 from tarsy.web.links import list_url, session_url
 from tarsy_dev.cli import StoppedWatching, consoles, watch_session
-from tarsy_dev.client import TarsyClient
+from tarsy_dev.client import LocalSignIn, TarsyClient
 from tarsy_dev.demo_cluster.loader import DEFAULT_SCENARIO, scenario_names
 from tarsy_dev.localstack.kubernetes_mcp import KubernetesMcpUnavailable
 from tarsy_dev.localstack.processes import is_running
@@ -88,9 +89,12 @@ def _options(args: argparse.Namespace) -> StackOptions:
 
 
 def _banner(stack: Stack) -> None:
-    console.print(f"[bold]pages[/]   {list_url(stack.api_url)}  (API key: {stack.api_key})")
-    console.print(f"[bold]ingest[/]  {stack.ingest_url}/alerts")
-    console.print(f"[bold]api[/]     {stack.api_url}/sessions/<id>")
+    console.print(f"[bold]pages[/]   {list_url(stack.signin_url)}  (signed in as {stack.user})")
+    console.print(f"[bold]ingest[/]  {stack.ingest_url}/alerts  (API key: {stack.api_key})")
+    console.print(
+        f"[bold]api[/]     {stack.signin_url}/sessions/<id>  (signed in; "
+        f"tarsy --user EMAIL signs in as anyone)"
+    )
     console.print(f"[bold]model[/]   {stack.model}")
     if stack.config_path:
         console.print(f"[bold]config[/]  {stack.config_path}")
@@ -277,6 +281,19 @@ def _demo(args: argparse.Namespace) -> int:
     except InputProblem as e:
         console.print(f"demo: {e}", style="red", markup=False)
         return EXIT_USAGE
+    if (running := running_stack(options.state_dir)) is not None:
+        # A demo starts and stops its own stack: over a running `make up` it would stop
+        # that one and lose its sessions. Refuse, and say how to use the running one.
+        console.print(
+            "demo: a stack started by `make up` is running, with its sessions; the demo "
+            "would stop it and lose them. Use it: "
+            ".venv/bin/tarsy submit shared/tarsy_dev/samples/pod-crashloop.json --watch "
+            f"(pages: {list_url(running.signin_url or running.api_url)}), "
+            "or stop it first: make down",
+            style="red",
+            markup=False,
+        )
+        return EXIT_USAGE
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     stack: Stack | None = None
     try:
@@ -285,26 +302,32 @@ def _demo(args: argparse.Namespace) -> int:
         # Full lines when redirected (make demo > file), wrapped to the terminal otherwise.
         out, _errors = consoles()
         with TarsyClient(
-            ingest_url=stack.ingest_url, api_url=stack.api_url, api_key=stack.api_key
+            ingest_url=stack.ingest_url,
+            api_url=stack.api_url,
+            api_key=stack.api_key,
+            signin=LocalSignIn(stack.signin_key_pem, stack.user),
         ) as client:
             submitted = client.submit(alert)
             console.print(
                 f"submitted [bold]{alert.get('alert_type')}[/] alert → {submitted.session_id}"
             )
             console.print(
-                f"[bold]watch it in a browser[/] {session_url(stack.api_url, submitted.session_id)}"
-                f"  (API key: {stack.api_key}; the page lives while the demo runs)"
+                f"[bold]watch it in a browser[/] "
+                f"{session_url(stack.signin_url, submitted.session_id)}"
+                f"  (signed in as {stack.user}; the page lives while the demo runs)"
             )
             # The watch prints every timeline event, the final analysis among them.
             # A CPU model takes minutes where a hosted one takes seconds.
             timeout = DEMO_TIMEOUT_S if options.model_label is None else LOCAL_DEMO_TIMEOUT_S
             status = watch_session(client, submitted.session_id, out, timeout=timeout)
+        again = f"make up SCENARIO={options.scenario}" if options.scenario else "make up"
         if stack.kubeconfig:
             console.print(
-                "look at the incident yourself: `make up` keeps the demo cluster running, then "
-                f"{kubectl_line(stack.kubeconfig)}",
+                f"look at the incident yourself: `{again}` keeps the same demo cluster running, "
+                f"then {kubectl_line(stack.kubeconfig)}",
                 markup=False,
             )
+        hold_the_page(session_url(stack.signin_url, submitted.session_id), again)
         return status
     except (ApiError, InputProblem) as e:
         console.print(f"demo failed: {e}", style="red", markup=False)
@@ -319,6 +342,38 @@ def _demo(args: argparse.Namespace) -> int:
         if stack is not None:
             shutdown(stack, options.state_dir)
         signal.signal(signal.SIGTERM, previous_sigterm or signal.SIG_DFL)
+
+
+def interactive() -> bool:
+    """Whether someone at a terminal runs the demo (stdin is one)."""
+    return sys.stdin.isatty()
+
+
+def wait_for_enter() -> None:
+    """Block until the person presses Enter (Ctrl-C raises, as anywhere in the demo)."""
+    sys.stdin.readline()
+
+
+def hold_the_page(url: str, again: str) -> None:
+    """Keep the stack, and so the session's page, up until the person is done with it.
+
+    Design constraint: the demo's session lives in the demo's emulators, so its
+    page dies with the stack. At a terminal the demo waits for Enter before it
+    stops; redirected or in CI it stops at once and says the link goes with it.
+    """
+    if not interactive():
+        console.print(
+            f"stopping the demo's stack: its page goes with it ({again} keeps one up)",
+            markup=False,
+        )
+        return
+    console.print(
+        f"[bold]the page stays up while you look:[/] {url}\n"
+        "press Enter (or Ctrl-C) to stop the stack",
+        highlight=False,
+    )
+    with contextlib.suppress(KeyboardInterrupt, EOFError):
+        wait_for_enter()
 
 
 def shutdown(stack: Stack, state_dir: Path) -> list[str]:

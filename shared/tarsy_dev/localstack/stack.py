@@ -41,6 +41,13 @@ from tarsy_dev.localstack.processes import (
     terminate_all,
     wait_until,
 )
+from tarsy_dev.localstack.signin import (
+    DEFAULT_USER,
+    KEY_FILE,
+    KEYS_PATH,
+    LOCAL_AUDIENCE,
+    write_key,
+)
 
 STATE_FILE = "stack.json"
 ENV_FILE = "stack.env"
@@ -108,6 +115,10 @@ class StackOptions(BaseModel):
     # A real model the config already points at (the local model): no stand-in starts,
     # and the banner names it.
     model_label: str | None = None
+    # Who the browser is signed in as through the local sign-in proxy (and the CLI's default).
+    user: str = DEFAULT_USER
+    # Roles (TARSY_ACCESS_GRANTS); None: the local user is admin.
+    grants: dict[str, list[str]] | None = None
 
 
 class Stack(BaseModel):
@@ -130,6 +141,15 @@ class Stack(BaseModel):
     kubeconfig: str | None = Field(
         default=None, description="The demo cluster's kubeconfig (kubectl --kubeconfig ...)."
     )
+    signin_url: str = Field(default="", description="The sign-in proxy in front of the api.")
+    signin_key: str = Field(default="", description="The key the proxy and the CLI sign with.")
+    user: str = Field(default=DEFAULT_USER, description="Who the proxy signs in as.")
+
+    @property
+    def signin_key_pem(self) -> bytes:
+        """The signing key (a local file, mode 0600)."""
+        return Path(self.signin_key).read_bytes()
+
     prometheus_url: str | None = Field(
         default=None, description="The demo cluster's Prometheus (PromQL on loopback)."
     )
@@ -139,6 +159,9 @@ class Stack(BaseModel):
         return {
             "TARSY_INGEST_URL": self.ingest_url,
             "TARSY_API_URL": self.api_url,
+            "TARSY_UI_URL": self.signin_url,
+            "TARSY_SIGNIN_KEY": self.signin_key,
+            "TARSY_USER": self.user,
             "TARSY_API_KEY": self.api_key,
             "GOOGLE_CLOUD_PROJECT": self.project_id,
             "FIRESTORE_EMULATOR_HOST": self.firestore_host,
@@ -319,6 +342,24 @@ def start_stack(
 
         ports = {spec.name: free_port() for spec in FUNCTIONS}
         urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+        # The proxy starts first: the api reads its keys from it on the first request.
+        signin_key = options.state_dir / KEY_FILE
+        write_key(signin_key)
+        signin_port = free_port()
+        signin_url = f"http://127.0.0.1:{signin_port}"
+        progress(f"starting the sign-in proxy on {signin_url} (signed in as {options.user})")
+        signin = spawn(
+            "signin",
+            [sys.executable, "-m", "tarsy_dev.localstack.signin", "--port", str(signin_port),
+             "--upstream", urls["api"], "--key", str(signin_key), "--user", options.user],
+            log_dir=log_dir,
+            url=signin_url,
+        )  # fmt: skip
+        started.append(signin)
+        wait_until(_port_open(signin_port), timeout=30, what="sign-in proxy", process=signin)
+        grants = (
+            options.grants if options.grants is not None else {"admin": [f"user:{options.user}"]}
+        )
         emulator_env = {
             "GOOGLE_CLOUD_PROJECT": options.project_id,
             "FIRESTORE_EMULATOR_HOST": firestore.url,
@@ -329,7 +370,11 @@ def start_stack(
             **emulator_env,
             **model_env,
             "TARSY_API_KEY": options.api_key,
-            "TARSY_PUBLIC_API_URL": urls["api"],
+            # Links people open (status_url, Slack, the CLI's pages) go through sign-in.
+            "TARSY_PUBLIC_API_URL": signin_url,
+            "TARSY_IAP_AUDIENCE": LOCAL_AUDIENCE,
+            "TARSY_IAP_CERTS_URL": signin_url + KEYS_PATH,
+            "TARSY_ACCESS_GRANTS": json.dumps(grants),
             "TARSY_STEPS_TOPIC": settings.steps_topic,
             "TARSY_LOG_FORMAT": "console",
             **({"TARSY_CONFIG_PATH": str(config_path)} if config_path else {}),
@@ -384,6 +429,9 @@ def start_stack(
             config_path=str(options.config_path) if options.config_path else None,
             config_digest=config_digest(options.config_path),
             kubeconfig=str(kubeconfig) if kubeconfig else None,
+            signin_url=signin_url,
+            signin_key=str(signin_key),
+            user=options.user,
             prometheus_url=prometheus_url,
         )
         save_stack(stack, options.state_dir)
@@ -430,7 +478,12 @@ def with_kubernetes(config: Mapping[str, Any], server: Mapping[str, Any]) -> dic
 
 
 def start_kube_api(
-    scenario: str, kubeconfig: Path, log_dir: Path, *, switchable: bool = False
+    scenario: str,
+    kubeconfig: Path,
+    log_dir: Path,
+    *,
+    switchable: bool = False,
+    live_clock: bool = False,
 ) -> ProcessInfo:
     """Serve a demo-cluster scenario over the Kubernetes API; return once it answers.
 
@@ -444,6 +497,8 @@ def start_kube_api(
     ]  # fmt: skip
     if switchable:
         argv.append("--switchable")
+    if live_clock:
+        argv.append("--live-clock")
     info = spawn("demo-cluster", argv, log_dir=log_dir, url=url)
     try:
         wait_until(http_ok(f"{url}/version"), timeout=60, what="demo cluster", process=info)
@@ -474,7 +529,8 @@ def _start_demo_cluster(
     binary = ensure_installed(options.root, progress)
     kubeconfig = options.state_dir / "demo-cluster" / "kubeconfig"
     progress(f"starting the demo cluster's Kubernetes API (scenario {options.scenario})")
-    started.append(start_kube_api(options.scenario, kubeconfig, log_dir))
+    # People look at this cluster with kubectl: its ages agree with their clock.
+    started.append(start_kube_api(options.scenario, kubeconfig, log_dir, live_clock=True))
     server = server_config(
         binary, kubeconfig, f"kubernetes-mcp-server on the demo cluster ({options.scenario})"
     )

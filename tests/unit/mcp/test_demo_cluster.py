@@ -11,7 +11,7 @@ import contextlib
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,10 @@ from tarsy_dev.demo_cluster.cluster import (
     cpu_millicores,
     human_duration,
     memory_bytes,
+    on_the_clock,
     plural,
 )
-from tarsy_dev.demo_cluster.kube_api import main
+from tarsy_dev.demo_cluster.kube_api import ServedScenario, main
 from tarsy_dev.demo_cluster.models import Scenario
 
 SCENARIOS = [
@@ -443,3 +444,38 @@ def test_quantities() -> None:
     assert plural("Ingress") == "ingresses"
     assert plural("NetworkPolicy") == "networkpolicies"
     assert plural("Deployment") == "deployments"
+
+
+# ─── the clock a person's kubectl reads ───────────────────────────────────────
+
+
+def test_on_the_clock_moves_every_timestamp_and_keeps_every_age() -> None:
+    state = load_scenario().cluster
+    later = state.now + timedelta(days=4, hours=9)
+    moved = on_the_clock(state, later)
+    assert moved.now == later
+    before, after = Cluster(state), Cluster(moved)
+    pairs = [(p.created, q.created) for p, q in zip(state.pods, moved.pods, strict=True)]
+    assert pairs and all(a == b + timedelta(days=4, hours=9) for b, a in pairs)
+    # Raw manifests move too: a secret's creation is as old as before, on the new clock.
+    stamps = [
+        (o["metadata"].get("creationTimestamp"), m["metadata"].get("creationTimestamp"))
+        for o, m in zip(state.objects, moved.objects, strict=True)
+    ]
+    assert [before.age(b) for b, _ in stamps] == [after.age(a) for _, a in stamps]
+
+
+async def test_a_cluster_on_the_live_clock_agrees_with_kubectls_own_ages() -> None:
+    served = ServedScenario(load_scenario(), live_clock=True)
+    transport = httpx.ASGITransport(app=build_app(served))
+    async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
+        [secret] = rows(await table(client, "/api/v1/namespaces/checkout/secrets"))
+        raw = await client.get("/api/v1/namespaces/checkout/secrets/payments-db-credentials")
+        created = datetime.fromisoformat(raw.json()["metadata"]["creationTimestamp"])
+        # The server's table and kubectl's own count (describe: real now - timestamp) agree.
+        assert secret["Age"] == "69d" == human_duration(datetime.now(UTC) - created)
+        pods = {r["Name"]: r for r in rows(await table(client, "/api/v1/pods"))}
+        assert pods["payments-api-7d9f8b6c5-x2k4q"]["Restarts"].startswith("7 (")
+        events = (await client.get("/api/v1/namespaces/checkout/events")).json()["items"]
+        last_seen = max(datetime.fromisoformat(e["lastTimestamp"]) for e in events)
+        assert timedelta(0) <= datetime.now(UTC) - last_seen < timedelta(hours=1)

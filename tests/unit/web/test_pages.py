@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, cast
 
@@ -13,6 +14,7 @@ from tarsy.app import Deps
 from tarsy.http.request import HttpRequest
 from tarsy.models import (
     AgentExecution,
+    AuditEvent,
     ChainRouting,
     ExecutionStatus,
     Session,
@@ -24,13 +26,28 @@ from tarsy.models import (
 from tarsy.persistence.progress import ProgressSnapshot
 from tarsy.persistence.session_list import SessionPage, SessionQuery, SessionSummary
 from tarsy.persistence.store import Store
-from tarsy.settings import Settings
 from tarsy.web.links import session_url
 from tarsy.web.pages import CONTENT_SECURITY_POLICY, WebResponse, handle
 from tarsy.web.render import markdown_html
 from tarsy.web.session_page import PATH_SEPARATOR, CursorEntry, TimelineCursor, new_events
+from tests.unit.signin import ADMIN, NOBODY, RESPONDER, VIEWER, SignIn, signin_server
 
 KEY = "unit-key"
+
+
+@pytest.fixture(scope="module")
+def signin() -> Iterator[SignIn]:
+    with signin_server() as served:
+        yield served
+
+
+@pytest.fixture(autouse=True)
+def _signin(signin: SignIn) -> None:
+    global SIGNIN
+    SIGNIN = signin
+
+
+SIGNIN: SignIn
 SCRIPT = "<script>alert('alert')</script>"
 IMAGE = '<img src=x onerror="alert(1)">'
 
@@ -45,6 +62,7 @@ class MemoryStore:
         self.timelines: dict[str, list[tuple[str, TimelineEvent]]] = {}
         self.progress: dict[str, ProgressSnapshot] = {}
         self.timeline_reads: list[str] = []
+        self.audit: dict[str, list[AuditEvent]] = {}
 
     async def get_session(self, session_id: str) -> Session | None:
         return self.sessions.get(session_id)
@@ -62,6 +80,9 @@ class MemoryStore:
         self.timeline_reads.append(execution_id)
         return self.timelines.get(execution_id, [])
 
+    async def list_audit(self, session_id: str) -> list[AuditEvent]:
+        return self.audit.get(session_id, [])
+
     async def list_sessions(self, query: SessionQuery) -> SessionPage:
         rows = [
             SessionSummary.model_validate(s.model_dump())
@@ -71,13 +92,13 @@ class MemoryStore:
         return SessionPage(sessions=rows[: query.limit])
 
 
-def deps(store: MemoryStore) -> Deps:
-    settings = Settings(TARSY_API_KEY=KEY)
+def deps(store: MemoryStore, **settings_more: object) -> Deps:
+    settings = SIGNIN.settings(TARSY_API_KEY=KEY, **settings_more)
     return cast(Deps, type("D", (), {"settings": settings, "store": cast(Store, store)})())
 
 
-def get(path: str, query: str = "", key: str | None = KEY) -> HttpRequest:
-    headers = {} if key is None else {"authorization": f"Bearer {key}"}
+def get(path: str, query: str = "", user: str | None = ADMIN) -> HttpRequest:
+    headers = {} if user is None else SIGNIN.headers(user)
     return HttpRequest(method="GET", path=path, query_string=query, headers=headers)
 
 
@@ -145,8 +166,8 @@ def no_markup_from(html: str) -> None:
 
 async def test_the_shells_need_no_key_and_hold_no_session_data() -> None:
     store = hostile_store()
-    listing = await call(store, get("/ui/", key=None))
-    page = await call(store, get("/ui/sessions/s-1", key=None))
+    listing = await call(store, get("/ui/", user=None))
+    page = await call(store, get("/ui/sessions/s-1", user=None))
     assert listing.status == page.status == 200
     assert b"HighLatency" not in page.body and b"latency 2s" not in page.body
     assert b'<meta name="tarsy-root" content="../../">' in page.body
@@ -158,25 +179,62 @@ async def test_the_shells_need_no_key_and_hold_no_session_data() -> None:
 
 
 async def test_ui_without_a_slash_redirects_to_the_folder_the_links_are_relative_to() -> None:
-    response = await call(MemoryStore(), get("/ui", key=None))
+    response = await call(MemoryStore(), get("/ui", user=None))
     assert (response.status, response.headers["Location"]) == (308, "ui/")
 
 
 async def test_the_assets_are_served_from_the_package_and_nothing_else_is() -> None:
-    script = await call(MemoryStore(), get("/ui/static/app.js", key=None))
+    script = await call(MemoryStore(), get("/ui/static/app.js", user=None))
     assert script.status == 200 and script.content_type.startswith("text/javascript")
-    assert b"sessionStorage" in script.body
+    assert b"sessionPage" in script.body
     for path in ("/ui/static/..%2fpages.py", "/ui/static/pages.py", "/ui/static/../render.py"):
-        assert (await call(MemoryStore(), get(path, key=None))).status == 404
+        assert (await call(MemoryStore(), get(path, user=None))).status == 404
 
 
-@pytest.mark.parametrize("key", [None, "wrong"])
-async def test_the_data_routes_need_the_api_key(key: str | None) -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"authorization": f"Bearer {KEY}"}, {"x-api-key": KEY}],
+    ids=["nothing", "the API key as Bearer", "the API key as X-API-Key"],
+)
+async def test_the_data_routes_need_a_signed_in_person_and_never_take_the_api_key(
+    headers: dict[str, str],
+) -> None:
     store = hostile_store()
     for path in ("/ui/data/sessions", "/ui/data/sessions/s-1"):
-        response = await call(store, get(path, key=key))
+        request = HttpRequest(method="GET", path=path, headers=headers)
+        response = await call(store, request)
         assert response.status == 401
         assert b"HighLatency" not in response.body
+
+
+async def test_someone_without_a_role_is_refused_the_data_naming_the_viewer_role() -> None:
+    response = await call(hostile_store(), get("/ui/data/sessions/s-1", user=NOBODY))
+    assert response.status == 403
+    assert json.loads(response.body)["error"]["details"] == {"required_role": "viewer"}
+    assert b"HighLatency" not in response.body
+
+
+async def test_a_viewer_sees_the_session_and_is_offered_no_action() -> None:
+    viewer = await call(hostile_store(), get("/ui/data/sessions/s-1", user=VIEWER))
+    update = json.loads(viewer.body)
+    assert update["who"] == {"email": VIEWER, "role": "viewer"}
+    assert not any(update["actions"].values())
+    responder = json.loads(
+        (await call(hostile_store(), get("/ui/data/sessions/s-1", user=RESPONDER))).body
+    )
+    assert any(responder["actions"].values())
+
+
+async def test_the_page_shows_who_did_what_escaped() -> None:
+    store = hostile_store()
+    store.audit["s-1"] = [
+        AuditEvent(action="chat", actor=RESPONDER, role="responder", detail=SCRIPT),
+        AuditEvent(action="cancel", actor=ADMIN, role="admin"),
+    ]
+    update = json.loads((await call(store, get("/ui/data/sessions/s-1"))).body)
+    no_markup_from(update["audit"])
+    assert RESPONDER in update["audit"] and "cancel" in update["audit"]
+    assert update["audit"].index(RESPONDER) < update["audit"].index(ADMIN)
 
 
 async def test_actions_on_the_pages_are_refused_the_api_routes_take_them() -> None:
@@ -332,3 +390,90 @@ async def test_the_list_fragment_links_each_session_and_shows_its_columns() -> N
 
 def test_a_session_url_is_under_the_api_url() -> None:
     assert session_url("https://x.example/api/", "s-1") == "https://x.example/api/ui/sessions/s-1"
+
+
+def finished_with_a_chat() -> MemoryStore:
+    """A completed session with an investigation's analysis and a chat's answer."""
+    store = MemoryStore()
+    store.sessions["s-2"] = Session(
+        session_id="s-2", alert_type="DiskFull", alert_data="disk 97%", chain_id="default",
+        status=ExecutionStatus.COMPLETED, started_at=utcnow(), completed_at=utcnow(),
+    )  # fmt: skip
+    store.executions["s-2"] = [
+        AgentExecution(
+            execution_id=eid,
+            session_id="s-2",
+            stage=stage,
+            agent=agent,
+            role=role,
+            strategy="native-thinking",
+            provider="google",
+            status=ExecutionStatus.COMPLETED,
+        )
+        for eid, stage, agent, role in (
+            ("e-a", 0, "investigator", "agent"),
+            ("e-c", -2, "chat-assistant", "chat"),
+        )
+    ]
+    store.timelines["e-a"] = [
+        ("0001-000", TimelineEvent(type=TimelineEventType.FINAL_ANALYSIS, content="the disk"))
+    ]
+    store.timelines["e-c"] = [
+        ("0001-000", TimelineEvent(type=TimelineEventType.USER_QUESTION, content="why?")),
+        ("0002-000", TimelineEvent(type=TimelineEventType.FINAL_ANALYSIS, content="because")),
+    ]
+    return store
+
+
+async def test_a_chats_answer_is_labelled_an_answer_not_a_final_analysis() -> None:
+    update = json.loads((await call(finished_with_a_chat(), get("/ui/data/sessions/s-2"))).body)
+    labels: dict[str, list[str]] = {}
+    for event in update["events"]:
+        found = re.findall(r'<div class="label">([^<]*)</div>', event["html"])
+        labels.setdefault(event["section"], []).extend(found)
+    assert labels["e-a"] == ["final analysis"]
+    assert labels["e-c"] == ["question", "answer"]
+
+
+async def test_re_score_is_not_offered_where_scoring_is_off() -> None:
+    store = finished_with_a_chat()
+    offered = json.loads((await call(store, get("/ui/data/sessions/s-2"))).body)
+    assert offered["actions"]["score"] is True
+    request = get("/ui/data/sessions/s-2")
+    stand_in = await handle(request, deps(store, TARSY_SCORING_OFF_REASON="stand-in model"))
+    assert json.loads(stand_in.body)["actions"]["score"] is False
+
+
+async def test_a_tools_output_keeps_its_lines_so_tables_keep_their_columns() -> None:
+    update = json.loads((await call(hostile_store(), get("/ui/data/sessions/s-1"))).body)
+    [result] = [e["html"] for e in update["events"] if 'data-type="mcp_tool_call"' in e["html"]]
+    assert '<pre class="result">' in result
+    css = (await call(MemoryStore(), get("/ui/static/style.css", user=None))).body.decode()
+    assert re.search(r"pre\.result \{[^}]*white-space: pre;[^}]*overflow-x: auto", css)
+
+
+async def test_a_responder_may_investigate_a_finished_session_again_and_a_viewer_may_not() -> None:
+    store = finished_with_a_chat()
+    responder = json.loads((await call(store, get("/ui/data/sessions/s-2", user=RESPONDER))).body)
+    viewer = json.loads((await call(store, get("/ui/data/sessions/s-2", user=VIEWER))).body)
+    assert responder["actions"]["again"] is True and viewer["actions"]["again"] is False
+    running = json.loads((await call(hostile_store(), get("/ui/data/sessions/s-1"))).body)
+    assert running["actions"]["again"] is False
+
+
+async def test_the_page_links_a_session_and_its_investigation_again_both_ways() -> None:
+    store = finished_with_a_chat()
+    store.sessions["s-2"] = store.sessions["s-2"].model_copy(
+        update={"investigation_of": "s-1", "investigated_again_as": ["s-3", "s-4"]}
+    )
+    header = json.loads((await call(store, get("/ui/data/sessions/s-2"))).body)["header"]
+    assert '<a class="again-of" href="s-1">s-1</a>' in header
+    assert re.findall(r'class="again-as" href="([^"]+)"', header) == ["s-3", "s-4"]
+
+
+async def test_the_list_filters_by_who_acted_and_what_they_did() -> None:
+    shell = (await call(MemoryStore(), get("/ui/", user=None))).body.decode()
+    assert 'name="actor"' in shell and 'name="action"' in shell
+    assert '<option value="investigate">investigate</option>' in shell
+    script = (await call(MemoryStore(), get("/ui/static/app.js", user=None))).body.decode()
+    assert script.count('"actor", "action"') == 2  # read from the URL, and sent

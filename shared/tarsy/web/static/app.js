@@ -1,11 +1,10 @@
 // tarsy's pages: the session list and a session's live page.
-// The API key is asked once and kept in sessionStorage (this tab only), sent in a header,
-// never put in a URL. Every HTML fragment comes escaped and sanitized from the server;
+// People sign in through Identity-Aware Proxy, which signs every request this page makes:
+// the page never asks for a key. Every HTML fragment comes escaped and sanitized from the server;
 // text this script makes itself goes in with textContent.
 "use strict";
 
 (function () {
-  const KEY = "tarsy.apiKey";
   const POLL_MS = 1000;
   const MAX_BACKOFF_MS = 10000;
   const root = new URL(document.querySelector('meta[name="tarsy-root"]').content, location.href);
@@ -26,38 +25,10 @@
     $("connection").textContent = text;
   }
 
-  // The key form appears when no key is known or the api refused it; resolves once one is given.
-  let keyWaiters = [];
-  function askForKey(reason) {
-    sessionStorage.removeItem(KEY);
-    $("forget-key").hidden = true;
-    const form = $("key-form");
-    form.hidden = false;
-    if (reason) showMessage(reason);
-    $("key-input").focus();
-    return new Promise((resolve) => keyWaiters.push(resolve));
-  }
-
-  function setupKeyForm() {
-    $("key-form").addEventListener("submit", (event) => {
-      event.preventDefault();
-      const value = $("key-input").value.trim();
-      if (!value) return;
-      sessionStorage.setItem(KEY, value);
-      $("key-input").value = "";
-      $("key-form").hidden = true;
-      $("forget-key").hidden = false;
-      showMessage("");
-      const waiters = keyWaiters;
-      keyWaiters = [];
-      waiters.forEach((resolve) => resolve(value));
-    });
-    $("forget-key").addEventListener("click", () => askForKey("key forgotten"));
-    if (sessionStorage.getItem(KEY)) $("forget-key").hidden = false;
-  }
-
-  async function currentKey() {
-    return sessionStorage.getItem(KEY) || (await askForKey(""));
+  function showWho(who) {
+    if (!who) return;
+    $("who").textContent = "signed in as " + who.email + " · " + (who.role || "no role");
+    $("who").hidden = false;
   }
 
   class HttpError extends Error {
@@ -67,32 +38,32 @@
     }
   }
 
-  // One authenticated request; a refused key asks for another and tries again.
+  // One request; the proxy in front of the api signs it. A refusal says why, as the api put it.
   async function call(method, path, body) {
-    for (;;) {
-      const key = await currentKey();
-      const init = { method, headers: { Authorization: "Bearer " + key }, cache: "no-store" };
-      if (body !== undefined) {
-        init.headers["Content-Type"] = "application/json";
-        init.body = JSON.stringify(body);
-      }
-      const response = await fetch(apiUrl(path), init);
-      if (response.status === 401) {
-        await askForKey("the API key was refused: give the key of this deployment");
-        continue;
-      }
-      let payload = null;
-      try {
-        payload = await response.json();
-      } catch (e) {
-        payload = null;
-      }
-      if (!response.ok) {
-        const message = payload && payload.error ? payload.error.message : response.statusText;
-        throw new HttpError(response.status, message || "HTTP " + response.status);
-      }
-      return payload;
+    const init = { method, headers: {}, cache: "no-store", credentials: "same-origin" };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
     }
+    const response = await fetch(apiUrl(path), init);
+    let payload = null;
+    try {
+      payload = await response.json();
+    } catch (e) {
+      payload = null;
+    }
+    if (!response.ok) {
+      let message = payload && payload.error ? payload.error.message : response.statusText;
+      if (response.status === 401) message = "not signed in: " + (message || "HTTP 401");
+      throw new HttpError(response.status, message || "HTTP " + response.status);
+    }
+    return payload;
+  }
+
+  // A placeholder ("loading…") that will not load says why instead.
+  function explainPlaceholder(element, text) {
+    const placeholder = element.querySelector(".empty");
+    if (placeholder && placeholder.textContent === "loading…") placeholder.textContent = text;
   }
 
   function replaceIfChanged(element, html) {
@@ -107,7 +78,7 @@
   function listPage() {
     const form = $("filters");
     const params = new URLSearchParams(location.search);
-    for (const name of ["status", "alert_type", "source", "limit"]) {
+    for (const name of ["status", "alert_type", "source", "actor", "action", "limit"]) {
       if (params.get(name) && form.elements[name]) form.elements[name].value = params.get(name);
     }
     let cursor = params.get("cursor") || "";
@@ -115,7 +86,7 @@
 
     function query() {
       const q = new URLSearchParams();
-      for (const name of ["status", "alert_type", "source", "limit"]) {
+      for (const name of ["status", "alert_type", "source", "actor", "action", "limit"]) {
         const value = form.elements[name].value.trim();
         if (value && !(name === "limit" && value === "20")) q.set(name, value);
       }
@@ -129,6 +100,7 @@
       history.replaceState(null, "", "?" + q.toString());
       try {
         const page = await call("GET", "ui/data/sessions?" + q.toString());
+        showWho(page.who);
         replaceIfChanged($("rows"), page.html);
         $("next-page").hidden = !page.next_cursor;
         $("next-page").dataset.cursor = page.next_cursor || "";
@@ -137,6 +109,7 @@
         showMessage("");
       } catch (e) {
         showMessage(e.message);
+        explainPlaceholder($("rows"), e.message);
         setConnection("not connected");
       }
       // The newest page follows new sessions; an older page stays as it was read.
@@ -195,11 +168,14 @@
     function apply(update) {
       replaceIfChanged($("header"), update.header);
       replaceIfChanged($("overview"), update.overview);
+      replaceIfChanged($("audit"), update.audit);
+      showWho(update.who);
       replaceIfChanged($("tree"), update.tree);
       $("actions").hidden = false;
       $("action-cancel").hidden = !update.actions.cancel;
       $("action-resume").hidden = !update.actions.resume;
       $("action-score").hidden = !update.actions.score;
+      $("action-again").hidden = !update.actions.again;
       $("chat-form").hidden = !update.actions.chat;
       const timeline = $("timeline");
       // Sections in the server's order (stages, then summary, chat, scoring).
@@ -242,9 +218,12 @@
         timer = setTimeout(() => poll(mine), POLL_MS);
       } catch (e) {
         if (mine !== generation) return;
-        if (e instanceof HttpError && e.status === 404) {
+        // Nothing a retry can change: no such session, not signed in, no role to read it.
+        if (e instanceof HttpError && [401, 403, 404].includes(e.status)) {
           polling = false;
           showMessage(e.message);
+          explainPlaceholder($("header"), e.message);
+          setConnection("not connected");
           return;
         }
         // Offline or a failing function: try again later from the same cursor.
@@ -277,6 +256,16 @@
     $("action-cancel").addEventListener("click", () => act(base + "/cancel"));
     $("action-resume").addEventListener("click", () => act(base + "/resume"));
     $("action-score").addEventListener("click", () => act(base + "/score"));
+    // The new session has its own page, beside this one: go there.
+    $("action-again").addEventListener("click", async () => {
+      showMessage("");
+      try {
+        const started = await call("POST", base + "/investigate", {});
+        location.assign(encodeURIComponent(started.session_id));
+      } catch (e) {
+        showMessage(e.message);
+      }
+    });
     $("tree").addEventListener("click", (event) => {
       const button = event.target.closest("button[data-cancel-execution]");
       if (!button) return;
@@ -300,7 +289,6 @@
   }
 
   document.addEventListener("DOMContentLoaded", () => {
-    setupKeyForm();
     if (document.body.dataset.page === "list") listPage();
     if (document.body.dataset.page === "session") sessionPage();
   });
