@@ -31,7 +31,9 @@ from tarsy_dev.fakes.bus import RecordingBus
 from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 from tarsy_dev.localstack.stack import Stack
 
-ALERT = {"alert_type": "generic", "data": {"pod": "payments-api-0", "reason": "CrashLoop"}}
+# Free text: an alert that names no labels runs the default chain (a model call and the
+# summary), which is what these delivery tests count.
+ALERT = {"alert_type": "generic", "data": "pod payments-api-0 is in CrashLoop"}
 ANALYSIS = "The payments-api config map lost DB_URL."
 SUMMARY = "payments-api down: DB_URL missing from its config map; restore it."
 

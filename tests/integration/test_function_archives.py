@@ -20,7 +20,10 @@ import httpx
 import pytest
 
 from tarsy_dev.localstack.processes import ProcessInfo, free_port, http_ok, spawn, stop, wait_until
+from tarsy_dev.localstack.signin import KEYS_PATH, LOCAL_AUDIENCE
 from tarsy_dev.localstack.stack import Stack
+
+from .conftest import signed_in
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "archive-test-key"
@@ -57,6 +60,10 @@ def environment(stack: Stack, directory: Path, api_url: str) -> dict[str, str]:
         "TARSY_STEPS_TOPIC": stack.steps_topic,
         "TARSY_PUBLIC_API_URL": api_url,
         "TARSY_LOG_FORMAT": "console",
+        # The api verifies the sign-in proxy's assertions, as the stack's own api does.
+        "TARSY_IAP_AUDIENCE": LOCAL_AUDIENCE,
+        "TARSY_IAP_CERTS_URL": stack.signin_url + KEYS_PATH,
+        "TARSY_ACCESS_GRANTS": json.dumps({"admin": [f"user:{stack.user}"]}),
     }
 
 
@@ -154,15 +161,18 @@ def served(stack: Stack, archives: dict[str, Path], tmp_path: Path) -> Iterator[
             stop(info)
 
 
-def test_packaged_ingest_and_api_serve_against_the_emulators(served: dict[str, str]) -> None:
+def test_packaged_ingest_and_api_serve_against_the_emulators(
+    served: dict[str, str], stack: Stack
+) -> None:
     auth = {"Authorization": f"Bearer {KEY}"}
+    person = signed_in(stack)
     alert = {"alert_type": "generic", "data": {"service": "orders", "error_rate": 0.31}}
     response = httpx.post(f"{served['ingest']}/alerts", json=alert, headers=auth, timeout=30)
     assert response.status_code == 202, response.text
     body = response.json()
     assert body["status_url"] == f"{served['api']}/sessions/{body['session_id']}"
 
-    view = httpx.get(body["status_url"], headers=auth, timeout=30)
+    view = httpx.get(body["status_url"], headers=person, timeout=30)
     assert view.status_code == 200, view.text
     session = view.json()["session"]
     assert session["session_id"] == body["session_id"]
@@ -175,7 +185,7 @@ def test_packaged_ingest_and_api_serve_against_the_emulators(served: dict[str, s
     # The stack's step function picks the session up; let it finish before the next test.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        status = httpx.get(body["status_url"], headers=auth, timeout=30).json()["session"]
+        status = httpx.get(body["status_url"], headers=person, timeout=30).json()["session"]
         if status["status"] in ("completed", "failed"):
             break
         time.sleep(0.25)
@@ -183,7 +193,7 @@ def test_packaged_ingest_and_api_serve_against_the_emulators(served: dict[str, s
 
 
 def test_the_packaged_api_serves_the_pages_from_its_own_archive(
-    served: dict[str, str], archives: dict[str, Path]
+    served: dict[str, str], archives: dict[str, Path], stack: Stack
 ) -> None:
     names = {p.relative_to(archives["api"]).as_posix() for p in archives["api"].rglob("*")}
     assert {"tarsy/web/static/app.js", "tarsy/web/templates/session.html"} <= names
@@ -202,13 +212,13 @@ def test_the_packaged_api_serves_the_pages_from_its_own_archive(
     )
     data_url = f"{served['api']}/ui/data/sessions/{session_id}"
     assert httpx.get(data_url, timeout=30).status_code == 401
-    update = httpx.get(data_url, headers=auth, timeout=30)
+    update = httpx.get(data_url, headers=signed_in(stack), timeout=30)
     assert update.status_code == 200, update.text
     assert "queue depth 9000 on billing" in update.json()["overview"]
-    listing = httpx.get(f"{served['api']}/ui/data/sessions", headers=auth, timeout=30)
+    listing = httpx.get(f"{served['api']}/ui/data/sessions", headers=signed_in(stack), timeout=30)
     assert f'href="sessions/{session_id}"' in listing.json()["html"]
     # Let the stack's step function finish it before the next test clears Firestore.
     deadline = time.monotonic() + 60
-    while not httpx.get(data_url, headers=auth, timeout=30).json()["finished"]:
+    while not httpx.get(data_url, headers=signed_in(stack), timeout=30).json()["finished"]:
         assert time.monotonic() < deadline
         time.sleep(0.25)
