@@ -25,7 +25,7 @@ from tarsy.evidence import brief
 from tarsy.evidence.alert import alert_facts
 from tarsy.evidence.catalog import applicable
 from tarsy.evidence.gather import Gathered, gather
-from tarsy.evidence.snapshot import Snapshot
+from tarsy.evidence.snapshot import AlertFacts, Snapshot
 from tarsy.evidence.targets import targets_of
 from tarsy.llm.backends import capabilities_of
 from tarsy.models import (
@@ -42,6 +42,18 @@ from tarsy.persistence.store import Claim, StepCommit
 from tarsy.tools.base import ToolExecutor, ToolListing
 
 
+def session_alert(session: Session) -> AlertFacts:
+    """What the session's alert says, with a start time: its own, else when tarsy received it.
+
+    Detections judge times against the alert's start, and the metric collectors read
+    the hour before it; an alert without one (plain JSON) started, for both, when it came.
+    """
+    alert = alert_facts(session.alert_data)
+    if alert.starts_at is None:
+        alert = alert.model_copy(update={"starts_at": session.created_at})
+    return alert
+
+
 def gathers(config: TarsyConfig, agent: ResolvedAgentConfig, session: Session) -> bool:
     """Whether an investigating agent starts with a gather phase (pure).
 
@@ -51,7 +63,7 @@ def gathers(config: TarsyConfig, agent: ResolvedAgentConfig, session: Session) -
     """
     if agent.evidence is None or not agent.mcp_servers:
         return False
-    alert = alert_facts(session.alert_data)
+    alert = session_alert(session)
     collectors = applicable(config.collectors, agent.evidence, alert).values()
     return any(targets_of(c.for_each, alert, Snapshot(alert=alert)) for c in collectors)
 
@@ -64,7 +76,7 @@ async def gather_evidence(
     listing: ToolListing,
 ) -> Gathered:
     """Run the collectors that apply to the session's alert with the agent's tools."""
-    alert = alert_facts(session.alert_data)
+    alert = session_alert(session)
     if agent.evidence is None or tools is None or not listing.tools:
         return Gathered(stopped="no tools to gather with")
     collectors = applicable(config.collectors, agent.evidence, alert)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from tarsy.evidence.promql import expression_in
 from tarsy.evidence.snapshot import AlertFacts
 
 
@@ -70,4 +71,22 @@ def alert_facts(alert_data: str) -> AlertFacts:
     }
     name = labels.get("alertname") or str(alert.get("alertname") or alert.get("title") or "")
     starts = _time(alert.get("startsAt")) or _time(alert.get("starts_at"))
-    return AlertFacts(name=name, labels=labels, annotations=annotations, starts_at=starts)
+    return AlertFacts(
+        name=name,
+        labels=labels,
+        annotations=annotations,
+        starts_at=starts,
+        expression=_expression(alert, labels),
+    )
+
+
+def _expression(alert: Mapping[str, Any], labels: Mapping[str, str]) -> str:
+    """The rule's PromQL: an ``expr`` field or label, else the generator URL's ``g0.expr``."""
+    for value in (alert.get("expr"), labels.get("expr")):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    for key in ("generatorURL", "generator_url"):
+        url = alert.get(key)
+        if isinstance(url, str) and (found := expression_in(url)):
+            return found
+    return ""

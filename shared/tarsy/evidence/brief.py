@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
+from tarsy.evidence import promql
 from tarsy.evidence.gather import GatheredCall
 from tarsy.evidence.parse import events, load_yaml
 from tarsy.evidence.snapshot import Detection
@@ -29,6 +31,8 @@ CHARS_PER_TOKEN = 3.5
 LOG_LINES = 25
 LOG_LINE_CHARS = 300
 TABLE_ROWS = 30
+SERIES_SHOWN = 10
+SERIES_POINTS = 7
 ITEM_CHARS = 2500
 _BOOKKEEPING = ("managedFields", "uid", "resourceVersion", "generation", "selfLink")
 _NOISY_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
@@ -103,11 +107,43 @@ def _compact_table(text: str) -> str:
     return "\n".join([*lines[: TABLE_ROWS + 1], f"({len(lines) - TABLE_ROWS - 1} more rows)"])
 
 
+def _figure(value: float) -> str:
+    return f"{value:.3g}" if value == 0 or 0.001 <= abs(value) < 100_000 else f"{value:.3e}"
+
+
+def _compact_metric(result: promql.PrometheusResult) -> str:
+    """Each series on one line: its labels, a few evenly spaced points, its range."""
+    lines: list[str] = []
+    for sample in result.result[:SERIES_SHOWN]:
+        points = sample.points()
+        labels = ", ".join(f"{k}={v}" for k, v in sorted(sample.metric.items()))
+        if not points:
+            continue
+        if sample.values is None:  # an instant query: one value, at the time asked
+            lines.append(f"{{{labels}}} {_figure(points[0][1])}")
+            continue
+        every = max(1, (len(points) - 1) // (SERIES_POINTS - 1))
+        shown = [*points[::every][: SERIES_POINTS - 1], points[-1]]
+        values = [v for _, v in points]
+        path = " · ".join(
+            f"{datetime.fromtimestamp(t, UTC):%H:%M} {_figure(v)}" for t, v in dict(shown).items()
+        )
+        spread = f" (min {_figure(min(values))}, max {_figure(max(values))})"
+        lines.append(f"{{{labels}}} {path}{spread if len(points) > 1 else ''}")
+    more = len(result.result) - SERIES_SHOWN
+    if more > 0:
+        lines.append(f"({more} more series)")
+    return "\n".join(lines) if lines else "(no series)"
+
+
 def compact(tool: str, text: str, is_error: bool) -> str:
     """What the brief shows of one result of ``tool``."""
     if is_error:
         return text.strip()[:500]
-    if tool in ("pods_get", "resources_get"):
+    metric = promql.parse_result(text) if text.lstrip().startswith("{") else None
+    if metric is not None:
+        shown = _compact_metric(metric)
+    elif tool in ("pods_get", "resources_get"):
         shown = _compact_object(text)
     elif tool == "events_list":
         shown = _compact_events(text)

@@ -28,6 +28,21 @@ from tarsy.evidence.snapshot import AlertFacts
 
 _TEMPLATE = re.compile(r"\{([a-zA-Z_][\w.]*)\}")
 
+# What a metric query measures: the words a collector call may give its query, and
+# the only thing the metric detections read of it (never its PromQL). ``alert`` is
+# the alert's own expression, ``alert_by`` the same kept by one label; the others
+# are per pod, the shapes kube-state-metrics and cAdvisor name.
+Measure = Literal[
+    "alert",
+    "alert_by",
+    "cpu_usage",
+    "cpu_limit",
+    "cpu_throttled_ratio",
+    "memory_working_set",
+    "memory_limit",
+    "restarts",
+]
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -78,6 +93,9 @@ class CollectorCall(_Strict):
 
     tool: str = Field(min_length=1, pattern=r"^[\w\-.]+$")
     arguments: dict[str, Any] = Field(default_factory=dict)
+    measures: Measure | None = Field(
+        default=None, description="what a metric query measures (read by the metric detections)"
+    )
 
     def render(self, variables: Mapping[str, str]) -> dict[str, Any] | None:
         """The arguments for one target; None when a template's variable is missing."""

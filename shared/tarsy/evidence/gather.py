@@ -40,6 +40,7 @@ class PlannedCall(BaseModel):
     server: str
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    measures: str = Field(default="", description="what a metric query measures, if it is one")
 
     @property
     def name(self) -> str:
@@ -100,7 +101,7 @@ def next_round(
                 arguments = call.render(target)
                 candidate = PlannedCall(
                     collector=name, server=collector.server, tool=call.tool,
-                    arguments=arguments or {},
+                    arguments=arguments or {}, measures=call.measures or "",
                 )  # fmt: skip
                 if arguments is None or listing.get(candidate.name) is None:
                     continue
@@ -191,7 +192,7 @@ async def gather(
             )
             parse.add_result(
                 gathered.snapshot, plan.tool, plan.arguments, result.full_content,
-                result.call_id, is_error=result.is_error,
+                result.call_id, is_error=result.is_error, measures=plan.measures,
             )  # fmt: skip
     else:
         gathered.stopped = f"round limit ({settings.max_rounds}) reached"

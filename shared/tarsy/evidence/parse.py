@@ -5,7 +5,8 @@ kubernetes-mcp-server returns objects as YAML (``pods_get``,
 ``resources_get``), lists as the API server's tables (``resources_list``,
 ``pods_list*``: columns aligned under a header, cells that may hold spaces
 such as ``7 (68s ago)``), events as a YAML list under a comment line, logs
-as raw text and ``*_top`` as kubectl-top tables. Each parser reads one of
+as raw text and ``*_top`` as kubectl-top tables; a metric query's answer is
+Prometheus' JSON (:mod:`tarsy.evidence.promql`). Each parser reads one of
 those shapes and never raises: what it cannot read is left out, and the
 raw text still reaches the model in the brief.
 """
@@ -19,10 +20,12 @@ from typing import Any
 
 import yaml
 
+from tarsy.evidence import promql
 from tarsy.evidence.snapshot import (
     KubeEvent,
     KubeObject,
     ListedRow,
+    MetricSeries,
     ObjectRef,
     PodLog,
     Snapshot,
@@ -161,6 +164,20 @@ def _merge_pod_usage(usage: list[Usage]) -> list[Usage]:
     return list(merged.values())
 
 
+def metric_series(text: str, query: str, measures: str, source: str) -> list[MetricSeries]:
+    """The series of a Prometheus vector or matrix answer; none when ``text`` is not one."""
+    result = promql.parse_result(text)
+    if result is None:
+        return []
+    return [
+        MetricSeries(
+            measures=measures, query=query, labels=sample.metric, points=points, source=source
+        )
+        for sample in result.result
+        if (points := sample.points())
+    ]
+
+
 def add_result(
     snapshot: Snapshot,
     tool: str,
@@ -169,8 +186,13 @@ def add_result(
     source: str,
     *,
     is_error: bool,
+    measures: str = "",
 ) -> None:
-    """Read one tool result into ``snapshot`` (in place), by the shape ``tool`` prints."""
+    """Read one tool result into ``snapshot`` (in place), by the shape ``tool`` prints.
+
+    A metric query's result (``measures`` given by its collector call) is read
+    as Prometheus answers, whichever tool served it.
+    """
     if is_error:
         snapshot.errors[source] = text
         missing = _NOT_FOUND.search(text)
@@ -185,7 +207,10 @@ def add_result(
             )
         return
     namespace = str(arguments.get("namespace") or "")
-    if tool in ("pods_get", "resources_get"):
+    if measures:
+        query = str(arguments.get("query") or "")
+        snapshot.series.extend(metric_series(text, query, measures, source))
+    elif tool in ("pods_get", "resources_get"):
         body = load_yaml(text)
         if isinstance(body, dict):
             kind = str(body.get("kind") or arguments.get("kind") or "Pod")

@@ -140,16 +140,49 @@ class ListedRow(BaseModel):
 
 
 class AlertFacts(BaseModel):
-    """What the alert itself says: its name, labels, annotations and when it started."""
+    """What the alert itself says: its name, labels, annotations, when it started, its rule.
+
+    ``expression`` is the PromQL of the rule that fired, when the alert carries
+    it (an ``expr`` field, or the ``g0.expr`` of Prometheus' generator URL).
+    """
 
     name: str = ""
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     starts_at: datetime | None = None
+    expression: str = ""
+
+
+class MetricSeries(BaseModel):
+    """One series of a metric query's answer, and what the query measures.
+
+    ``measures`` is the collector call's word for the query (``alert``,
+    ``alert_by``, ``memory_working_set``, ... : :data:`tarsy.evidence.catalog.MEASURES`),
+    so a detection reads what a series means without reading its PromQL;
+    ``points`` are (unix seconds, value), oldest first.
+    """
+
+    measures: str
+    query: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    points: list[tuple[float, float]] = Field(default_factory=list)
+    source: str
+
+    @property
+    def last(self) -> float | None:
+        """The newest value, if any."""
+        return self.points[-1][1] if self.points else None
+
+    def label_text(self) -> str:
+        """The series' labels as ``a=x, b=y`` (its metric name when it has no other)."""
+        shown = {k: v for k, v in self.labels.items() if k != "__name__"}
+        return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())) or self.labels.get(
+            "__name__", "{}"
+        )
 
 
 class Snapshot(BaseModel):
-    """Everything gathered for one alert: objects by kind, events, logs, usage.
+    """Everything gathered for one alert: objects by kind, events, logs, usage, metric series.
 
     ``rows`` are objects seen in list tables (possibly not fetched in full);
     ``absent`` the objects looked up by name that do not exist; ``errors``
@@ -163,6 +196,7 @@ class Snapshot(BaseModel):
     logs: list[PodLog] = Field(default_factory=list)
     usage: list[Usage] = Field(default_factory=list)
     rows: list[ListedRow] = Field(default_factory=list)
+    series: list[MetricSeries] = Field(default_factory=list)
     # Objects looked up by name that the API server said do not exist (NotFound).
     absent: list[ObjectRef] = Field(default_factory=list)
     errors: dict[str, str] = Field(default_factory=dict)
@@ -184,6 +218,10 @@ class Snapshot(BaseModel):
         if ref.namespace:
             found = [e for e in found if (e.namespace or e.object.namespace) == ref.namespace]
         return sorted(found, key=_seen, reverse=True)
+
+    def series_of(self, measures: str) -> list[MetricSeries]:
+        """The metric series whose query measures ``measures``, in the order gathered."""
+        return [s for s in self.series if s.measures == measures]
 
     def logs_of(self, namespace: str, pod: str) -> list[PodLog]:
         """The gathered logs of pod ``namespace/pod`` (previous runs first)."""

@@ -10,7 +10,9 @@ skip what was already fetched, so following references reaches a fixed
 point.
 
 Variables: ``namespace``, ``name``, ``kind``, ``api_version``, ``selector``
-(a label selector), ``container``, and ``label.<name>`` for each alert label.
+(a label selector), ``container``, and ``label.<name>`` for each alert label;
+the metric sources (:mod:`tarsy.evidence.metric_targets`) add ``query``,
+``by``, ``pods`` and the alert's window.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from tarsy.evidence import metric_targets
 from tarsy.evidence.snapshot import AlertFacts, KubeObject, ListedRow, ObjectRef, Snapshot
 
 Target = dict[str, str]
@@ -464,14 +467,22 @@ SOURCES: dict[str, TargetSource] = {
     "namespaces.objects": namespaces,
     "certificates.issuers": certificate_issuers,
     "certificates.namespaces": certificate_namespaces,
+    "alert.expression": metric_targets.alert_expression,
+    "alert.pods": metric_targets.alert_pods,
 }
 
 
-PARAMETERIZED: dict[str, Callable[[str], TargetSource]] = {"listed": listed_objects}
+PARAMETERIZED: dict[str, Callable[[str], TargetSource]] = {
+    "listed": listed_objects,
+    "alert.expression.by": metric_targets.alert_breakdown,
+}
 
 
 def source_named(name: str) -> TargetSource | None:
-    """The source ``name`` (``listed:Kind,Kind`` takes its kinds after the colon)."""
+    """The source ``name``; a parameterized one takes its parameter after the colon.
+
+    ``listed:Kind,Kind`` takes kinds, ``alert.expression.by:label,label`` labels.
+    """
     base, _, parameter = name.partition(":")
     if parameter and base in PARAMETERIZED:
         return PARAMETERIZED[base](parameter)

@@ -16,59 +16,17 @@ A matrix (``execute_range_query``) is one line per series over time; a vector
 from __future__ import annotations
 
 import json
-import math
-import re
 from datetime import UTC, datetime
-from typing import Literal
 
 from markupsafe import Markup, escape
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tarsy.evidence.promql import PrometheusResult, number, parse_result, threshold_of
 
 MAX_SERIES = 8
 WIDTH, HEIGHT = 480, 160
 _PAD_LEFT, _PAD_RIGHT, _PAD_TOP, _PAD_BOTTOM = 52, 8, 8, 18
 _BAR = 14
 _VALUE_ROOM = 40
-_THRESHOLD = re.compile(r"(?:>=|<=|>|<)\s*(-?\d+(?:\.\d+)?(?:e-?\d+)?)\s*\)?\s*$", re.IGNORECASE)
-
-
-class _Sample(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    metric: dict[str, str] = Field(default_factory=dict)
-    value: tuple[float, str] | None = None
-    values: list[tuple[float, str]] | None = None
-
-
-class PrometheusResult(BaseModel):
-    """The ``data`` of a Prometheus query answer, as prometheus-mcp-server returns it."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    resultType: Literal["vector", "matrix"]
-    result: list[_Sample]
-
-
-def parse_result(content: str) -> PrometheusResult | None:
-    """The result when ``content`` is a Prometheus vector or matrix; None otherwise."""
-    try:
-        return PrometheusResult.model_validate(json.loads(content))
-    except (ValueError, ValidationError):
-        return None
-
-
-def threshold_of(query: str) -> float | None:
-    """The number a query compares with at its end (``... > 1`` → 1.0), if any."""
-    match = _THRESHOLD.search(query.strip())
-    return float(match.group(1)) if match else None
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _label(metric: dict[str, str]) -> str:
@@ -122,7 +80,7 @@ def _axes(low: float, high: float) -> list[str]:
 def _matrix(result: PrometheusResult, threshold: float | None) -> list[str] | None:
     lines: list[tuple[str, list[tuple[float, float]]]] = []
     for sample in result.result[:MAX_SERIES]:
-        points = [(t, v) for t, text in sample.values or [] if (v := _number(text)) is not None]
+        points = [(t, v) for t, text in sample.values or [] if (v := number(text)) is not None]
         if points:
             lines.append((_label(sample.metric), points))
     if not lines:
@@ -157,7 +115,7 @@ def _matrix(result: PrometheusResult, threshold: float | None) -> list[str] | No
 def _vector(result: PrometheusResult, threshold: float | None) -> list[str] | None:
     bars: list[tuple[str, float]] = []
     for sample in result.result[:MAX_SERIES]:
-        value = _number(sample.value[1]) if sample.value is not None else None
+        value = number(sample.value[1]) if sample.value is not None else None
         if value is not None:
             bars.append((_label(sample.metric), value))
     if not bars:

@@ -15,13 +15,14 @@ from tarsy.evidence.snapshot import (
     KubeEvent,
     KubeObject,
     ListedRow,
+    MetricSeries,
     ObjectRef,
     PodLog,
     Snapshot,
     Usage,
 )
 
-Item = KubeObject | KubeEvent | PodLog | Usage | ListedRow | ObjectRef
+Item = KubeObject | KubeEvent | PodLog | Usage | ListedRow | ObjectRef | MetricSeries
 T0 = datetime(2026, 11, 27, 10, 0, tzinfo=UTC)
 
 
@@ -237,6 +238,22 @@ def usage(
     )
 
 
+def series(
+    measures: str,
+    values: list[float],
+    *,
+    start: float = -60,
+    step: float = 5,
+    query: str = "q",
+    source: str = "",
+    **labels: str,
+) -> MetricSeries:
+    """A series of ``values``, one every ``step`` minutes from ``start`` (minutes after T0)."""
+    points = [(at(start + n * step).timestamp(), v) for n, v in enumerate(values)]
+    name = source or f"query-{measures}-{'-'.join(labels.values()) or 'all'}"
+    return MetricSeries(measures=measures, query=query, labels=labels, points=points, source=name)
+
+
 def snapshot(*items: Item, alert: AlertFacts | None = None) -> Snapshot:
     """A snapshot holding ``items`` in their lists."""
     built = Snapshot(alert=alert or AlertFacts(starts_at=T0))
@@ -251,6 +268,8 @@ def snapshot(*items: Item, alert: AlertFacts | None = None) -> Snapshot:
             built.usage.append(item)
         elif isinstance(item, ListedRow):
             built.rows.append(item)
+        elif isinstance(item, MetricSeries):
+            built.series.append(item)
         else:
             built.absent.append(item)
     return built

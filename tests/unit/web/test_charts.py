@@ -6,7 +6,8 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
-from tarsy.web.charts import MAX_SERIES, metric_chart, parse_result, threshold_of
+from tarsy.evidence.promql import parse_result, threshold_of
+from tarsy.web.charts import MAX_SERIES, metric_chart
 
 SCRIPT = "<script>alert(1)</script>"
 
