@@ -61,7 +61,7 @@ def test_only_one_version_crossing_the_threshold_is_out_of_line_and_says_since_w
     [found] = metrics.out_of_line(snapshot(stable, canary, alert=_alert()))
     assert found.finding == (
         "By version, only version=1.5.0 at 0.45 since 09:30 UTC crosses the alert's threshold "
-        "(> 0.02); the other 1 stay at 0.002."
+        "(> 0.02); the other stays at 0.002."
     )
     assert found.evidence == [canary.source]
     assert found.severity == 1
