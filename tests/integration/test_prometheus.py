@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import httpx
@@ -57,14 +58,19 @@ def query(url: str, expr: str, at: str) -> list[dict[str, object]]:
     return result
 
 
-def alert_time(scenario: Scenario) -> str:
-    data = scenario.alert.data
+def first_alert(data: object) -> dict[str, Any]:
+    """The alert of a scenario's data: itself, or the first of a notification's ``alerts``."""
     assert isinstance(data, dict)
-    return str(data["startsAt"])
+    alerts = data.get("alerts")
+    return dict(alerts[0]) if isinstance(alerts, list) else data
+
+
+def alert_time(scenario: Scenario) -> str:
+    return str(first_alert(scenario.alert.data)["startsAt"])
 
 
 def test_there_are_at_least_three_scenarios_that_need_metrics() -> None:
-    assert len(METRICS_SCENARIOS) >= 3
+    assert len([n for n in METRICS_SCENARIOS if "metrics" in load_scenario(n).tags]) >= 3
 
 
 @pytest.mark.parametrize("name", METRICS_SCENARIOS)
@@ -83,8 +89,7 @@ def test_the_scenarios_alert_rule_fires_on_its_history_at_the_alerts_time_and_no
         check=False,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    data = scenario.alert.data
-    assert isinstance(data, dict)
+    data = first_alert(scenario.alert.data)
     [rule] = [r for r in scenario.metrics.rules if r.alert == data["labels"]["alertname"]]
     # The alert carries its rule's expression, as Prometheus' generator URL does.
     [expr] = parse_qs(urlparse(str(data["generatorURL"])).query)["g0.expr"]

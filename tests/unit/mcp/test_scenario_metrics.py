@@ -26,6 +26,15 @@ from tarsy_dev.demo_cluster.models import PROMETHEUS_TOOL_NAMES
 NOW = datetime(2026, 11, 24, 10, 0, tzinfo=UTC)
 START = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 METRICS_SCENARIOS = [n for n in scenario_names() if load_scenario(n).metrics is not None]
+# The scenarios that cannot be solved without metrics (tagged so); others only have them.
+NEEDS_METRICS = [n for n in METRICS_SCENARIOS if "metrics" in load_scenario(n).tags]
+
+
+def first_alert(data: object) -> dict[str, Any]:
+    """The alert of a scenario's data: itself, or the first of a notification's ``alerts``."""
+    assert isinstance(data, dict)
+    alerts = data.get("alerts")
+    return dict(alerts[0]) if isinstance(alerts, list) else data
 
 
 def history(*series: dict[str, Any], interval: int = 60) -> ScenarioMetrics:
@@ -147,8 +156,8 @@ def test_a_series_given_twice_is_refused() -> None:
 
 
 def test_at_least_three_scenarios_need_metrics_and_their_playbooks_query_prometheus() -> None:
-    assert len(METRICS_SCENARIOS) >= 3
-    for name in METRICS_SCENARIOS:
+    assert len(NEEDS_METRICS) >= 3
+    for name in NEEDS_METRICS:
         steps = load_scenario(name).playbook.steps
         assert any(step.tool in PROMETHEUS_TOOL_NAMES for step in steps), name
 
@@ -167,7 +176,19 @@ def test_the_metrics_windows_of_the_scenarios_never_overlap() -> None:
 
 
 @pytest.mark.parametrize("name", METRICS_SCENARIOS)
-def test_a_metrics_scenarios_alert_carries_its_rule_and_runs_the_metrics_chain(name: str) -> None:
+def test_a_scenarios_alert_carries_the_rule_its_history_fires(name: str) -> None:
+    scenario = load_scenario(name)
+    assert scenario.metrics is not None
+    data = first_alert(scenario.alert.data)
+    [rule] = [r for r in scenario.metrics.rules if r.alert == data["labels"]["alertname"]]
+    [expr] = parse_qs(urlparse(data["generatorURL"]).query)["g0.expr"]
+    assert expr == rule.expr
+    start, end = scenario.metrics.window(scenario.cluster.now)
+    assert start < datetime.fromisoformat(data["startsAt"]) <= end
+
+
+@pytest.mark.parametrize("name", NEEDS_METRICS)
+def test_a_scenario_that_needs_metrics_runs_the_metrics_chain(name: str) -> None:
     scenario = load_scenario(name)
     assert scenario.metrics is not None
     data = scenario.alert.data
