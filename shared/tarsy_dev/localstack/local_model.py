@@ -147,8 +147,11 @@ class LocalModel(BaseModel):
             "max_output_tokens": 2048,
             # Tool results are cut to a sixteenth of this (tarsy.tools.summarize).
             "context_window": CONTEXT_TOKENS,
-            # A CPU model is slow; one attempt may take minutes on a busy machine.
-            "retry": {"max_retries": 1, "timeout": 280.0},
+            # A CPU model is slow: an opening with its evidence brief (about 11k tokens) takes
+            # 7-11 minutes to read on two cores. Two attempts of 240 s fit a step's budget
+            # (540 s less the commit's reserve), and llama-server keeps what a cut attempt
+            # read (its prompt cache), so the retry, and the next step's, go on from there.
+            "retry": {"max_retries": 1, "timeout": 240.0},
         }
 
 
@@ -301,6 +304,9 @@ def start(
     argv = [
         "nice", "-n", "10", str(binary), "-m", str(weights), "-t", str(threads),
         "-c", str(CONTEXT_TOKENS), "-np", "1", "--host", "127.0.0.1", "--port", str(port),
+        # Batches of 512 tokens (not 2048): a request the client gave up on stops within
+        # half a minute instead of two, so the retry is not queued behind it.
+        "-b", "512",
         "--no-webui",
     ]  # fmt: skip
     url = f"http://127.0.0.1:{port}/v1"
