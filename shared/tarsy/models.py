@@ -187,6 +187,36 @@ class GatherSummary(_Model):
     brief_chars: int = Field(default=0, description="the findings and evidence the opening got")
 
 
+# ─── feedback ─────────────────────────────────────────────────────────────────
+
+# What a responder says of an analysis: it found the cause, part of it, or not.
+Verdict = Literal["right", "partly_right", "wrong"]
+VERDICTS: tuple[Verdict, ...] = ("right", "partly_right", "wrong")
+ROOT_CAUSE_CHARS = 4000
+
+
+class Feedback(_Model):
+    """A responder's judgement of a session's analysis, and the real cause if they wrote it.
+
+    The latest feedback replaces the one before on the session; each one is also
+    an audit record (``feedback``), so none is lost.
+    """
+
+    verdict: Verdict = Field(description="right, partly_right or wrong")
+    root_cause: str | None = Field(
+        default=None,
+        max_length=ROOT_CAUSE_CHARS,
+        description="the real root cause, as the responder wrote it (secrets masked)",
+    )
+    by: str = Field(description="the verified e-mail of who gave it")
+    at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def corrected(self) -> bool:
+        """Whether the responder wrote a cause the analysis did not (fully) find."""
+        return self.verdict != "right" and bool(self.root_cause)
+
+
 class Session(_Model):
     """``sessions/{session_id}``: one investigation of one alert."""
 
@@ -247,6 +277,10 @@ class Session(_Model):
     # and the sessions that ran this one again, newest last. Linked both ways.
     investigation_of: str | None = None
     investigated_again_as: list[str] = Field(default_factory=list)
+    # Feedback (tarsy.feedback): the latest responder's verdict and corrected cause; the
+    # verdict also at the top level, where the session list filters on it.
+    feedback: Feedback | None = None
+    verdict: Verdict | None = None
     # Retention (tarsy.persistence.retention): when the sweeper is next to stamp expire_at on the
     # session and every record of it (set as it ends or takes a chat question; None once
     # stamped). Firestore TTL deletes each document after its expire_at.
@@ -394,11 +428,15 @@ class AuditEvent(_Model):
     Written by the api after the action succeeded, never for a refused one.
     """
 
-    action: str = Field(description="cancel, cancel_agent, resume, chat or score")
+    action: str = Field(
+        description="cancel, cancel_agent, resume, chat, score, investigate or feedback"
+    )
     actor: str = Field(description="the verified e-mail of who did it")
     role: str = Field(description="the role they held")
     target: str | None = Field(default=None, description="the execution it named, if any")
-    detail: str = Field(default="", description="what they asked, for a chat (shortened)")
+    detail: str = Field(
+        default="", description="what they asked (a chat) or said (feedback), shortened"
+    )
     at: datetime = Field(default_factory=utcnow)
 
 

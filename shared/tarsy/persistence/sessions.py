@@ -84,6 +84,10 @@ class SessionRecords(FirestoreBase):
             )
         if "source" in filters:
             listing = listing.where(filter=firestore.FieldFilter("source", "==", filters["source"]))
+        if "verdict" in filters:
+            listing = listing.where(
+                filter=firestore.FieldFilter("verdict", "==", filters["verdict"])
+            )
         if query.audit_key is not None:
             listing = listing.where(
                 filter=firestore.FieldFilter("audit_keys", "array_contains", query.audit_key)

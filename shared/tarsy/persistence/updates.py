@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tarsy.models import ErrorInfo, ExecutionStatus, GatherSummary, SubAgentWait
+from tarsy.models import ErrorInfo, ExecutionStatus, Feedback, GatherSummary, SubAgentWait, Verdict
 
 __all__ = ["ExecutionUpdate", "SessionUpdate", "StageUpdate"]
 
@@ -78,4 +78,6 @@ class SessionUpdate(_Update):
     runbook_url: str | None = None
     runbook_text: str | None = None
     runbook_error: str | None = None
+    feedback: Feedback | None = None
+    verdict: Verdict | None = None
     retention_due: datetime | None = None
