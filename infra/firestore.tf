@@ -166,6 +166,23 @@ resource "google_firestore_index" "sessions_by_verdict" {
   }
 }
 
+# Memory of earlier incidents (tarsy.memory): a starting session reads the
+# earlier sessions sharing one of its memory_keys (array-contains-any), newest first.
+resource "google_firestore_index" "sessions_memory_created" {
+  database    = google_firestore_database.main.name
+  collection  = "sessions"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path   = "memory_keys"
+    array_config = "CONTAINS"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+}
+
 # The session list's "who did what" filter (?actor=, ?action=; tarsy.access.audit):
 # array-contains on audit_keys, newest first.
 resource "google_firestore_index" "sessions_audit_created" {

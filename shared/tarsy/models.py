@@ -217,6 +217,29 @@ class Feedback(_Model):
         return self.verdict != "right" and bool(self.root_cause)
 
 
+# ─── memory of earlier incidents ──────────────────────────────────────────────
+
+
+class RecalledSession(_Model):
+    """An earlier session of the same alert, as a new session's investigation is told of it.
+
+    Written on the new session as it starts (tarsy.memory): what the earlier one
+    concluded and what people said of it, so every opening of the session, a
+    replay, and the page read the same history.
+    """
+
+    session_id: str
+    alert_type: str
+    status: ExecutionStatus
+    created_at: datetime
+    matched_by: Literal["fingerprint", "workload"] = Field(
+        description="the same alert fingerprint, or the same alert name on the same workload"
+    )
+    workload: str = Field(default="", description="namespace/workload they share, if any")
+    conclusion: str = Field(default="", description="its executive summary or analysis, cut")
+    feedback: Feedback | None = None
+
+
 class Session(_Model):
     """``sessions/{session_id}``: one investigation of one alert."""
 
@@ -281,6 +304,10 @@ class Session(_Model):
     # verdict also at the top level, where the session list filters on it.
     feedback: Feedback | None = None
     verdict: Verdict | None = None
+    # Memory (tarsy.memory): the keys under which later alerts find this session (its
+    # fingerprint; its alert name on its workload), and the earlier sessions it recalled.
+    memory_keys: list[str] = Field(default_factory=list)
+    recalled: list[RecalledSession] = Field(default_factory=list)
     # Retention (tarsy.persistence.retention): when the sweeper is next to stamp expire_at on the
     # session and every record of it (set as it ends or takes a chat question; None once
     # stamped). Firestore TTL deletes each document after its expire_at.

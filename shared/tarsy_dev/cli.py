@@ -42,7 +42,7 @@ from rich.tree import Tree
 from tarsy.access.roles import RECORDED_ACTIONS
 from tarsy.errors import ApiError
 from tarsy.feedback import VERDICT_LABELS, FeedbackSummary, summarize
-from tarsy.models import VERDICTS, ExecutionStatus, Feedback
+from tarsy.models import VERDICTS, ExecutionStatus, Feedback, RecalledSession
 from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy.settings import ClientSettings
 from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
@@ -795,6 +795,18 @@ def score_lines(session: dict[str, Any]) -> list[str]:
     return lines
 
 
+def recalled_line(session: dict[str, Any]) -> str | None:
+    """The earlier sessions this one's investigation was told of (None: none)."""
+    recalled = [RecalledSession.model_validate(r) for r in session.get("recalled") or []]
+    if not recalled:
+        return None
+    said = [
+        r.session_id + (f" ({VERDICT_LABELS[r.feedback.verdict]})" if r.feedback else "")
+        for r in recalled
+    ]
+    return "recalls (history to verify): " + ", ".join(said)
+
+
 def feedback_line(session: dict[str, Any]) -> str | None:
     """A responder's verdict on the session and the cause they wrote (None: no feedback)."""
     given = session.get("feedback")
@@ -1221,6 +1233,8 @@ def show_session(view: SessionView, console: Console, page: str | None = None) -
     if session.get("resolved_at"):
         console.print(f"[bold]resolved by its source[/] {session['resolved_at']}")
     if line := runbook_line(session):
+        console.print(line, style="dim", markup=False, soft_wrap=True)
+    if line := recalled_line(session):
         console.print(line, style="dim", markup=False, soft_wrap=True)
     told: set[str] = set()
     for event in _new_events(view, {}):

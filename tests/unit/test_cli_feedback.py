@@ -118,3 +118,16 @@ def test_a_refused_feedback_says_why(
     serve(httpx.Response(403, json=refusal))
     assert cli.main(["feedback", "s-1", "right", "--api-url", API]) == cli.EXIT_ERROR
     assert "feedback needs the responder role" in capsys.readouterr().err
+
+
+def test_show_names_the_earlier_sessions_recalled_and_their_verdicts() -> None:
+    recalled = [
+        {"session_id": "s-0", "alert_type": "x", "status": "completed",
+         "created_at": NOW.isoformat(), "matched_by": "workload", "feedback": feedback("wrong")},
+        {"session_id": "s-9", "alert_type": "x", "status": "completed",
+         "created_at": NOW.isoformat(), "matched_by": "fingerprint"},
+    ]  # fmt: skip
+    assert cli.recalled_line({"recalled": recalled}) == (
+        "recalls (history to verify): s-0 (wrong), s-9"
+    )
+    assert cli.recalled_line({}) is None

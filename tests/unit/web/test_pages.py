@@ -18,6 +18,7 @@ from tarsy.models import (
     ChainRouting,
     ExecutionStatus,
     Feedback,
+    RecalledSession,
     Session,
     Stage,
     TimelineEvent,
@@ -521,3 +522,19 @@ async def test_the_list_shows_each_sessions_verdict_and_filters_on_it() -> None:
     script = (await call(MemoryStore(), get("/ui/static/app.js", user=None))).body.decode()
     assert script.count('"action", "verdict"') == 2  # read from the URL, and sent
     assert 'base + "/feedback"' in script
+
+
+async def test_the_page_links_the_earlier_sessions_it_recalled_with_their_age_and_verdict() -> None:
+    store = finished_with_a_chat()
+    created = store.sessions["s-2"].created_at
+    recalled = [
+        RecalledSession(
+            session_id="s-0", alert_type="DiskFull", status=ExecutionStatus.COMPLETED,
+            created_at=created - timedelta(days=2), matched_by="workload",
+            feedback=Feedback(verdict="wrong", root_cause="a log flood", by=RESPONDER),
+        )
+    ]  # fmt: skip
+    store.sessions["s-2"] = store.sessions["s-2"].model_copy(update={"recalled": recalled})
+    header = json.loads((await call(store, get("/ui/data/sessions/s-2"))).body)["header"]
+    assert '<a class="recalled-session" href="s-0">s-0</a>' in header
+    assert "history to verify" in header and "2d 00h before, marked wrong" in header
