@@ -48,6 +48,7 @@ from tarsy.settings import ClientSettings
 from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
 from tarsy_dev.evals.cli import add_arguments as add_eval_arguments
 from tarsy_dev.evals.cli import run as run_eval
+from tarsy_dev.evals.draft import NotCorrected, draft_scenario, draft_yaml
 
 if TYPE_CHECKING:
     from tarsy_dev.replay import ExecutionReplay, LiveModel, ReplayReport
@@ -67,6 +68,9 @@ AGENT_PATH_SEPARATOR = " \u203a "  # a single right-pointing angle quotation mar
 
 # ``tarsy feedback``'s summary reads at most this many pages of sessions by default.
 FEEDBACK_PAGES = 10
+
+# Where ``tarsy eval --draft-from`` writes drafts (never the scenarios folder).
+DRAFTS_DIR = ".local/eval/drafts"
 
 # The native alert sources `tarsy submit --source` replays to (POST /alerts/{source}).
 SOURCES = ("alertmanager", "grafana", "pagerduty", "sns")
@@ -306,7 +310,9 @@ def _parser() -> argparse.ArgumentParser:
         help="run demo-cluster scenarios through the local stack and score them",
         description="Run demo-cluster scenarios through the local stack (emulators, functions, "
         "Pub/Sub) with a model, score every run against the scenario's expected facts, and "
-        "write results.json and results.md.",
+        "write results.json and results.md. With --draft-from, write instead a draft "
+        "scenario from a session people corrected, for a person to review.",
+        parents=common,
     )
     add_eval_arguments(evaluate)
     return parser
@@ -1286,6 +1292,28 @@ def investigate_again(
     return watch_session(client, new_id, console) if args.watch else EXIT_OK
 
 
+def write_draft(client: TarsyClient, args: argparse.Namespace, errors: Console) -> int:
+    """``tarsy eval --draft-from ID``: a corrected session as a draft scenario, for review."""
+    view = client.session(args.draft_from)
+    try:
+        draft = draft_scenario(view)
+    except NotCorrected as e:
+        raise UsageError(str(e)) from e
+    path = Path(args.draft_out or Path(DRAFTS_DIR) / f"{draft['name']}.yaml")
+    if path.exists():
+        raise UsageError(f"{path} exists: a draft someone may be editing is not overwritten")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(draft_yaml(draft), encoding="utf-8")
+    print(path, flush=True)
+    answers = len(draft["x-draft"]["recorded_tool_answers"])
+    errors.print(
+        f"a DRAFT scenario for review ({answers} recorded tool answers): write its cluster, "
+        "its findings' match patterns and a playbook before adding it to the scenarios",
+        markup=False,
+    )
+    return EXIT_OK
+
+
 def give_feedback(client: TarsyClient, args: argparse.Namespace, errors: Console) -> int:
     """Send a responder's verdict (and cause) on one session; say what was recorded."""
     if args.verdict is None:
@@ -1359,6 +1387,9 @@ def feedback_command(
 
 def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     """Run the parsed command; return the exit code."""
+    if args.command == "eval" and args.draft_from:
+        with _client(args) as client:
+            return write_draft(client, args, errors)
     if args.command == "eval":
         return run_eval(args, console, errors)
     if args.command == "replay":
