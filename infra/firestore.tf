@@ -102,7 +102,7 @@ resource "google_firestore_index" "sessions_status_deadline" {
 }
 
 # Listing sessions (GET /sessions, Store.list_sessions): newest first, with an
-# equality filter on status, alert_type or source. One index per filter field;
+# equality filter on status, alert_type, source or verdict. One index per filter field;
 # Firestore merges them when filters are combined, and appends the document id
 # (which breaks ties) in the direction of the last field.
 resource "google_firestore_index" "sessions_by_status" {
@@ -143,6 +143,39 @@ resource "google_firestore_index" "sessions_by_source" {
   fields {
     field_path = "source"
     order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+}
+
+# The feedback filter (?verdict=; tarsy.feedback): sessions a responder judged so.
+resource "google_firestore_index" "sessions_by_verdict" {
+  database    = google_firestore_database.main.name
+  collection  = "sessions"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "verdict"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+}
+
+# Memory of earlier incidents (tarsy.memory): a starting session reads the
+# earlier sessions sharing one of its memory_keys (array-contains-any), newest first.
+resource "google_firestore_index" "sessions_memory_created" {
+  database    = google_firestore_database.main.name
+  collection  = "sessions"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path   = "memory_keys"
+    array_config = "CONTAINS"
   }
   fields {
     field_path = "created_at"

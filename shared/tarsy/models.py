@@ -187,6 +187,59 @@ class GatherSummary(_Model):
     brief_chars: int = Field(default=0, description="the findings and evidence the opening got")
 
 
+# ─── feedback ─────────────────────────────────────────────────────────────────
+
+# What a responder says of an analysis: it found the cause, part of it, or not.
+Verdict = Literal["right", "partly_right", "wrong"]
+VERDICTS: tuple[Verdict, ...] = ("right", "partly_right", "wrong")
+ROOT_CAUSE_CHARS = 4000
+
+
+class Feedback(_Model):
+    """A responder's judgement of a session's analysis, and the real cause if they wrote it.
+
+    The latest feedback replaces the one before on the session; each one is also
+    an audit record (``feedback``), so none is lost.
+    """
+
+    verdict: Verdict = Field(description="right, partly_right or wrong")
+    root_cause: str | None = Field(
+        default=None,
+        max_length=ROOT_CAUSE_CHARS,
+        description="the real root cause, as the responder wrote it (secrets masked)",
+    )
+    by: str = Field(description="the verified e-mail of who gave it")
+    at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def corrected(self) -> bool:
+        """Whether the responder wrote a cause the analysis did not (fully) find."""
+        return self.verdict != "right" and bool(self.root_cause)
+
+
+# ─── memory of earlier incidents ──────────────────────────────────────────────
+
+
+class RecalledSession(_Model):
+    """An earlier session of the same alert, as a new session's investigation is told of it.
+
+    Written on the new session as it starts (tarsy.memory): what the earlier one
+    concluded and what people said of it, so every opening of the session, a
+    replay, and the page read the same history.
+    """
+
+    session_id: str
+    alert_type: str
+    status: ExecutionStatus
+    created_at: datetime
+    matched_by: Literal["fingerprint", "workload"] = Field(
+        description="the same alert fingerprint, or the same alert name on the same workload"
+    )
+    workload: str = Field(default="", description="namespace/workload they share, if any")
+    conclusion: str = Field(default="", description="its executive summary or analysis, cut")
+    feedback: Feedback | None = None
+
+
 class Session(_Model):
     """``sessions/{session_id}``: one investigation of one alert."""
 
@@ -247,6 +300,14 @@ class Session(_Model):
     # and the sessions that ran this one again, newest last. Linked both ways.
     investigation_of: str | None = None
     investigated_again_as: list[str] = Field(default_factory=list)
+    # Feedback (tarsy.feedback): the latest responder's verdict and corrected cause; the
+    # verdict also at the top level, where the session list filters on it.
+    feedback: Feedback | None = None
+    verdict: Verdict | None = None
+    # Memory (tarsy.memory): the keys under which later alerts find this session (its
+    # fingerprint; its alert name on its workload), and the earlier sessions it recalled.
+    memory_keys: list[str] = Field(default_factory=list)
+    recalled: list[RecalledSession] = Field(default_factory=list)
     # Retention (tarsy.persistence.retention): when the sweeper is next to stamp expire_at on the
     # session and every record of it (set as it ends or takes a chat question; None once
     # stamped). Firestore TTL deletes each document after its expire_at.
@@ -394,11 +455,15 @@ class AuditEvent(_Model):
     Written by the api after the action succeeded, never for a refused one.
     """
 
-    action: str = Field(description="cancel, cancel_agent, resume, chat or score")
+    action: str = Field(
+        description="cancel, cancel_agent, resume, chat, score, investigate or feedback"
+    )
     actor: str = Field(description="the verified e-mail of who did it")
     role: str = Field(description="the role they held")
     target: str | None = Field(default=None, description="the execution it named, if any")
-    detail: str = Field(default="", description="what they asked, for a chat (shortened)")
+    detail: str = Field(
+        default="", description="what they asked (a chat) or said (feedback), shortened"
+    )
     at: datetime = Field(default_factory=utcnow)
 
 

@@ -107,6 +107,18 @@ class Settings(BaseSettings):
         ),
         json_schema_extra=_used_by("step", "api"),
     )
+    memory_recall: int = Field(
+        default=3,
+        ge=0,
+        le=10,
+        validation_alias="TARSY_MEMORY_RECALL",
+        description=(
+            "How many earlier sessions of the same alert (fingerprint, or alert name on the "
+            "same workload) a new session's investigation is told of, as history to verify; "
+            "0 turns memory off (the evaluations do: each run stands alone)."
+        ),
+        json_schema_extra=_used_by("step"),
+    )
     max_alert_bytes: int = Field(
         default=1024 * 1024,
         validation_alias="TARSY_MAX_ALERT_BYTES",

@@ -39,13 +39,16 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from tarsy.access.roles import RECORDED_ACTIONS
 from tarsy.errors import ApiError
-from tarsy.models import ExecutionStatus
+from tarsy.feedback import VERDICT_LABELS, FeedbackSummary, summarize
+from tarsy.models import VERDICTS, ExecutionStatus, Feedback, RecalledSession
 from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy.settings import ClientSettings
 from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
 from tarsy_dev.evals.cli import add_arguments as add_eval_arguments
 from tarsy_dev.evals.cli import run as run_eval
+from tarsy_dev.evals.draft import NotCorrected, draft_scenario, draft_yaml
 
 if TYPE_CHECKING:
     from tarsy_dev.replay import ExecutionReplay, LiveModel, ReplayReport
@@ -62,6 +65,12 @@ CHAT_STAGE = -2
 
 # How the timeline names a sub-agent: the agents that messaged it, then its own name.
 AGENT_PATH_SEPARATOR = " \u203a "  # a single right-pointing angle quotation mark
+
+# ``tarsy feedback``'s summary reads at most this many pages of sessions by default.
+FEEDBACK_PAGES = 10
+
+# Where ``tarsy eval --draft-from`` writes drafts (never the scenarios folder).
+DRAFTS_DIR = ".local/eval/drafts"
 
 # The native alert sources `tarsy submit --source` replays to (POST /alerts/{source}).
 SOURCES = ("alertmanager", "grafana", "pagerduty", "sns")
@@ -237,6 +246,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     again.add_argument("session_id")
     again.add_argument("--watch", action="store_true", help="then watch the new session")
+    when = "an ISO 8601 time (2025-01-31T08:00Z) or an age (30m, 2h, 7d)"
+    feedback = command(
+        "feedback",
+        "mark a finished session's analysis right, partly_right or wrong (with --cause, the real "
+        "root cause); without a session, count the feedback given and list recent corrections",
+    )
+    feedback.add_argument("session_id", nargs="?", help="the session to give feedback on")
+    feedback.add_argument("verdict", nargs="?", choices=VERDICTS, help="what the analysis was")
+    feedback.add_argument("--cause", help="the real root cause, in your words")
+    feedback.add_argument(
+        "--since", help=f"summary: feedback on sessions created at or after {when}"
+    )
+    feedback.add_argument(
+        "--pages",
+        type=int,
+        default=FEEDBACK_PAGES,
+        help=f"summary: read at most this many pages of {MAX_LIMIT} sessions",
+    )
+    feedback.add_argument("--json", action="store_true", help="summary: as JSON")
     show = command("show", "print a session")
     show.add_argument("session_id")
     show.add_argument("--json", action="store_true", help="the raw API response")
@@ -244,7 +272,6 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--status", choices=[status.value for status in ExecutionStatus])
     listing.add_argument("--alert-type", help="only this alert type")
     listing.add_argument("--source", help="only alerts from this source (api, alertmanager, ...)")
-    when = "an ISO 8601 time (2025-01-31T08:00Z) or an age (30m, 2h, 7d)"
     listing.add_argument("--since", help=f"created at or after: {when}")
     listing.add_argument("--until", help=f"created before: {when}")
     listing.add_argument(
@@ -256,9 +283,10 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--cursor", help="the page after the one that printed this cursor")
     listing.add_argument("--actor", help="only sessions this e-mail acted on (cancel, chat, ...)")
     listing.add_argument(
-        "--action",
-        choices=["cancel", "cancel_agent", "resume", "chat", "score", "investigate"],
-        help="only sessions someone did this to",
+        "--action", choices=RECORDED_ACTIONS, help="only sessions someone did this to"
+    )
+    listing.add_argument(
+        "--verdict", choices=VERDICTS, help="only sessions whose feedback said this"
     )
     listing.add_argument("--json", action="store_true", help="the raw API response")
     replay = command(
@@ -282,7 +310,9 @@ def _parser() -> argparse.ArgumentParser:
         help="run demo-cluster scenarios through the local stack and score them",
         description="Run demo-cluster scenarios through the local stack (emulators, functions, "
         "Pub/Sub) with a model, score every run against the scenario's expected facts, and "
-        "write results.json and results.md.",
+        "write results.json and results.md. With --draft-from, write instead a draft "
+        "scenario from a session people corrected, for a person to review.",
+        parents=common,
     )
     add_eval_arguments(evaluate)
     return parser
@@ -448,7 +478,7 @@ _STATUS_STYLE = {
 
 
 def print_sessions(console: Console, page: SessionPage, now: datetime) -> None:
-    """One page of sessions as a table: status, age, alert type, duration, cost, score.
+    """One page of sessions as a table: status, age, alert type, duration, cost, score, feedback.
 
     Args:
         console: Where to print.
@@ -465,6 +495,7 @@ def print_sessions(console: Console, page: SessionPage, now: datetime) -> None:
     table.add_column("duration", justify="right", no_wrap=True)
     table.add_column("cost", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("feedback", no_wrap=True)
     for row in page.sessions:
         duration = row.duration
         table.add_row(
@@ -475,6 +506,7 @@ def print_sessions(console: Console, page: SessionPage, now: datetime) -> None:
             Text("-" if duration is None else short_span(duration)),
             Text(f"${row.cost:.4f}"),
             Text("-" if row.score is None else f"{row.score:g}"),
+            Text("-" if row.verdict is None else row.verdict),
         )
     console.print(table)
 
@@ -499,6 +531,7 @@ def list_sessions(
         cursor=args.cursor,
         actor=args.actor,
         action=args.action,
+        verdict=args.verdict,
     )
     if args.json:
         print(page.model_dump_json(indent=2))
@@ -717,6 +750,8 @@ def print_outcome(console: Console, view: SessionView) -> int:
         console.print(f"error: {message}", style="red", markup=False, soft_wrap=True)
     for line in score_lines(session):
         console.print(line, markup=False, soft_wrap=True)
+    if said := feedback_line(session):
+        console.print(said, markup=False, soft_wrap=True)
     return EXIT_OK if status is ExecutionStatus.COMPLETED else EXIT_SESSION_FAILED
 
 
@@ -764,6 +799,28 @@ def score_lines(session: dict[str, Any]) -> list[str]:
     if missing:
         lines.append(f"  missing tools: {', '.join(missing)}")
     return lines
+
+
+def recalled_line(session: dict[str, Any]) -> str | None:
+    """The earlier sessions this one's investigation was told of (None: none)."""
+    recalled = [RecalledSession.model_validate(r) for r in session.get("recalled") or []]
+    if not recalled:
+        return None
+    said = [
+        r.session_id + (f" ({VERDICT_LABELS[r.feedback.verdict]})" if r.feedback else "")
+        for r in recalled
+    ]
+    return "recalls (history to verify): " + ", ".join(said)
+
+
+def feedback_line(session: dict[str, Any]) -> str | None:
+    """A responder's verdict on the session and the cause they wrote (None: no feedback)."""
+    given = session.get("feedback")
+    if not given:
+        return None
+    feedback = Feedback.model_validate(given)
+    line = f"feedback: {VERDICT_LABELS[feedback.verdict]} (by {feedback.by})"
+    return f"{line}; the real root cause: {feedback.root_cause}" if feedback.root_cause else line
 
 
 class StoppedWatching(Exception):
@@ -1183,6 +1240,8 @@ def show_session(view: SessionView, console: Console, page: str | None = None) -
         console.print(f"[bold]resolved by its source[/] {session['resolved_at']}")
     if line := runbook_line(session):
         console.print(line, style="dim", markup=False, soft_wrap=True)
+    if line := recalled_line(session):
+        console.print(line, style="dim", markup=False, soft_wrap=True)
     told: set[str] = set()
     for event in _new_events(view, {}):
         print_event(console, event, told)
@@ -1233,8 +1292,104 @@ def investigate_again(
     return watch_session(client, new_id, console) if args.watch else EXIT_OK
 
 
+def write_draft(client: TarsyClient, args: argparse.Namespace, errors: Console) -> int:
+    """``tarsy eval --draft-from ID``: a corrected session as a draft scenario, for review."""
+    view = client.session(args.draft_from)
+    try:
+        draft = draft_scenario(view)
+    except NotCorrected as e:
+        raise UsageError(str(e)) from e
+    path = Path(args.draft_out or Path(DRAFTS_DIR) / f"{draft['name']}.yaml")
+    if path.exists():
+        raise UsageError(f"{path} exists: a draft someone may be editing is not overwritten")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(draft_yaml(draft), encoding="utf-8")
+    print(path, flush=True)
+    answers = len(draft["x-draft"]["recorded_tool_answers"])
+    errors.print(
+        f"a DRAFT scenario for review ({answers} recorded tool answers): write its cluster, "
+        "its findings' match patterns and a playbook before adding it to the scenarios",
+        markup=False,
+    )
+    return EXIT_OK
+
+
+def give_feedback(client: TarsyClient, args: argparse.Namespace, errors: Console) -> int:
+    """Send a responder's verdict (and cause) on one session; say what was recorded."""
+    if args.verdict is None:
+        raise UsageError(f"feedback on {args.session_id}: say right, partly_right or wrong")
+    recorded = Feedback.model_validate(client.feedback(args.session_id, args.verdict, args.cause))
+    errors.print(
+        f"recorded on {args.session_id}: {VERDICT_LABELS[recorded.verdict]}"
+        + (f"; the real root cause: {recorded.root_cause}" if recorded.root_cause else ""),
+        markup=False,
+        soft_wrap=True,
+    )
+    return EXIT_OK
+
+
+def collect_feedback(
+    client: TarsyClient, since: datetime | None, pages: int
+) -> tuple[FeedbackSummary, bool]:
+    """The summary of the feedback on sessions (newest first); True when pages were left unread."""
+    rows = []
+    cursor: str | None = None
+    for _ in range(max(pages, 1)):
+        page = client.list_sessions(action="feedback", since=since, limit=MAX_LIMIT, cursor=cursor)
+        rows.extend(page.sessions)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return summarize(rows), cursor is not None
+
+
+def print_feedback_summary(
+    console: Console, summary: FeedbackSummary, now: datetime, *, partial: bool
+) -> None:
+    """Counts per verdict, then the latest corrections (the real causes people wrote)."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("verdict")
+    table.add_column("sessions", justify="right")
+    for verdict in VERDICTS:
+        table.add_row(VERDICT_LABELS[verdict], str(summary.counts[verdict]))
+    table.add_row(Text("all", style="bold"), Text(str(summary.sessions), style="bold"))
+    console.print(table)
+    if partial:
+        console.print("(the newest sessions only: add --pages for more)", style="dim")
+    if not summary.corrections:
+        console.print("no corrections yet", style="dim")
+        return
+    console.print("[bold]recent corrections[/]")
+    for c in summary.corrections:
+        console.print(
+            f"  {c.session_id}  {c.alert_type}  {VERDICT_LABELS[c.verdict]}, "
+            f"{short_span(now - c.at, units=1)} ago by {c.by}: {c.root_cause}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def feedback_command(
+    client: TarsyClient, args: argparse.Namespace, console: Console, errors: Console
+) -> int:
+    """``tarsy feedback SESSION VERDICT [--cause]`` gives feedback; ``tarsy feedback`` sums it."""
+    if args.session_id is not None:
+        return give_feedback(client, args, errors)
+    now = clock()
+    since = None if args.since is None else parse_when("--since", args.since, now)
+    summary, partial = collect_feedback(client, since, args.pages)
+    if args.json:
+        print(summary.model_dump_json(indent=2))
+        return EXIT_OK
+    print_feedback_summary(console, summary, now, partial=partial)
+    return EXIT_OK
+
+
 def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     """Run the parsed command; return the exit code."""
+    if args.command == "eval" and args.draft_from:
+        with _client(args) as client:
+            return write_draft(client, args, errors)
     if args.command == "eval":
         return run_eval(args, console, errors)
     if args.command == "replay":
@@ -1257,27 +1412,36 @@ def _run(args: argparse.Namespace, console: Console, errors: Console) -> int:
                 return watch_session(client, submitted.session_id, console)
             return EXIT_OK
     with _client(args) as client:
-        if args.command == "watch":
-            return watch_session(
-                client, args.session_id, console, timeout=args.timeout, interval=args.interval
-            )
-        if args.command == "chat":
-            return chat_session(client, args, console)
-        if args.command == "cancel":
-            return cancel_session(client, args, errors)
-        if args.command == "resume":
-            client.resume(args.session_id, args.iterations)
-            errors.print(f"resumed {args.session_id}", markup=False)
-            return watch_session(client, args.session_id, console) if args.watch else EXIT_OK
-        if args.command == "again":
-            return investigate_again(client, args, console, errors)
-        if args.command == "list":
-            return list_sessions(client, args, console, errors)
-        view = client.session(args.session_id)
-        if args.json:
-            print(view.model_dump_json(indent=2, exclude_unset=True))
-            return EXIT_OK
-        return show_session(view, console, client.page_url(args.session_id))
+        return _session_command(client, args, console, errors)
+
+
+def _session_command(
+    client: TarsyClient, args: argparse.Namespace, console: Console, errors: Console
+) -> int:
+    """Run a command that talks to the api about sessions; return the exit code."""
+    if args.command == "watch":
+        return watch_session(
+            client, args.session_id, console, timeout=args.timeout, interval=args.interval
+        )
+    if args.command == "chat":
+        return chat_session(client, args, console)
+    if args.command == "cancel":
+        return cancel_session(client, args, errors)
+    if args.command == "resume":
+        client.resume(args.session_id, args.iterations)
+        errors.print(f"resumed {args.session_id}", markup=False)
+        return watch_session(client, args.session_id, console) if args.watch else EXIT_OK
+    if args.command == "again":
+        return investigate_again(client, args, console, errors)
+    if args.command == "list":
+        return list_sessions(client, args, console, errors)
+    if args.command == "feedback":
+        return feedback_command(client, args, console, errors)
+    view = client.session(args.session_id)
+    if args.json:
+        print(view.model_dump_json(indent=2, exclude_unset=True))
+        return EXIT_OK
+    return show_session(view, console, client.page_url(args.session_id))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

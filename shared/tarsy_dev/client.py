@@ -242,6 +242,7 @@ class TarsyClient:
         cursor: str | None = None,
         actor: str | None = None,
         action: str | None = None,
+        verdict: str | None = None,
     ) -> SessionPage:
         """GET one page of sessions, newest first; the api validates the filters (422)."""
         if self._api_url is None:
@@ -250,6 +251,7 @@ class TarsyClient:
         given: dict[str, str | int | datetime | None] = {
             "status": status, "alert_type": alert_type, "source": source, "since": since,
             "until": until, "limit": limit, "cursor": cursor, "actor": actor, "action": action,
+            "verdict": verdict,
         }  # fmt: skip
         params = {
             name: value.isoformat() if isinstance(value, datetime) else str(value)
@@ -301,6 +303,14 @@ class TarsyClient:
     def investigate_again(self, session_id: str) -> str:
         """Start a new session from a finished session's alert; return the new session's id."""
         return str(self._post(f"/sessions/{session_id}/investigate")["session_id"])
+
+    def feedback(
+        self, session_id: str, verdict: str, root_cause: str | None = None
+    ) -> dict[str, Any]:
+        """Mark a finished session's analysis right, partly_right or wrong (and the real cause)."""
+        body: dict[str, Any] = {"verdict": verdict, "root_cause": root_cause}
+        result: dict[str, Any] = self._post(f"/sessions/{session_id}/feedback", body)["feedback"]
+        return result
 
     def chat(self, session_id: str, question: str) -> str:
         """Ask a question about a finished session; return the chat's execution id."""

@@ -56,3 +56,19 @@ def test_the_store_filters_on_exactly_these_fields() -> None:
         and isinstance(node.args[0], ast.Constant)
     }
     assert filtered == {*EQUALITY_FILTERS, ORDER_FIELD, AUDIT_FIELD}
+
+
+def test_the_memory_of_earlier_incidents_has_its_array_contains_index_newest_first() -> None:
+    """Store.earlier_sessions: array-contains-any on memory_keys, ordered by created_at."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(Store.earlier_sessions)))
+    filtered = {
+        str(node.args[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "FieldFilter"
+        and isinstance(node.args[0], ast.Constant)
+    }
+    assert filtered == {"memory_keys", ORDER_FIELD}
+    assert (("memory_keys", "CONTAINS"), (ORDER_FIELD, "DESCENDING")) in _session_indexes()
+    assert "memory_keys" in Session.model_fields

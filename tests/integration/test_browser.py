@@ -363,3 +363,27 @@ def test_a_finished_session_is_investigated_again_from_its_page(
     page.locator("a.again-as", has_text=again).wait_for()
     page.locator("#audit .audit-event[data-action='investigate']", has_text=stack.user).wait_for()
     no_problems(tab)
+
+
+def test_feedback_is_given_from_the_page_and_shown_there_and_in_the_list(
+    stack: Stack, fake_gemini: FakeGemini, client: TarsyClient, chromium: Browser
+) -> None:
+    first = finished(client, {"alert_type": "generic", "data": "disk 97% on db-1"})
+    tab = open_page(chromium, session_url(stack.signin_url, first))
+    page = tab.page
+    wait_finished(page)
+    form = page.locator("#feedback-form")
+    form.wait_for(state="visible")
+    form.locator("input[name='verdict'][value='wrong']").check()
+    page.fill("#feedback-cause", "a log flood from the batch job filled /var")
+    form.locator("button[type='submit']").click()
+    # The next poll shows what was recorded, by whom, and the audit line.
+    page.locator("#feedback .verdict", has_text="wrong").wait_for()
+    assert "a log flood from the batch job filled /var" in (page.text_content("#feedback") or "")
+    page.locator("#audit .audit-event[data-action='feedback']", has_text=stack.user).wait_for()
+    # The list shows the verdict, and its filter finds the session.
+    listing = open_page(chromium, list_url(stack.signin_url) + "?verdict=wrong")
+    listing.page.locator(f"tr[data-session='{first}'] .verdict-badge", has_text="wrong").wait_for()
+    assert listing.page.input_value("#filter-verdict") == "wrong"
+    no_problems(tab)
+    no_problems(listing)

@@ -87,17 +87,37 @@ def test_list_prints_a_table_of_the_page(
         "s-done", "completed", timedelta(hours=3),
         started_at=(NOW - timedelta(hours=3)).isoformat(),
         completed_at=(NOW - timedelta(hours=3) + timedelta(minutes=2, seconds=5)).isoformat(),
-        cost=0.01234, score=87,
+        cost=0.01234, score=87, verdict="partly_right",
     )  # fmt: skip
     running = row("s-running", "active", timedelta(seconds=40), alert_type="[bold]x[/bold]")
     serve(ok(page(completed, running)))
     assert cli.main(["--api-url", API, "list"]) == cli.EXIT_OK
     out, err = capsys.readouterr()
     lines = [line.split() for line in out.splitlines() if line.strip()]
-    assert lines[0] == ["session", "status", "age", "alert", "type", "duration", "cost", "score"]
-    assert ["s-done", "completed", "3h", "PodCrashLooping", "2m", "05s", "$0.0123", "87"] in lines
+    assert lines[0] == [
+        "session",
+        "status",
+        "age",
+        "alert",
+        "type",
+        "duration",
+        "cost",
+        "score",
+        "feedback",
+    ]
+    assert [
+        "s-done",
+        "completed",
+        "3h",
+        "PodCrashLooping",
+        "2m",
+        "05s",
+        "$0.0123",
+        "87",
+        "partly_right",
+    ] in lines
     # Unfinished: no duration; no score yet; alert text is not markup.
-    assert ["s-running", "active", "40s", "[bold]x[/bold]", "-", "$0.0000", "-"] in lines
+    assert ["s-running", "active", "40s", "[bold]x[/bold]", "-", "$0.0000", "-", "-"] in lines
     assert err == ""
 
 

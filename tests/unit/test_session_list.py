@@ -49,13 +49,14 @@ def test_no_parameters_is_the_first_page_of_everything() -> None:
 def test_every_filter_is_read() -> None:
     cursor = SessionCursor(created_at=T0, session_id="s001").encode()
     query = parse_query(
-        "status=failed&alert_type=PodCrashLooping&source=alertmanager"
+        "status=failed&alert_type=PodCrashLooping&source=alertmanager&verdict=wrong"
         f"&since=2025-03-01T00:00:00Z&until=2025-03-02&limit=5&cursor={cursor}"
     )
     assert query.equality_filters() == {
         "status": "failed",
         "alert_type": "PodCrashLooping",
         "source": "alertmanager",
+        "verdict": "wrong",
     }
     assert query.since == datetime(2025, 3, 1, tzinfo=UTC)
     assert query.until == datetime(2025, 3, 2, tzinfo=UTC)  # a naive time is UTC

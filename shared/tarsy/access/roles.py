@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -45,8 +45,13 @@ _RANKS = {Role.VIEWER: 0, Role.RESPONDER: 1, Role.ADMIN: 2}
 
 # What each api action needs. Reading is a viewer's; anything that changes a session,
 # or spends money on a model (chat, re-score), is a responder's.
-RecordedAction = Literal["cancel", "cancel_agent", "resume", "chat", "score", "investigate"]
-Action = Literal["read", "cancel", "cancel_agent", "resume", "chat", "score", "investigate"]
+RecordedAction = Literal[
+    "cancel", "cancel_agent", "resume", "chat", "score", "investigate", "feedback"
+]
+Action = Literal[
+    "read", "cancel", "cancel_agent", "resume", "chat", "score", "investigate", "feedback"
+]
+RECORDED_ACTIONS: tuple[RecordedAction, ...] = get_args(RecordedAction)
 REQUIRED_ROLE: dict[Action, Role] = {
     "read": Role.VIEWER,
     "cancel": Role.RESPONDER,
@@ -55,6 +60,7 @@ REQUIRED_ROLE: dict[Action, Role] = {
     "chat": Role.RESPONDER,
     "score": Role.RESPONDER,
     "investigate": Role.RESPONDER,
+    "feedback": Role.RESPONDER,
 }
 
 

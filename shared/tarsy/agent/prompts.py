@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from tarsy.config.schema import ResolvedAgentConfig
+from tarsy.memory import HISTORY_HEAD, history_text
 from tarsy.models import ConversationMessage, Session
 from tarsy.tools.runbooks import prompt_runbook
 
@@ -66,6 +67,8 @@ def user_prompt(
 
     With ``evidence`` (the gather phase ran), the findings come right after
     the alert and runbook, then the evidence they rest on, then what to do.
+    Earlier sessions the alert recalled (tarsy.memory) come last before what
+    to do, delimited and headed as history to verify, never as evidence.
     """
     parts = [f"Alert type: {session.alert_type}", delimit("ALERT DATA", session.alert_data)]
     runbook = prompt_runbook(session)
@@ -83,13 +86,24 @@ def user_prompt(
             parts.append(
                 "Evidence gathered before you started:\n" + delimit("EVIDENCE", evidence.evidence)
             )
+        parts.extend(_history(session))
         parts.append(EVIDENCE_INSTRUCTIONS)
         return "\n\n".join(parts)
+    parts.extend(_history(session))
     parts.append(
         "Write your analysis in Markdown: what is happening, the most likely root cause with "
         "its evidence, the impact, and the next steps."
     )
     return "\n\n".join(parts)
+
+
+def _history(session: Session) -> list[str]:
+    """The recalled earlier sessions as one delimited part ([] when there are none)."""
+    if not session.recalled:
+        return []
+    return [
+        HISTORY_HEAD + "\n" + delimit("HISTORY", history_text(session.recalled, session.created_at))
+    ]
 
 
 def chat_prompt(session: Session, investigation: str, history: str, question: str) -> str:

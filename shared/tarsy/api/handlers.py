@@ -23,6 +23,7 @@ from tarsy.engine.messages import iterate_message
 from tarsy.engine.roles import rules
 from tarsy.engine.sweeper import sweep
 from tarsy.errors import InputError, NotFoundError
+from tarsy.feedback import FeedbackRequest, audit_detail, feedback_of, feedback_update
 from tarsy.http.request import (
     HttpRequest,
     HttpResponse,
@@ -32,7 +33,7 @@ from tarsy.http.request import (
 )
 from tarsy.intake.sessions import new_session
 from tarsy.intake.sources.api import status_url
-from tarsy.models import ExecutionStatus, StepMessage, utcnow
+from tarsy.models import ExecutionStatus, Feedback, StepMessage, utcnow
 from tarsy.notify.session_end import on_session_end
 from tarsy.persistence.ports import SessionReader
 from tarsy.tools.masking import Masker
@@ -42,7 +43,7 @@ logger = logging.getLogger(__name__)
 _Body = TypeVar("_Body", bound=BaseModel)
 
 _SESSION_PATH = re.compile(
-    r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume|chat|score|investigate))?$"
+    r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume|chat|score|investigate|feedback))?$"
 )
 _EXECUTION_CANCEL_PATH = re.compile(
     r"^/sessions/(?P<session_id>[\w\-]+)/executions/(?P<execution_id>[\w\-]+)/cancel$"
@@ -269,6 +270,31 @@ async def investigate_again(deps: Deps, session_id: str) -> dict[str, Any]:
     }
 
 
+async def give_feedback(
+    deps: Deps, session_id: str, request: FeedbackRequest, principal: Principal
+) -> Feedback:
+    """Store a responder's verdict (and corrected cause) on a finished session.
+
+    Design constraint: feedback judges an analysis, so only a finished session
+    takes it (409 while it runs); a later one replaces it on the session, while
+    the audit keeps each one. The cause is masked as alert data is: a later
+    alert's investigation reads it as history (tarsy.memory).
+    """
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    if not session.status.is_terminal:
+        raise InputError(
+            f"session {session_id} is still {session.status.value}; give feedback when it has "
+            "finished",
+            status=409,
+        )
+    masker = Masker(deps.config.alert_masking)
+    feedback = feedback_of(request, principal.email, utcnow(), lambda text: masker.mask(text).text)
+    await deps.store.update_session(session_id, feedback_update(feedback))
+    return feedback
+
+
 def alert_object(alert_data: str) -> object:
     """The alert's data as it was posted, for routing by its labels: JSON, else the text."""
     try:
@@ -365,6 +391,14 @@ async def _act(
         body = await investigate_again(deps, session_id)
         await _record(deps, principal, "investigate", session_id, target=body["session_id"])
         return HttpResponse(status=202, body=body)
+    if action == "feedback":
+        principal.require("feedback")
+        feedback = await give_feedback(deps, session_id, _body(request, FeedbackRequest), principal)
+        await _record(deps, principal, "feedback", session_id, detail=audit_detail(feedback))
+        return HttpResponse(
+            status=200,
+            body={"session_id": session_id, "feedback": feedback.model_dump(mode="json")},
+        )
     if action == "chat":
         principal.require("chat")
         question = _body(request, ChatRequest)

@@ -45,10 +45,12 @@ from tarsy.engine.roles import resolve_execution, rules
 from tarsy.engine.sub_agents import answer_of
 from tarsy.errors import InputError
 from tarsy.log import fields
+from tarsy.memory import CANDIDATES, memory_keys, recall
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
     ExecutionStatus,
+    RecalledSession,
     Session,
     Stage,
     TimelineEvent,
@@ -131,7 +133,34 @@ async def start_stage(session_id: str, index: int, deps: Deps) -> None:
         chain = deps.config.chain(session.chain_id)
         masking = deps.config.alert_masking
         runbook = await resolve_runbook(session, chain.runbook_url, deps.settings, masking)
+    if index == 0:  # the earlier sessions it recalls are read once too (tarsy.memory)
+        session = await remember(session, deps)
     await _start_stage(session, index, deps, runbook)
+
+
+async def remember(session: Session, deps: Deps) -> Session:
+    """``session`` with its memory keys and the earlier sessions it recalls (tarsy.memory).
+
+    Design constraint: memory is a lead, never something a session depends on:
+    a lookup that fails (Firestore unavailable, an index still building) starts
+    the session without history rather than holding it back. The keys are set
+    even with recall off (``TARSY_MEMORY_RECALL=0``), so later sessions find this one.
+    """
+    keys = memory_keys(session)
+    session = session.model_copy(update={"memory_keys": keys})
+    recalled: list[RecalledSession] = []
+    cap = deps.settings.memory_recall
+    if cap and keys:
+        try:
+            earlier = await deps.store.earlier_sessions(keys, session.created_at, CANDIDATES)
+        except Exception:
+            logger.warning("recalling earlier sessions for %s failed", session.session_id,
+                           exc_info=True)  # fmt: skip
+        else:
+            recalled = recall(session, earlier, cap)
+    if recalled:
+        logger.info("%s recalls %s", session.session_id, [r.session_id for r in recalled])
+    return session.model_copy(update={"recalled": recalled})
 
 
 async def _start_stage(
@@ -140,7 +169,8 @@ async def _start_stage(
     """Create stage ``index`` with its executions (atomically) and publish their first steps.
 
     A ``runbook`` fetched for the first stage is recorded on the session in the
-    same batch, so it is fetched again only if that batch never committed.
+    same batch, so it is fetched again only if that batch never committed; so are
+    the first stage's memory keys and recalled sessions (:func:`remember`).
     """
     chain = deps.config.chain(session.chain_id)
     stage_config = chain.stages[index]
@@ -175,6 +205,8 @@ async def _start_stage(
     update = transitions.start_stage_of_session(session, index, now)
     if runbook is not None:
         update = transitions.with_runbook(update, runbook.url, runbook.text, runbook.error)
+    if index == 0:
+        update = transitions.with_memory(update, session.memory_keys, session.recalled)
     created = await deps.store.start_stage(session.session_id, stage, executions, opening, update)
     published: list[str] = []
     for execution in executions:

@@ -30,6 +30,7 @@ from tarsy.models import (
     ErrorInfo,
     ExecutionStatus,
     GatherSummary,
+    RecalledSession,
     Session,
     SubAgentWait,
 )
@@ -268,6 +269,13 @@ def with_runbook(
     return update.model_copy(
         update={"runbook_url": url, "runbook_text": text, "runbook_error": error}
     )
+
+
+def with_memory(
+    update: SessionUpdate, keys: list[str], recalled: list[RecalledSession]
+) -> SessionUpdate:
+    """``update`` that also records the session's memory keys and what it recalled."""
+    return update.model_copy(update={"memory_keys": keys, "recalled": recalled})
 
 
 def await_stage(session: Session, index: int, due: datetime) -> SessionUpdate:

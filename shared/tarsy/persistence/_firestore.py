@@ -73,6 +73,8 @@ def firestore_fields(update: ExecutionUpdate | SessionUpdate | StageUpdate) -> d
             value = value.value
         elif isinstance(value, BaseModel):
             value = value.model_dump()
+        elif isinstance(value, list):
+            value = [v.model_dump() if isinstance(v, BaseModel) else v for v in value]
         fields[name] = value
     if isinstance(update, ExecutionUpdate) and update.release_lease:
         fields.update(lease_owner=None, lease_until=None)

@@ -219,6 +219,12 @@ class Persistence(LeaseRenewal, SessionReader, ToolListCache, ProgressStore, Ale
         """Record who did what to a session (its audit document and the list's keys)."""
         ...
 
+    async def earlier_sessions(
+        self, keys: Sequence[str], before: datetime, limit: int
+    ) -> list[Session]:
+        """Sessions created before ``before`` sharing one of the memory ``keys``, newest first."""
+        ...
+
     async def create_reinvestigation(self, session: Session) -> None:
         """Create a session investigating another's alert again, linked both ways at once."""
         ...

@@ -1,7 +1,8 @@
 """Listing and searching sessions: the query, its cursor, the page (persistence's vocabulary).
 
 Sessions come newest first (``created_at`` descending, the session id breaking
-ties), filtered by equality on :data:`EQUALITY_FILTERS` and by a creation-time
+ties), filtered by equality on :data:`EQUALITY_FILTERS` (the feedback's ``verdict``
+among them) and by a creation-time
 range. A page ends with an opaque cursor, the last row's ``created_at`` and id,
 from which the next page starts. Each equality filter has a composite index
 ``(field, created_at DESC)`` in ``infra/firestore.tf``; Firestore merges them
@@ -23,12 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tarsy.access.audit import audit_key
 from tarsy.access.roles import RecordedAction
-from tarsy.models import ErrorInfo, ExecutionStatus, Money, TokenUsage
+from tarsy.models import ErrorInfo, ExecutionStatus, Feedback, Money, TokenUsage, Verdict
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 # The fields a listing filters on by equality, in the order the query applies them.
-EQUALITY_FILTERS = ("status", "alert_type", "source")
+EQUALITY_FILTERS = ("status", "alert_type", "source", "verdict")
 # What the range filters and the order use.
 ORDER_FIELD = "created_at"
 # The array the actor and action filters look in (one array-contains per query).
@@ -88,6 +89,7 @@ class SessionQuery(BaseModel):
         default=None, min_length=3, max_length=320, description="sessions this e-mail acted on"
     )
     action: RecordedAction | None = Field(default=None, description="sessions someone did this to")
+    verdict: Verdict | None = Field(default=None, description="sessions whose feedback said this")
     since: datetime | None = Field(default=None, description="created at or after (inclusive)")
     until: datetime | None = Field(default=None, description="created before (exclusive)")
     limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
@@ -120,6 +122,7 @@ class SessionQuery(BaseModel):
             "status": self.status.value if self.status is not None else None,
             "alert_type": self.alert_type,
             "source": self.source,
+            "verdict": self.verdict,
         }
         return {name: value for name, value in values.items() if value is not None}
 
@@ -140,6 +143,9 @@ class SessionSummary(BaseModel):
     cost: Money = 0.0
     # Written by the session scoring stage when it exists (0-100); None until then.
     score: float | None = None
+    # A responder's feedback (tarsy.feedback), and its verdict the list filters on.
+    feedback: Feedback | None = None
+    verdict: Verdict | None = None
     created_at: datetime
     started_at: datetime | None = None
     completed_at: datetime | None = None

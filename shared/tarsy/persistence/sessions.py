@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
@@ -84,6 +85,10 @@ class SessionRecords(FirestoreBase):
             )
         if "source" in filters:
             listing = listing.where(filter=firestore.FieldFilter("source", "==", filters["source"]))
+        if "verdict" in filters:
+            listing = listing.where(
+                filter=firestore.FieldFilter("verdict", "==", filters["verdict"])
+            )
         if query.audit_key is not None:
             listing = listing.where(
                 filter=firestore.FieldFilter("audit_keys", "array_contains", query.audit_key)
@@ -104,6 +109,26 @@ class SessionRecords(FirestoreBase):
             async for snap in listing.limit(query.limit + 1).stream()
         ]
         return page_of(rows, query.limit)
+
+    async def earlier_sessions(
+        self, keys: Sequence[str], before: datetime, limit: int
+    ) -> list[Session]:
+        """Sessions created before ``before`` that share a memory key, newest first.
+
+        One query: array-contains-any on ``memory_keys`` (at most 30 keys), ordered by
+        ``created_at``; its composite index is in ``infra/firestore.tf``.
+        """
+        if not keys:
+            return []
+        self.round_trips.add("query")
+        query = (
+            self._db.collection(SESSIONS)
+            .where(filter=firestore.FieldFilter("memory_keys", "array_contains_any", list(keys)))
+            .where(filter=firestore.FieldFilter("created_at", "<", before))
+            .order_by("created_at", direction=firestore.Query.DESCENDING)
+            .limit(limit)
+        )
+        return [Session.model_validate(await self._read(snap)) async for snap in query.stream()]
 
     async def record_action(self, session_id: str, event: AuditEvent, keys: list[str]) -> None:
         """Record who did what to a session: its audit document and the list's keys, at once."""

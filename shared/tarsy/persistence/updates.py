@@ -14,7 +14,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tarsy.models import ErrorInfo, ExecutionStatus, GatherSummary, SubAgentWait
+from tarsy.models import (
+    ErrorInfo,
+    ExecutionStatus,
+    Feedback,
+    GatherSummary,
+    RecalledSession,
+    SubAgentWait,
+    Verdict,
+)
 
 __all__ = ["ExecutionUpdate", "SessionUpdate", "StageUpdate"]
 
@@ -78,4 +86,8 @@ class SessionUpdate(_Update):
     runbook_url: str | None = None
     runbook_text: str | None = None
     runbook_error: str | None = None
+    feedback: Feedback | None = None
+    verdict: Verdict | None = None
+    memory_keys: list[str] | None = None
+    recalled: list[RecalledSession] | None = None
     retention_due: datetime | None = None

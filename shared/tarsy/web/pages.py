@@ -179,7 +179,7 @@ def _update_payload(
         "status": session.status.value,
         "finished": update.finished,
         "header": r.render("_header.html", session=session, now=now),
-        "overview": r.render("_overview.html", session=session, score=score_view(session)),
+        "overview": r.render("_overview.html", session=session, score=score_view(session), now=now),
         "tree": r.render(
             "_tree.html",
             tree=update.tree,
@@ -195,6 +195,8 @@ def _update_payload(
             "chat": acts and session.status.is_terminal,
             # The same alert, today's configuration: a new session linked to this one.
             "again": acts and session.status.is_terminal,
+            # Right, partly right or wrong, and the real cause: once the analysis is done.
+            "feedback": acts and session.status.is_terminal,
             # A deployment whose scoring is off (the stand-in) has no judge to ask.
             "score": acts
             and not scoring_off

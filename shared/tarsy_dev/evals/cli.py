@@ -73,6 +73,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit 1 when a real model's pass rate is below PCT percent",
     )
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument(
+        "--draft-from",
+        metavar="SESSION",
+        help="instead of evaluating: write a DRAFT scenario from a session whose analysis "
+        "people corrected (its alert, its recorded tool answers, the corrected cause as the "
+        "expected finding), for a person to review",
+    )
+    parser.add_argument(
+        "--draft-out",
+        metavar="FILE",
+        help="where the draft goes (default .local/eval/drafts/draft-SESSION.yaml)",
+    )
     parser.add_argument("--root", default=".", help="repository root (holds functions/)")
 
 

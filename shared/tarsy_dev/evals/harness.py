@@ -324,9 +324,10 @@ def run_evaluation(
                 state_dir=state_dir,
                 config_path=config_path,
                 gemini_base_url=fake.url if fake is not None else None,
-                function_env={}
+                # Memory off: a run recalling an earlier run of its scenario would not stand alone.
+                function_env={"TARSY_MEMORY_RECALL": "0"}
                 if fake is not None or local is not None
-                else {"TARSY_DEFAULT_MODEL": group[0].name},
+                else {"TARSY_MEMORY_RECALL": "0", "TARSY_DEFAULT_MODEL": group[0].name},
                 model_label=local.label if local is not None else None,
             )
             names = ", ".join(m.name for m in group)

@@ -17,6 +17,8 @@ from tarsy.models import (
     AuditEvent,
     ChainRouting,
     ExecutionStatus,
+    Feedback,
+    RecalledSession,
     Session,
     Stage,
     TimelineEvent,
@@ -477,3 +479,62 @@ async def test_the_list_filters_by_who_acted_and_what_they_did() -> None:
     assert '<option value="investigate">investigate</option>' in shell
     script = (await call(MemoryStore(), get("/ui/static/app.js", user=None))).body.decode()
     assert script.count('"actor", "action"') == 2  # read from the URL, and sent
+
+
+async def test_a_responder_is_offered_feedback_on_a_finished_analysis_only() -> None:
+    store = finished_with_a_chat()
+    responder = json.loads((await call(store, get("/ui/data/sessions/s-2", user=RESPONDER))).body)
+    viewer = json.loads((await call(store, get("/ui/data/sessions/s-2", user=VIEWER))).body)
+    assert responder["actions"]["feedback"] is True and viewer["actions"]["feedback"] is False
+    running = json.loads((await call(hostile_store(), get("/ui/data/sessions/s-1"))).body)
+    assert running["actions"]["feedback"] is False
+    shell = (await call(store, get("/ui/sessions/s-2", user=None))).body.decode()
+    assert 'id="feedback-form"' in shell and 'value="partly_right"' in shell
+    assert "<script>" not in shell  # the form is wired by app.js, as the other actions
+
+
+async def test_the_page_shows_the_feedback_given_with_its_cause_escaped() -> None:
+    store = finished_with_a_chat()
+    given = Feedback(verdict="wrong", root_cause=f"the ConfigMap {SCRIPT}", by=RESPONDER)
+    store.sessions["s-2"] = store.sessions["s-2"].model_copy(
+        update={"feedback": given, "verdict": "wrong"}
+    )
+    overview = json.loads((await call(store, get("/ui/data/sessions/s-2"))).body)["overview"]
+    no_markup_from(overview)
+    assert '<span class="verdict">wrong</span>' in overview
+    assert "the ConfigMap &lt;script&gt;" in overview and RESPONDER in overview
+
+
+async def test_the_list_shows_each_sessions_verdict_and_filters_on_it() -> None:
+    store = finished_with_a_chat()
+    store.sessions["s-2"] = store.sessions["s-2"].model_copy(
+        update={
+            "verdict": "partly_right",
+            "feedback": Feedback(verdict="partly_right", root_cause=SCRIPT, by=RESPONDER),
+        }
+    )
+    page = json.loads((await call(store, get("/ui/data/sessions"))).body)
+    no_markup_from(page["html"])
+    assert 'class="verdict-badge verdict-partly_right"' in page["html"]
+    assert ">partly right</span>" in page["html"]
+    shell = (await call(MemoryStore(), get("/ui/", user=None))).body.decode()
+    assert 'name="verdict"' in shell and '<option value="wrong">wrong</option>' in shell
+    script = (await call(MemoryStore(), get("/ui/static/app.js", user=None))).body.decode()
+    assert script.count('"action", "verdict"') == 2  # read from the URL, and sent
+    assert 'base + "/feedback"' in script
+
+
+async def test_the_page_links_the_earlier_sessions_it_recalled_with_their_age_and_verdict() -> None:
+    store = finished_with_a_chat()
+    created = store.sessions["s-2"].created_at
+    recalled = [
+        RecalledSession(
+            session_id="s-0", alert_type="DiskFull", status=ExecutionStatus.COMPLETED,
+            created_at=created - timedelta(days=2), matched_by="workload",
+            feedback=Feedback(verdict="wrong", root_cause="a log flood", by=RESPONDER),
+        )
+    ]  # fmt: skip
+    store.sessions["s-2"] = store.sessions["s-2"].model_copy(update={"recalled": recalled})
+    header = json.loads((await call(store, get("/ui/data/sessions/s-2"))).body)["header"]
+    assert '<a class="recalled-session" href="s-0">s-0</a>' in header
+    assert "history to verify" in header and "2d 00h before, marked wrong" in header

@@ -78,7 +78,7 @@
   function listPage() {
     const form = $("filters");
     const params = new URLSearchParams(location.search);
-    for (const name of ["status", "alert_type", "source", "actor", "action", "limit"]) {
+    for (const name of ["status", "alert_type", "source", "actor", "action", "verdict", "limit"]) {
       if (params.get(name) && form.elements[name]) form.elements[name].value = params.get(name);
     }
     let cursor = params.get("cursor") || "";
@@ -86,7 +86,7 @@
 
     function query() {
       const q = new URLSearchParams();
-      for (const name of ["status", "alert_type", "source", "actor", "action", "limit"]) {
+      for (const name of ["status", "alert_type", "source", "actor", "action", "verdict", "limit"]) {
         const value = form.elements[name].value.trim();
         if (value && !(name === "limit" && value === "20")) q.set(name, value);
       }
@@ -177,6 +177,7 @@
       $("action-score").hidden = !update.actions.score;
       $("action-again").hidden = !update.actions.again;
       $("chat-form").hidden = !update.actions.chat;
+      $("feedback-form").hidden = !update.actions.feedback;
       const timeline = $("timeline");
       // Sections in the server's order (stages, then summary, chat, scoring).
       for (const one of update.sections) {
@@ -271,6 +272,16 @@
       if (!button) return;
       const eid = button.dataset.cancelExecution;
       act(base + "/executions/" + encodeURIComponent(eid) + "/cancel");
+    });
+    // Right, partly right or wrong, and the real cause if the responder knows it.
+    $("feedback-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const form = $("feedback-form");
+      const verdict = form.elements["verdict"].value;
+      if (!verdict) return;
+      const cause = $("feedback-cause").value.trim();
+      // The page shows what was recorded (the overview's feedback) at the next poll.
+      act(base + "/feedback", { verdict, root_cause: cause || null }, () => form.reset());
     });
     $("chat-form").addEventListener("submit", (event) => {
       event.preventDefault();
