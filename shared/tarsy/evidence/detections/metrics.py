@@ -222,8 +222,8 @@ def out_of_line(snapshot: Snapshot) -> list[Detection]:
             if len(set(rest_levels)) == 1
             else (f"{_fmt(min(rest_levels))} to {_fmt(max(rest_levels))}")
         )
-        rest = "the other stays" if len(rest_levels) == 1 else f"the other {len(rest_levels)} stay"
-        finding = f"By {label}, only {parts} {why}; {rest} at {others}."
+        stay = "the other stays" if len(rest_levels) == 1 else f"the other {len(rest_levels)} stay"
+        finding = f"By {label}, only {parts} {why}; {stay} at {others}."
         evidence = [s.source for s, _ in odd]
         found.append(detection("out_of_line", _alert_subject(snapshot), finding, evidence, 1))
     return found
