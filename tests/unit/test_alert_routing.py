@@ -239,6 +239,30 @@ def test_a_flat_posted_alert_is_labelled_by_its_own_text_fields() -> None:
     assert alert_fields({"generatorURL": " ", "expr": "up == 0"}) == {"expr": "up == 0"}
 
 
+def test_a_whole_notification_posted_is_routed_by_its_first_firing_alert() -> None:
+    notification = {
+        "receiver": "tarsy",
+        "status": "firing",
+        "commonLabels": {"cluster": "prod", "severity": "page"},
+        "alerts": [
+            {"status": "resolved", "labels": {"alertname": "Old", "pod": "x"}},
+            {
+                "status": "firing",
+                "labels": {"alertname": "CheckoutSlow", "service": "checkout", "severity": "warn"},
+                "generatorURL": "http://prometheus:9090/graph?g0.expr=up",
+                "startsAt": "2026-03-02T14:30:00Z",
+            },
+        ],
+    }
+    labels = alert_labels(notification)
+    assert labels == {
+        "cluster": "prod", "severity": "warn", "alertname": "CheckoutSlow", "service": "checkout",
+    }  # fmt: skip
+    assert alert_fields(notification)["generatorURL"].endswith("g0.expr=up")
+    chain, routing = config().route("CheckoutSlow", labels, fields=alert_fields(notification))
+    assert (chain, routing.rule) == ("metrics", "metrics-expression")
+
+
 def test_a_users_source_settings_keep_the_builtin_chain_unless_they_name_another() -> None:
     secrets = config("alert_sources:\n  pagerduty: {signing_secrets: [pd-secret]}\n")
     assert secrets.alert_sources.pagerduty.chain == "metrics"

@@ -113,11 +113,33 @@ class AlertRoute(BaseModel):
         return ", ".join(reasons)
 
 
+def _notified_alert(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The alert a whole notification posted to ``POST /alerts`` is about, else ``data``.
+
+    An Alertmanager or Grafana notification carries its alerts in ``alerts``:
+    the first firing one is the alert (as :func:`tarsy.evidence.alert.alert_facts`
+    reads it), beneath the notification's ``commonLabels``.
+    """
+    alerts = data.get("alerts")
+    if not isinstance(alerts, list):
+        return data
+    items = [a for a in alerts if isinstance(a, Mapping)]
+    firing = [a for a in items if a.get("status", "firing") == "firing"]
+    return (firing or items or [data])[0]
+
+
+def _texts(value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, str)}
+
+
 def alert_labels(data: object) -> dict[str, str]:
     """The labels of an alert's data: its ``labels`` mapping's text values.
 
     A flat ``POST /alerts`` body (``{"service": "payments-api", "p99_seconds": 2.3}``)
-    has no ``labels``: its own top-level text fields label it.
+    has no ``labels``: its own top-level text fields label it. A whole notification
+    (``alerts: [...]``) is labelled by its first firing alert and its ``commonLabels``.
 
     Args:
         data: The normalized alert's data, or a ``POST /alerts`` payload.
@@ -127,16 +149,18 @@ def alert_labels(data: object) -> dict[str, str]:
     """
     if not isinstance(data, Mapping):
         return {}
+    alert = _notified_alert(data)
+    if alert is not data:
+        return {**_texts(data.get("commonLabels")), **_texts(alert.get("labels"))}
     if "labels" not in data:
         return alert_fields(data)
-    labels = data.get("labels")
-    if not isinstance(labels, Mapping):
-        return {}
-    return {str(k): v for k, v in labels.items() if isinstance(v, str)}
+    return _texts(data.get("labels"))
 
 
 def alert_fields(data: object) -> dict[str, str]:
     """The top-level fields of an alert's data that are non-empty text (``generatorURL``...).
+
+    A whole notification's fields are those of its first firing alert.
 
     Args:
         data: The normalized alert's data, or a ``POST /alerts`` payload.
@@ -146,7 +170,8 @@ def alert_fields(data: object) -> dict[str, str]:
     """
     if not isinstance(data, Mapping):
         return {}
-    return {str(k): v for k, v in data.items() if isinstance(v, str) and v.strip()}
+    alert = _notified_alert(data)
+    return {str(k): v for k, v in alert.items() if isinstance(v, str) and v.strip()}
 
 
 def merge_routes(builtin: Any, user: Any) -> Any:
