@@ -51,7 +51,7 @@ from tarsy_dev.localstack.stack import Stack
 
 from .alertmanager import Alertmanager, start_alertmanager, stop_alertmanager
 from .conftest import ROOT, SCENARIO, Tap, stack_config_path
-from .timeline import is_evidence
+from .timeline import is_evidence, model_timeline
 
 FIXTURES = ROOT / "tests" / "fixtures" / "sources"
 PD_SECRET = "pd-integration-signing-secret"
@@ -742,6 +742,8 @@ def test_a_real_alertmanager_latency_alert_runs_the_metrics_chain_on_the_backfil
         "alert", "add", *(f"{k}={v}" for k, v in labels.items()),
         f"--annotation=summary={data['annotations']['summary']}",
         f"--generator-url={data['generatorURL']}",
+        # When the rule began to fire in the scenario's history, as Prometheus would send it.
+        f"--start={data['startsAt']}",
     )  # fmt: skip
     eventually(lambda: len(sessions(db, "alertmanager")) == 1, "the webhook's session")
     [stored] = sessions(db, "alertmanager")
@@ -756,9 +758,20 @@ def test_a_real_alertmanager_latency_alert_runs_the_metrics_chain_on_the_backfil
     assert view.status is ExecutionStatus.COMPLETED, view.session.get("error")
     [agent] = [e for e in view.executions if e["role"] == "agent"]
     assert agent["agent"] == "metrics-investigator"
+    # The gather step read the alert's metrics before the model: real answers, read into
+    # findings (the new pods throttled under their cut CPU limit).
+    gathered = [e for e in agent["timeline"] if is_evidence(e) and e["type"] == "mcp_tool_call"]
+    assert any(e["metadata"]["server_name"] == "prometheus" for e in gathered)
+    assert not [
+        e
+        for e in gathered
+        if e["metadata"]["is_error"] and e["metadata"]["server_name"] == "prometheus"
+    ]
+    findings = [e["content"] for e in agent["timeline"] if e["type"] == "detection"]
+    assert any("CPU-throttled" in finding for finding in findings), findings
     calls = [
         e
-        for e in agent["timeline"]
+        for e in model_timeline(agent)
         if e["type"] == "mcp_tool_call" and e["metadata"]["server_name"] == "prometheus"
     ]
     metric_steps = [s for s in scenario.playbook.steps if s.tool.startswith("execute_")]

@@ -243,14 +243,18 @@ def series(
     measures: str,
     values: Sequence[float],
     *,
-    start: float = -60,
+    start: float | None = None,
     step: float = 5,
     query: str = "q",
     source: str = "",
     **labels: str,
 ) -> MetricSeries:
-    """A series of ``values``, one every ``step`` minutes from ``start`` (minutes after T0)."""
-    points = [(at(start + n * step).timestamp(), v) for n, v in enumerate(values)]
+    """A series of ``values``, one every ``step`` minutes from ``start`` (minutes after T0).
+
+    Without ``start`` the series ends at T0, the alert's start in these tests.
+    """
+    first = -(len(values) - 1) * step if start is None else start
+    points = [(at(first + n * step).timestamp(), v) for n, v in enumerate(values)]
     name = source or f"query-{measures}-{'-'.join(labels.values()) or 'all'}"
     return MetricSeries(measures=measures, query=query, labels=labels, points=points, source=name)
 

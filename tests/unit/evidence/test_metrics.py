@@ -56,8 +56,8 @@ def test_a_fall_below_a_lower_bound_rule_is_a_step_too() -> None:
 
 def test_only_one_version_crossing_the_threshold_is_out_of_line_and_says_since_when() -> None:
     query = "by version"
-    stable = series("alert_by", [0.002] * 13, query=query, version="1.4.0")
-    canary = series("alert_by", [0.0] * 6 + [0.45] * 7, query=query, version="1.5.0")
+    stable = series("alert_by", [0.002] * 13, start=-60, query=query, version="1.4.0")
+    canary = series("alert_by", [0.0] * 6 + [0.45] * 7, start=-60, query=query, version="1.5.0")
     [found] = metrics.out_of_line(snapshot(stable, canary, alert=_alert()))
     assert found.finding == (
         "By version, only version=1.5.0 at 0.45 since 09:30 UTC crosses the alert's threshold "
@@ -90,6 +90,13 @@ def test_without_a_threshold_one_part_far_above_the_median_is_out_of_line() -> N
     assert "is far above the others; the other 2 stay at 2 to 2.2" in found.finding
 
 
+def test_a_part_that_ended_before_the_alert_is_not_compared() -> None:
+    query = "by pod"
+    replaced = series("alert_by", [0.001] * 4, start=-60, query=query, pod="old-0")
+    current = [series("alert_by", [0.4] * 4, start=-15, query=query, pod=p) for p in ("a", "b")]
+    assert metrics.out_of_line(snapshot(replaced, *current, alert=_alert())) == []
+
+
 def test_parts_of_the_same_size_are_not_out_of_line() -> None:
     query = "by pod"
     parts = [series("alert_by", [v] * 6, query=query, pod=p) for p, v in [("a", 2), ("b", 3)]]
@@ -113,7 +120,7 @@ def test_memory_that_only_grows_is_projected_to_its_limit() -> None:
     # 200Mi to 320Mi over 50 minutes: 2.4Mi a minute, 192Mi left of 512Mi: 80 minutes.
     grows = [200 * MI + n * 12 * MI for n in range(11)]
     cluster = snapshot(
-        series("memory_working_set", grows, step=5, pod="feed-0"),
+        series("memory_working_set", grows, start=-60, step=5, pod="feed-0"),
         series("memory_limit", [512 * MI] * 11, pod="feed-0"),
         alert=_alert(),
     )
@@ -159,7 +166,9 @@ def test_a_pod_at_its_cpu_limit_without_throttling_figures_is_a_symptom() -> Non
 
 
 def test_restarts_within_the_window_are_counted() -> None:
-    cluster = snapshot(series("restarts", [3, 3, 4, 5, 5, 6], pod="api-0"), alert=_alert())
+    cluster = snapshot(
+        series("restarts", [3, 3, 4, 5, 5, 6], start=-60, pod="api-0"), alert=_alert()
+    )
     [found] = metrics.resource_saturation(cluster)
     assert found.finding == "Pod api-0 restarted 3 times between 09:00 UTC and 09:25 UTC."
 

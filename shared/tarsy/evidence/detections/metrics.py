@@ -59,11 +59,15 @@ def _start(snapshot: Snapshot) -> float | None:
 
 
 def _level(series: MetricSeries, start: float | None) -> float | None:
-    """The mean around the alert's start (to the window's end), else the newest value."""
+    """The mean around the alert's start (to the window's end); the newest value without a start.
+
+    A series that ended before then (a pod replaced earlier) has no level: it was
+    not part of what fired.
+    """
     if start is None:
         return series.last
     near = [v for t, v in series.points if t >= start - _AROUND_START.total_seconds()]
-    return fmean(near) if near else series.last
+    return fmean(near) if near else None
 
 
 def _alert_subject(snapshot: Snapshot) -> ObjectRef:
