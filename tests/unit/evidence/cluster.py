@@ -7,6 +7,7 @@ that a finding points at its evidence.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -240,7 +241,7 @@ def usage(
 
 def series(
     measures: str,
-    values: list[float],
+    values: Sequence[float],
     *,
     start: float = -60,
     step: float = 5,
