@@ -517,6 +517,16 @@ class LLMToolCallEvent(_TimelineEventBase):
     sub_agent: str | None = None
     conversation_id: str | None = None
 
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _arguments_text(cls, value: Any) -> Any:
+        """A record holding the arguments as an object (or nothing) reads as their JSON text."""
+        if value is None:
+            return "{}"
+        if isinstance(value, dict):
+            return json.dumps(value, ensure_ascii=False)
+        return value
+
 
 class MCPToolCallEvent(_TimelineEventBase):
     """A tool's result; ``arguments`` are the parsed arguments the tool was called with.

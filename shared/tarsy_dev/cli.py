@@ -43,6 +43,8 @@ from tarsy.errors import ApiError
 from tarsy.models import (
     DetectionEvent,
     ExecutionStatus,
+    ExecutiveSummaryEvent,
+    FinalAnalysisEvent,
     MCPToolCallEvent,
     TimelineEvent,
     timeline_event,
@@ -676,7 +678,7 @@ def print_event(console: Console, event: dict[str, Any], told: set[str] | None =
         lines = content.count("\n") + 1 if content else 0
         console.print(f"  ({len(content):,} characters, {lines:,} lines)", style="dim")
         return
-    if kind in ("final_analysis", "executive_summary"):
+    if isinstance(typed, FinalAnalysisEvent | ExecutiveSummaryEvent):
         print_markdown(console, content)
     elif content:
         # Model and tool text is not Rich markup: "[/data]" must print as written.

@@ -180,6 +180,11 @@ def test_old_documents_read_by_attribute_with_their_older_spellings_mapped() -> 
     assert (found.check, found.severity, found.evidence_labels) == ("crash_loop", 1, ["E1"])
 
 
+def test_the_arguments_of_a_tool_request_given_as_an_object_read_as_their_text() -> None:
+    document = {"type": "llm_tool_call", "metadata": {"arguments": {"name": "api-0"}}}
+    assert expect(timeline_event(document), LLMToolCallEvent).arguments == '{"name": "api-0"}'
+
+
 def test_the_tool_arguments_of_an_older_result_given_as_text_are_parsed() -> None:
     document = {"type": "mcp_tool_call", "metadata": {"arguments": '{"name": "api-0"}'}}
     assert expect(timeline_event(document), MCPToolCallEvent).arguments == {"name": "api-0"}

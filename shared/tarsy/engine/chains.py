@@ -49,10 +49,6 @@ from tarsy.models import (
     AgentExecution,
     ConversationMessage,
     ExecutionStatus,
-    ExecutiveSummaryEvent,
-    FinalAnalysisEvent,
-    LLMToolCallEvent,
-    MCPToolCallEvent,
     Session,
     Stage,
     UserQuestionEvent,
@@ -382,19 +378,9 @@ async def judge_input(session: Session, deps: Deps) -> JudgeInput:
             resolved = resolve_execution(deps.config, session, execution)
             tools.update(resolved.mcp_servers)
         for event in await deps.store.list_timeline(execution.execution_id):
-            if isinstance(event, LLMToolCallEvent | FinalAnalysisEvent | ExecutiveSummaryEvent):
-                continue  # a call is shown with its result; the analyses come apart
-            call = event if isinstance(event, MCPToolCallEvent) else None
-            timeline.append(
-                TimelineItem(
-                    kind=event.type.value,
-                    agent=execution.agent,
-                    text=event.content,
-                    tool=call.tool_name if call else "",
-                    arguments=dict(call.arguments) if call else {},
-                    is_error=call.is_error if call else False,
-                )
-            )
+            item = TimelineItem.of_event(event, execution.agent)
+            if item is not None:
+                timeline.append(item)
     return JudgeInput(
         alert_type=session.alert_type,
         alert_data=session.alert_data,

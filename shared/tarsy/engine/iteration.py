@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from tarsy.agent.strategies import finish
 from tarsy.agent.strategies.base import IterationOutcome, IterationState, Strategy, budget_crossed
@@ -368,13 +368,20 @@ def decide(turn: Turn, call: ModelCall, tools: ToolRun) -> IterationOutcome:
     return outcome.model_copy(update={"timeline": timeline})
 
 
-def setup_notes(turn: Turn) -> dict[str, Any]:
+class SetupNotes(TypedDict, total=False):
+    """Fields of the base timeline event that tell a watcher how the turn was set up."""
+
+    unavailable_servers: dict[str, str]
+    runbook_error: str
+
+
+def setup_notes(turn: Turn) -> SetupNotes:
     """What the first event of a turn tells its watcher about the turn's setup.
 
     The MCP servers it goes without, and for the first agent, why it works
     without its runbook.
     """
-    notes: dict[str, Any] = {}
+    notes = SetupNotes()
     if turn.state.tools.unavailable:
         notes["unavailable_servers"] = dict(turn.state.tools.unavailable)
     if opens_the_investigation(turn.execution) and turn.session.runbook_error:
@@ -382,7 +389,7 @@ def setup_notes(turn: Turn) -> dict[str, Any]:
     return notes
 
 
-def noted_first(timeline: list[TimelineEvent], notes: dict[str, Any]) -> list[TimelineEvent]:
+def noted_first(timeline: list[TimelineEvent], notes: SetupNotes) -> list[TimelineEvent]:
     """``timeline`` with ``notes`` set on a copy of its first event (every type carries them)."""
     if not timeline or not notes:
         return timeline
