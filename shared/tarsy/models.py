@@ -7,11 +7,22 @@ console reads the same as the model that wrote it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 # ─── statuses ─────────────────────────────────────────────────────────────────
 
@@ -440,13 +451,272 @@ class TimelineEventType(StrEnum):
     DETECTION = "detection"
 
 
-class TimelineEvent(_Model):
-    """``executions/{eid}/timeline/{seq}``: one thing a watcher sees happen."""
+# Fields every event has at the top of its stored document; the rest are under ``metadata``.
+_TOP_LEVEL = ("type", "content", "created_at")
+# Keys older documents used before seed 003's names.
+_OLD_KEYS = {"tool": "tool_name", "server": "server_name"}
 
-    type: TimelineEventType
+
+class _TimelineEventBase(_Model):
+    """An event of ``executions/{eid}/timeline/{seq}``: one thing a watcher sees happen.
+
+    The stored document keeps the shape every session was written in:
+    ``{type, content, created_at, metadata: {...}}``, the type's own fields
+    under ``metadata`` (absent when unset); in code each is an attribute. The
+    reader is tolerant: a document written before these models (a field
+    missing, a key under its older name, keys no model knows) still loads.
+    """
+
+    # Built in code, a misspelt field is an error; read from a document, unknown keys are dropped.
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
     content: str = ""
-    metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utcnow)
+    # What the step adds to the first event of a turn: any type can carry them.
+    unavailable_servers: dict[str, str] | None = None
+    runbook_error: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_stored(cls, data: Any) -> Any:
+        """Read a document: its type's fields from ``metadata``, the rest from the top level.
+
+        Only ``type``, ``content`` and ``created_at`` are read from the top level: the
+        api serves each event with its execution's ``stage`` and ``agent`` beside them.
+        """
+        if not isinstance(data, dict) or "metadata" not in data:
+            return data
+        stored: dict[str, Any] = data.get("metadata") or {}
+        metadata = {_OLD_KEYS.get(k, k): v for k, v in stored.items()}
+        # A key under its new name wins over the same key under its old one.
+        metadata.update({k: v for k, v in stored.items() if k in _OLD_KEYS.values()})
+        read = {k: v for k, v in metadata.items() if k in cls.model_fields and k not in _TOP_LEVEL}
+        return {**read, **{k: v for k, v in data.items() if k in _TOP_LEVEL}}
+
+    @model_serializer(mode="wrap")
+    def _to_stored(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Nest the type's own fields under ``metadata``, leaving out the unset (None) ones."""
+        data: dict[str, Any] = handler(self)
+        stored = {k: data.pop(k) for k in _TOP_LEVEL if k in data}
+        stored["metadata"] = {k: v for k, v in data.items() if v is not None}
+        return stored
+
+
+class _TurnNotes(_Model):
+    """What an iteration notes on the events of the model's reply (thinking, response, analysis).
+
+    Every field is optional: each strategy notes what applies to its turn.
+    """
+
+    iteration: int | None = None
+    # The parts of the provider's metadata a watcher should see (seed 000).
+    native_tools_suppressed: list[str] | None = None
+    # ReAct: what the parser made of the reply, and the fallbacks it needed.
+    react_kind: str | None = None
+    parser_fallbacks: list[str] | None = None
+    # Schema actions: the action chosen, or why the reply did not fit the schema.
+    action: str | None = None
+    schema_error: str | None = None
+    # A conclusion forced by max_iterations, a loop or the budget, and the calls it dropped.
+    forced_conclusion: str | None = None
+    ignored_tool_calls: list[str] | None = None
+    # An answer sent back: it named no evidence, or it was not written as asked.
+    nudge: str | None = None
+    answer_error: str | None = None
+    # Why the reply could not be used (a malformed ReAct answer, a reply cut short).
+    error: str | None = None
+
+
+class TurnNotes(TypedDict, total=False):
+    """:class:`_TurnNotes` as a strategy gathers them before the events exist."""
+
+    iteration: int
+    native_tools_suppressed: list[str]
+    react_kind: str
+    parser_fallbacks: list[str]
+    action: str
+    schema_error: str
+    forced_conclusion: str
+    ignored_tool_calls: list[str]
+    nudge: str
+    answer_error: str
+    error: str
+
+
+class LLMThinkingEvent(_TimelineEventBase, _TurnNotes):
+    """The model's thinking (``source``: native thinking parts, or a ReAct ``Thought:``)."""
+
+    type: Literal[TimelineEventType.LLM_THINKING] = TimelineEventType.LLM_THINKING
+    source: Literal["native", "react"] | None = None
+
+
+class LLMResponseEvent(_TimelineEventBase, _TurnNotes):
+    """A reply that is neither a tool call nor the analysis: code run, or a reply not used."""
+
+    type: Literal[TimelineEventType.LLM_RESPONSE] = TimelineEventType.LLM_RESPONSE
+    # "code_execution": the content shows code the model ran in the provider's sandbox.
+    source: Literal["code_execution"] | None = None
+    code_executions: list[CodeExecution] | None = None
+    # A reply cut at the output limit ("truncated") or by a filter ("blocked").
+    cut_short: str | None = None
+    finish_reason: str | None = None
+
+
+class LLMToolCallEvent(_TimelineEventBase):
+    """A tool call as the model asked for it; ``arguments`` is the JSON text the model wrote."""
+
+    type: Literal[TimelineEventType.LLM_TOOL_CALL] = TimelineEventType.LLM_TOOL_CALL
+    call_id: str = ""
+    tool_name: str = ""
+    server_name: str = ""
+    arguments: str = "{}"
+    # A repeated call, not run: how often it repeated and what the model was told instead.
+    loop_detected: bool | None = None
+    repeats: int | None = None
+    observation: str | None = None
+    # A message to a sub-agent: its name and the conversation it went to.
+    sub_agent: str | None = None
+    conversation_id: str | None = None
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _arguments_text(cls, value: Any) -> Any:
+        """A record holding the arguments as an object (or nothing) reads as their JSON text."""
+        if value is None:
+            return "{}"
+        if isinstance(value, dict):
+            return json.dumps(value, ensure_ascii=False)
+        return value
+
+
+class MCPToolCallEvent(_TimelineEventBase):
+    """A tool's result; ``arguments`` are the parsed arguments the tool was called with.
+
+    A call of the gather step (evidence first) is ``gathered``, names the
+    ``collector`` that planned it and the ``evidence_label`` the brief cites it by.
+    """
+
+    type: Literal[TimelineEventType.MCP_TOOL_CALL] = TimelineEventType.MCP_TOOL_CALL
+    call_id: str = ""
+    tool_name: str = ""
+    server_name: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    is_error: bool = False
+    duration_ms: float | None = None
+    shown_as: Literal["full", "summarized", "truncated"] = "full"
+    gathered: bool | None = None
+    collector: str | None = None
+    evidence_label: str | None = None
+    sub_agent: str | None = None
+    conversation_id: str | None = None
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _arguments_object(cls, value: Any) -> Any:
+        """Older records may hold the arguments as the model's JSON text, or nothing."""
+        if value is None:
+            return {}
+        if isinstance(value, str):
+            try:
+                parsed = json.loads(value or "{}")
+            except ValueError:
+                return {"raw": value}
+            return parsed if isinstance(parsed, dict) else {"raw": value}
+        return value
+
+
+class MCPToolSummaryEvent(_TimelineEventBase):
+    """The summary a model made of a long tool result (the model reads it instead)."""
+
+    type: Literal[TimelineEventType.MCP_TOOL_SUMMARY] = TimelineEventType.MCP_TOOL_SUMMARY
+    call_id: str = ""
+    tool_name: str = ""
+    server_name: str = ""
+    original_tokens: int | None = None
+    summary_tokens: int = 0
+
+
+class FinalAnalysisEvent(_TimelineEventBase, _TurnNotes):
+    """An agent's final analysis (or a chat's answer)."""
+
+    type: Literal[TimelineEventType.FINAL_ANALYSIS] = TimelineEventType.FINAL_ANALYSIS
+    agent: str | None = None
+
+
+class UserQuestionEvent(_TimelineEventBase):
+    """A question: a chat's (``chat``: its number) or a parent agent's message to a sub-agent."""
+
+    type: Literal[TimelineEventType.USER_QUESTION] = TimelineEventType.USER_QUESTION
+    chat: int | None = None
+    from_agent: str | None = None
+    call_id: str | None = None
+
+
+class ExecutiveSummaryEvent(_TimelineEventBase):
+    """The session's executive summary."""
+
+    type: Literal[TimelineEventType.EXECUTIVE_SUMMARY] = TimelineEventType.EXECUTIVE_SUMMARY
+    agent: str | None = None
+
+
+class EventSubject(_Model):
+    """The Kubernetes object a detection is about (empty namespace: cluster-scoped)."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, data: Any) -> Any:
+        """Older records hold the subject as its text, ``Kind namespace/name``."""
+        if not isinstance(data, str):
+            return data
+        kind, _, where = data.partition(" ")
+        namespace, _, name = where.rpartition("/")
+        return {"kind": kind, "name": name, "namespace": namespace}
+
+
+class DetectionEvent(_TimelineEventBase):
+    """A finding of the gather step's plain-code checks; ``content`` is its sentence.
+
+    ``severity``: 1 the likely cause, 2 a symptom, 3 context. ``evidence`` are
+    the gathered calls' ids, ``evidence_labels`` the labels the brief cites them by.
+    """
+
+    type: Literal[TimelineEventType.DETECTION] = TimelineEventType.DETECTION
+    check: str = ""
+    subject: EventSubject | None = None
+    severity: Literal[1, 2, 3] = 2
+    evidence: list[str] = Field(default_factory=list)
+    evidence_labels: list[str] = Field(default_factory=list)
+
+
+# One model per type; adding a type is a model here, then what the type checker names
+# (every ``match`` over events ends in ``assert_never``).
+TimelineEvent = Annotated[
+    LLMThinkingEvent
+    | LLMResponseEvent
+    | LLMToolCallEvent
+    | MCPToolCallEvent
+    | MCPToolSummaryEvent
+    | FinalAnalysisEvent
+    | UserQuestionEvent
+    | ExecutiveSummaryEvent
+    | DetectionEvent,
+    Field(discriminator="type"),
+]
+
+_TIMELINE_EVENT: TypeAdapter[TimelineEvent] = TypeAdapter(TimelineEvent)
+
+
+def timeline_event(document: Mapping[str, Any]) -> TimelineEvent:
+    """Read a stored (or served) timeline document into its event model."""
+    return _TIMELINE_EVENT.validate_python(dict(document))
 
 
 class AuditEvent(_Model):

@@ -41,8 +41,20 @@ from rich.tree import Tree
 
 from tarsy.access.roles import RECORDED_ACTIONS
 from tarsy.errors import ApiError
+<<<<<<< HEAD
 from tarsy.feedback import VERDICT_LABELS, FeedbackSummary, summarize
 from tarsy.models import VERDICTS, ExecutionStatus, Feedback, RecalledSession
+=======
+from tarsy.models import (
+    DetectionEvent,
+    ExecutionStatus,
+    ExecutiveSummaryEvent,
+    FinalAnalysisEvent,
+    MCPToolCallEvent,
+    TimelineEvent,
+    timeline_event,
+)
+>>>>>>> core
 from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy.settings import ClientSettings
 from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
@@ -659,17 +671,15 @@ def print_markdown(console: Console, content: str, title: str | None = None) -> 
     console.print(content, markup=False, highlight=False, soft_wrap=True)
 
 
-def _event_label(kind: str, metadata: dict[str, Any]) -> str:
+def _event_label(event: TimelineEvent) -> str:
     """The event's heading: its type, and for evidence first what gathered it or what it cites."""
-    if kind == "mcp_tool_call" and metadata.get("gathered"):
-        tool = f"{metadata.get('server_name', '')}.{metadata.get('tool_name', '')}"
-        return (
-            f"gathered [{metadata.get('evidence_label', '')}] {tool} ({metadata.get('collector')})"
-        )
-    if kind == "detection":
-        cites = ", ".join(str(label) for label in metadata.get("evidence_labels") or [])
-        return f"detection {metadata.get('check', '')}" + (f" [{cites}]" if cites else "")
-    return kind
+    if isinstance(event, MCPToolCallEvent) and event.gathered:
+        tool = f"{event.server_name}.{event.tool_name}"
+        return f"gathered [{event.evidence_label or ''}] {tool} ({event.collector})"
+    if isinstance(event, DetectionEvent):
+        cites = ", ".join(event.evidence_labels)
+        return f"detection {event.check}" + (f" [{cites}]" if cites else "")
+    return event.type.value
 
 
 def print_event(console: Console, event: dict[str, Any], told: set[str] | None = None) -> None:
@@ -677,16 +687,18 @@ def print_event(console: Console, event: dict[str, Any], told: set[str] | None =
 
     Args:
         console: Where to print.
-        event: The event, with its ``stage`` and ``agent``.
+        event: The event as the api serves it (read into its model), with its ``stage``
+            and ``agent``.
         told: MCP servers already reported unavailable (each is reported once).
     """
-    kind = str(event.get("type", "?"))
+    # When it was written is not printed (events come in the api's order): not read either.
+    typed = timeline_event({k: v for k, v in event.items() if k != "created_at"})
+    kind = typed.type.value
     style = _EVENT_STYLE.get(kind, "white")
     where = f"{stage_label(event.get('stage'))} · {event.get('agent')}"
-    metadata = event.get("metadata") or {}
-    label = _event_label(kind, metadata)
+    label = _event_label(typed)
     console.print(f"[{style}]● {escape(label)}[/] [dim]{escape(where)}[/]")
-    unavailable = metadata.get("unavailable_servers") or {}
+    unavailable = typed.unavailable_servers or {}
     for server, reason in unavailable.items():
         if told is not None and server in told:
             continue
@@ -696,14 +708,14 @@ def print_event(console: Console, event: dict[str, Any], told: set[str] | None =
         )  # fmt: skip
         if told is not None:
             told.add(server)
-    content = str(event.get("content", ""))
-    if metadata.get("gathered"):
+    content = typed.content
+    if isinstance(typed, MCPToolCallEvent) and typed.gathered:
         # Evidence first gathers dozens of results: their headings say what was read, the
         # detections that follow say what it means, and `tarsy show --json` has them whole.
         lines = content.count("\n") + 1 if content else 0
         console.print(f"  ({len(content):,} characters, {lines:,} lines)", style="dim")
         return
-    if kind in ("final_analysis", "executive_summary"):
+    if isinstance(typed, FinalAnalysisEvent | ExecutiveSummaryEvent):
         print_markdown(console, content)
     elif content:
         # Model and tool text is not Rich markup: "[/data]" must print as written.

@@ -88,13 +88,15 @@ from tarsy.llm.retry import call_with_retries
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
+    DetectionEvent,
     ErrorInfo,
     ExecutionStatus,
     FailedProvider,
     LLMInteraction,
     MCPInteraction,
+    MCPToolCallEvent,
+    MCPToolSummaryEvent,
     TimelineEvent,
-    TimelineEventType,
     TokenUsage,
     ToolCall,
     utcnow,
@@ -219,12 +221,9 @@ def recorded_summaries(recorded: RecordedExecution, step: int) -> list[RecordedS
             for call in calls
         ]
     return [
-        RecordedSummary(
-            text=event.content,
-            tokens=TokenUsage(output_tokens=int(event.metadata.get("summary_tokens", 0))),
-        )
+        RecordedSummary(text=event.content, tokens=TokenUsage(output_tokens=event.summary_tokens))
         for event in recorded.timeline.get(step, [])
-        if event.type is TimelineEventType.MCP_TOOL_SUMMARY
+        if isinstance(event, MCPToolSummaryEvent)
     ]
 
 
@@ -483,9 +482,9 @@ def _unavailable_by_step(recorded: RecordedExecution) -> dict[int, dict[str, str
     """Servers a step found unavailable, as its first timeline event noted them."""
     found: dict[int, dict[str, str]] = {}
     for step, events in recorded.timeline.items():
-        noted = events[0].metadata.get("unavailable_servers") if events else None
-        if isinstance(noted, dict):
-            found[step] = {str(k): str(v) for k, v in noted.items()}
+        noted = events[0].unavailable_servers if events else None
+        if noted is not None:
+            found[step] = dict(noted)
     return found
 
 
@@ -812,8 +811,9 @@ class _ExecutionReplayer:
     def _gathered(self) -> bool:
         """Whether the recorded execution began with a gather step (evidence first)."""
         events = self.recorded.timeline.get(FIRST_ITERATION_STEP, [])
-        return any(e.metadata.get("gathered") for e in events) or any(
-            e.type is TimelineEventType.DETECTION for e in events
+        return any(
+            isinstance(e, DetectionEvent) or (isinstance(e, MCPToolCallEvent) and e.gathered)
+            for e in events
         )
 
     async def _gather(

@@ -22,7 +22,13 @@ from tarsy.app import Deps
 from tarsy.config.schema import TarsyConfig
 from tarsy.engine.steps import handle
 from tarsy.errors import LeaseHeldError
-from tarsy.models import ExecutionStatus, StepMessage, TimelineEventType
+from tarsy.models import (
+    DetectionEvent,
+    ExecutionStatus,
+    MCPToolCallEvent,
+    StepMessage,
+    TimelineEventType,
+)
 from tarsy.persistence.store import StepCommit, Store
 from tarsy.tools.mcp_client import MCPToolExecutor
 from tarsy_dev.client import SessionView, TarsyClient
@@ -178,11 +184,11 @@ async def test_a_gather_step_killed_before_its_commit_then_delivered_twice_leave
     execution = await store.get_execution(first.execution_id)
     assert execution is not None and execution.step == 2 and not execution.gather_pending
     timeline = await store.list_timeline(first.execution_id)
-    gathered = [e for e in timeline if e.metadata.get("gathered")]
+    gathered = [e for e in timeline if isinstance(e, MCPToolCallEvent) and e.gathered]
     records = await store.list_mcp_interactions(first.execution_id)
     assert len(records) == len(gathered) > 0
     assert len({r.call_id for r in records}) == len(records)
-    detections = [e.content for e in timeline if e.type is TimelineEventType.DETECTION]
+    detections = [e.content for e in timeline if isinstance(e, DetectionEvent)]
     assert len(detections) == len(set(detections)) > 0
     await in_process.drive(short, second)
     session = await store.get_session(session_id)

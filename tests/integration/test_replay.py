@@ -16,7 +16,7 @@ import pytest
 from tarsy.agent.strategies import react
 from tarsy.agent.strategies.react_parser import ReActResult, parse_react
 from tarsy.app import Deps
-from tarsy.models import ExecutionStatus, StepMessage, TimelineEventType
+from tarsy.models import ExecutionStatus, MCPToolSummaryEvent, StepMessage
 from tarsy.persistence.recording import SessionRecording
 from tarsy.persistence.store import Store
 from tarsy_dev import cli
@@ -142,9 +142,9 @@ async def test_failing_tools_an_unavailable_server_and_a_summarized_result_repla
 
     assert report.identical, described(report)
     agent = next(e for e in recording.executions if e.execution.role == "agent")
-    summaries = [e for e in agent.events if e.type is TimelineEventType.MCP_TOOL_SUMMARY]
+    summaries = [e for e in agent.events if isinstance(e, MCPToolSummaryEvent)]
     assert len(summaries) == 1  # served to the summarizer call by the replay provider
-    assert "down" in agent.timeline[1][0].metadata["unavailable_servers"]
+    assert "down" in (agent.timeline[1][0].unavailable_servers or {})
 
 
 async def test_a_session_cut_short_by_its_budget_replays_identically(

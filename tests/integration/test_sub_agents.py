@@ -24,7 +24,15 @@ from tarsy.api.handlers import cancel_agent
 from tarsy.app import Deps
 from tarsy.engine.steps import handle
 from tarsy.engine.sweeper import sweep
-from tarsy.models import AgentExecution, ExecutionStatus, Session, StepMessage, utcnow
+from tarsy.models import (
+    AgentExecution,
+    ExecutionStatus,
+    LLMToolCallEvent,
+    MCPToolCallEvent,
+    Session,
+    StepMessage,
+    utcnow,
+)
 from tarsy.persistence.store import Store
 from tarsy_dev.client import TarsyClient
 from tarsy_dev.fakes.bus import RecordingBus
@@ -197,10 +205,10 @@ async def test_a_coordinator_messages_two_sub_agents_and_follows_up_under_duplic
     assert "OOMKilled in the logs" in str(follow_up_call.body)
     # The parent's timeline shows each message with its conversation, then each answer.
     events = await store.list_timeline(coordinator.execution_id)
-    sent = [e for e in events if e.type == "llm_tool_call"]
-    got = [e for e in events if e.type == "mcp_tool_call"]
-    assert [e.metadata["sub_agent"] for e in sent] == ["log-reader", "metric-reader", "log-reader"]
-    assert [e.metadata["conversation_id"] for e in got] == [
+    sent = [e for e in events if isinstance(e, LLMToolCallEvent)]
+    got = [e for e in events if isinstance(e, MCPToolCallEvent)]
+    assert [e.sub_agent for e in sent] == ["log-reader", "metric-reader", "log-reader"]
+    assert [e.conversation_id for e in got] == [
         logs.execution_id,
         metrics.execution_id,
         logs.execution_id,

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tarsy.models import MCPInteraction
+from tarsy.models import DetectionEvent, MCPInteraction, MCPToolCallEvent, timeline_event
 
 
 def is_evidence(event: dict[str, Any]) -> bool:
-    """Whether an event is the gather step's: a gathered call or a detection."""
-    return bool((event.get("metadata") or {}).get("gathered")) or event.get("type") == "detection"
+    """Whether an event (as the api serves it) is the gather step's: gathered, or a detection."""
+    typed = timeline_event(event)
+    return isinstance(typed, DetectionEvent) or (
+        isinstance(typed, MCPToolCallEvent) and bool(typed.gathered)
+    )
 
 
 def model_timeline(execution: dict[str, Any]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from tarsy.models import (
     ExecutionStatus,
     TimelineEvent,
     TimelineEventType,
+    timeline_event,
 )
 
 
@@ -27,7 +28,8 @@ def record(agent: str, status: ExecutionStatus, *events: TimelineEvent) -> Execu
 
 
 def event(kind: TimelineEventType, content: str, **metadata: object) -> TimelineEvent:
-    return TimelineEvent(type=kind, content=content, metadata=dict(metadata))
+    """An event as stored: its type's own fields under ``metadata``."""
+    return timeline_event({"type": kind, "content": content, "metadata": metadata})
 
 
 def test_single_agent_stage_has_markers_and_no_agent_header() -> None:

@@ -21,8 +21,8 @@ from tarsy.models import (
     AgentExecution,
     ConversationMessage,
     LLMInteraction,
+    LLMResponseEvent,
     Session,
-    TimelineEventType,
     ToolCall,
 )
 from tarsy.settings import Settings
@@ -88,10 +88,9 @@ def test_a_truncated_answer_is_a_failed_attempt_marked_on_the_timeline_not_a_con
     )
     assert outcome.error is not None and outcome.error.code == "truncated"
     [event] = outcome.timeline
-    assert event.type == TimelineEventType.LLM_RESPONSE
+    assert isinstance(event, LLMResponseEvent)
     assert event.content == "## Root cause\nThe pod's database"
-    assert event.metadata["cut_short"] == "truncated"
-    assert event.metadata["finish_reason"] == "MAX_TOKENS"
+    assert (event.cut_short, event.finish_reason) == ("truncated", "MAX_TOKENS")
 
 
 def test_the_retry_of_a_truncated_answer_is_told_it_was_cut_and_must_be_shorter() -> None:

@@ -13,13 +13,14 @@ from tarsy.models import (
     AlertSubmission,
     ConversationMessage,
     ExecutionStatus,
+    FinalAnalysisEvent,
     MCPInteraction,
     Session,
     Stage,
     StepMessage,
-    TimelineEvent,
     TimelineEventType,
     TokenUsage,
+    timeline_event,
     utcnow,
 )
 from tarsy.persistence.session_list import SessionSummary
@@ -209,10 +210,11 @@ def test_conversation_message_role_is_checked() -> None:
 
 
 def test_timeline_event_type_from_string() -> None:
-    event = TimelineEvent.model_validate({"type": "final_analysis", "content": "done"})
+    event = timeline_event({"type": "final_analysis", "content": "done"})
     assert event.type is TimelineEventType.FINAL_ANALYSIS
+    assert isinstance(event, FinalAnalysisEvent)
     with pytest.raises(ValidationError):
-        TimelineEvent.model_validate({"type": "nonsense"})
+        timeline_event({"type": "nonsense"})
 
 
 def test_mcp_interaction_shown_as_is_checked() -> None:

@@ -39,9 +39,9 @@ from tarsy.models import (
     ExecutionStatus,
     LLMInteraction,
     MCPInteraction,
+    MCPToolCallEvent,
+    MCPToolSummaryEvent,
     Session,
-    TimelineEvent,
-    TimelineEventType,
     TokenUsage,
     ToolCall,
 )
@@ -213,9 +213,8 @@ async def test_provider_serves_summaries_from_their_events_in_order() -> None:
             provider="p",
         ),
         timeline={4: [
-            TimelineEvent(type=TimelineEventType.MCP_TOOL_CALL, content="raw"),
-            *[TimelineEvent(type=TimelineEventType.MCP_TOOL_SUMMARY, content=f"summary {n}",
-                            metadata={"summary_tokens": n}) for n in (1, 2)],
+            MCPToolCallEvent(content="raw"),
+            *[MCPToolSummaryEvent(content=f"summary {n}", summary_tokens=n) for n in (1, 2)],
         ]},
     )  # fmt: skip
     provider = ReplayProvider(4, reply("main"), replay.recorded_summaries(recorded, 4))

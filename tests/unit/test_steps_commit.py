@@ -28,10 +28,10 @@ from tarsy.models import (
     ErrorInfo,
     ExecutionStatus,
     LLMInteraction,
+    LLMResponseEvent,
     Session,
     StepMessage,
     TimelineEvent,
-    TimelineEventType,
     TokenUsage,
 )
 from tarsy.persistence.store import StepCommit, firestore_fields
@@ -149,7 +149,7 @@ def planned(outcome: IterationOutcome, **execution_overrides: Any) -> tuple[Step
 
 def test_continue_only_counts_the_iteration() -> None:
     messages = [ConversationMessage(role="assistant", content="thinking aloud")]
-    timeline = [TimelineEvent(type=TimelineEventType.LLM_RESPONSE, content="thinking aloud")]
+    timeline: list[TimelineEvent] = [LLMResponseEvent(content="thinking aloud")]
     result = commit(IterationOutcome(next="continue", messages=messages, timeline=timeline))
     assert result.execution_id == execution_id_for(SID, 0, 0)
     assert result.session_id == SID

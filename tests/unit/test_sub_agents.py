@@ -29,12 +29,16 @@ from tarsy.llm.tool_names import from_function_name, is_canonical, to_function_n
 from tarsy.models import (
     AgentExecution,
     ExecutionStatus,
+    LLMThinkingEvent,
+    LLMToolCallEvent,
+    MCPToolCallEvent,
     TimelineEvent,
     TimelineEventType,
     ToolCall,
 )
 from tarsy.settings import Settings
 from tarsy.tools.base import ToolResult
+from tests.unit.timeline_events import expect
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(GEMINI_API_KEY="k")
@@ -273,23 +277,27 @@ def test_a_failed_or_cancelled_sub_agent_answers_with_its_error() -> None:
 
 
 def test_the_timeline_shows_the_messages_first_and_the_answers_when_they_are_in() -> None:
-    events = [
-        TimelineEvent(type=TimelineEventType.LLM_THINKING, content="ask logs"),
-        TimelineEvent(type=TimelineEventType.LLM_TOOL_CALL, metadata={"call_id": "c1"}),
-        TimelineEvent(type=TimelineEventType.MCP_TOOL_CALL, metadata={"call_id": "c1"}),
-        TimelineEvent(type=TimelineEventType.LLM_TOOL_CALL, metadata={"call_id": "t1"}),
-        TimelineEvent(type=TimelineEventType.MCP_TOOL_CALL, metadata={"call_id": "t1"}),
+    events: list[TimelineEvent] = [
+        LLMThinkingEvent(content="ask logs"),
+        LLMToolCallEvent(call_id="c1"),
+        MCPToolCallEvent(call_id="c1"),
+        LLMToolCallEvent(call_id="t1"),
+        MCPToolCallEvent(call_id="t1"),
     ]
     first, later = split_timeline(events, [dispatch("c1")])
-    assert [(e.type, e.metadata.get("call_id")) for e in first] == [
+    assert [(e.type, getattr(e, "call_id", None)) for e in first] == [
         (TimelineEventType.LLM_THINKING, None),
         (TimelineEventType.LLM_TOOL_CALL, "c1"),
         (TimelineEventType.LLM_TOOL_CALL, "t1"),
         (TimelineEventType.MCP_TOOL_CALL, "t1"),
     ]
-    assert first[1].metadata["sub_agent"] == "logs"
+    assert expect(first[1], LLMToolCallEvent).sub_agent == "logs"
     [answer] = later
-    assert answer.metadata == {"call_id": "c1", "sub_agent": "logs", "conversation_id": "conv-c1"}
+    answered = expect(answer, MCPToolCallEvent)
+    assert (answered.call_id, answered.sub_agent, answered.conversation_id) == (
+        "c1", "logs", "conv-c1",
+    )  # fmt: skip
+    assert events[1] == LLMToolCallEvent(call_id="c1", created_at=events[1].created_at)
 
 
 def test_a_react_agent_can_message_a_sub_agent() -> None:

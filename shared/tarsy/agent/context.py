@@ -16,12 +16,25 @@ line counting the agents that succeeded.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, assert_never
+from collections.abc import Sequence
+from typing import assert_never
 
 from pydantic import BaseModel
 
-from tarsy.models import AgentExecution, ExecutionStatus, TimelineEvent, TimelineEventType
+from tarsy.models import (
+    AgentExecution,
+    DetectionEvent,
+    ExecutionStatus,
+    ExecutiveSummaryEvent,
+    FinalAnalysisEvent,
+    LLMResponseEvent,
+    LLMThinkingEvent,
+    LLMToolCallEvent,
+    MCPToolCallEvent,
+    MCPToolSummaryEvent,
+    TimelineEvent,
+    UserQuestionEvent,
+)
 
 START_MARKER = "<!-- Analysis Result START -->"
 END_MARKER = "<!-- Analysis Result END -->"
@@ -39,11 +52,9 @@ def escape_markers(text: str) -> str:
     return text.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
 
 
-def tool_label(metadata: Mapping[str, Any]) -> str:
-    """``server.tool`` from seed 003's ``server_name`` / ``tool_name`` metadata."""
-    tool = str(metadata.get("tool_name") or metadata.get("tool") or "")  # "tool": older records
-    server = str(metadata.get("server_name") or metadata.get("server") or "")
-    return f"{server}.{tool}" if server and tool else tool
+def tool_label(server_name: str, tool_name: str) -> str:
+    """``server.tool`` from seed 003's ``server_name`` and ``tool_name`` (no server: the tool)."""
+    return f"{server_name}.{tool_name}" if server_name and tool_name else tool_name
 
 
 def format_execution(events: Sequence[TimelineEvent], *, thinking: bool = False) -> str:
@@ -56,34 +67,36 @@ def format_execution(events: Sequence[TimelineEvent], *, thinking: bool = False)
     """
     lines: list[str] = []
     for event in events:
-        tool = tool_label(event.metadata)
-        match event.type:
-            case TimelineEventType.LLM_THINKING if thinking:
+        match event:
+            case LLMThinkingEvent() if thinking:
                 lines.append(f"### Thinking\n\n{event.content}\n")
-            case TimelineEventType.FINAL_ANALYSIS:
+            case FinalAnalysisEvent():
                 lines.append(f"## Analysis Result\n\n{event.content}\n")
-            case TimelineEventType.LLM_RESPONSE:
-                if event.metadata.get("error"):
+            case LLMResponseEvent():
+                if event.error:
                     continue  # a malformed ReAct answer; its correction follows
-                if event.metadata.get("source") == "code_execution":
+                if event.source == "code_execution":
                     lines.append(f"### Code Execution\n\n{event.content}\n")
                     continue
                 lines.append(f"### LLM Response\n\n{event.content}\n")
-            case TimelineEventType.LLM_TOOL_CALL:
-                lines.append(f"Tool request [{tool}]: {event.metadata.get('arguments', '')}")
-            case TimelineEventType.MCP_TOOL_CALL:
+            case LLMToolCallEvent():
+                tool = tool_label(event.server_name, event.tool_name)
+                lines.append(f"Tool request [{tool}]: {event.arguments}")
+            case MCPToolCallEvent():
+                tool = tool_label(event.server_name, event.tool_name)
                 lines.append(f"Tool call [{tool}]: {event.content}")
-            case TimelineEventType.MCP_TOOL_SUMMARY:
+            case MCPToolSummaryEvent():
+                tool = tool_label(event.server_name, event.tool_name)
                 lines.append(f"Tool result summary [{tool}]: {event.content}")
-            case TimelineEventType.LLM_THINKING | TimelineEventType.EXECUTIVE_SUMMARY:
+            case LLMThinkingEvent() | ExecutiveSummaryEvent():
                 continue  # internal reasoning / the closing summary: not stage output
-            case TimelineEventType.USER_QUESTION:
+            case UserQuestionEvent():
                 lines.append(f"User question: {event.content}")
-            case TimelineEventType.DETECTION:
+            case DetectionEvent():
                 lines.append(f"Automatic check: {event.content}")
             case _:
                 # A new event type must say here whether the next stage reads it.
-                assert_never(event.type)
+                assert_never(event)
     return "\n".join(lines) + ("\n" if lines else "")
 
 

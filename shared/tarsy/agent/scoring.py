@@ -24,6 +24,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tarsy.agent.prompts import UNTRUSTED_NOTICE, delimit
+from tarsy.models import (
+    ExecutiveSummaryEvent,
+    FinalAnalysisEvent,
+    LLMToolCallEvent,
+    MCPToolCallEvent,
+    TimelineEvent,
+    timeline_event,
+)
 
 Category = Literal["logical_flow", "consistency", "tool_relevance", "synthesis_quality"]
 CATEGORIES: tuple[Category, ...] = (
@@ -94,6 +102,25 @@ class TimelineItem(_Model):
     arguments: dict[str, Any] = Field(default_factory=dict)
     is_error: bool = False
 
+    @classmethod
+    def of_event(cls, event: TimelineEvent, agent: str) -> TimelineItem | None:
+        """An event as the judge reads it; None for those it reads elsewhere.
+
+        A tool request is shown with its result; the analyses and the summary
+        come apart, in the judge's input.
+        """
+        if isinstance(event, LLMToolCallEvent | FinalAnalysisEvent | ExecutiveSummaryEvent):
+            return None
+        call = event if isinstance(event, MCPToolCallEvent) else None
+        return cls(
+            kind=event.type.value,
+            agent=agent,
+            text=event.content,
+            tool=call.tool_name if call else "",
+            arguments=dict(call.arguments) if call else {},
+            is_error=call.is_error if call else False,
+        )
+
 
 class JudgeInput(_Model):
     """A finished session, reduced to what the judge needs."""
@@ -124,24 +151,9 @@ class JudgeInput(_Model):
         session = view.get("session") or {}
         items: list[TimelineItem] = []
         for event in view.get("timeline") or []:
-            kind = str(event.get("type", ""))
-            if kind in ("llm_tool_call", "final_analysis", "executive_summary"):
-                continue  # the call is shown with its result; the analyses come apart
-            metadata = event.get("metadata") or {}
-            items.append(
-                TimelineItem(
-                    kind=kind,
-                    agent=str(event.get("agent") or ""),
-                    text=str(event.get("content") or ""),
-                    tool=str(metadata.get("tool_name") or metadata.get("tool") or "")
-                    if kind == "mcp_tool_call"
-                    else "",
-                    arguments=dict(metadata.get("arguments") or {})
-                    if kind == "mcp_tool_call"
-                    else {},
-                    is_error=bool(metadata.get("is_error")),
-                )
-            )
+            item = TimelineItem.of_event(timeline_event(event), str(event.get("agent") or ""))
+            if item is not None:
+                items.append(item)
         return cls(
             alert_type=str(session.get("alert_type", "")),
             alert_data=str(session.get("alert_data", "")),

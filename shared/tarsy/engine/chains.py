@@ -53,8 +53,7 @@ from tarsy.models import (
     RecalledSession,
     Session,
     Stage,
-    TimelineEvent,
-    TimelineEventType,
+    UserQuestionEvent,
     utcnow,
 )
 from tarsy.tools.runbooks import RunbookFetch, resolve_runbook
@@ -411,26 +410,9 @@ async def judge_input(session: Session, deps: Deps) -> JudgeInput:
             resolved = resolve_execution(deps.config, session, execution)
             tools.update(resolved.mcp_servers)
         for event in await deps.store.list_timeline(execution.execution_id):
-            if event.type in (
-                TimelineEventType.LLM_TOOL_CALL,
-                TimelineEventType.FINAL_ANALYSIS,
-                TimelineEventType.EXECUTIVE_SUMMARY,
-            ):
-                continue  # a call is shown with its result; the analyses come apart
-            is_tool = event.type is TimelineEventType.MCP_TOOL_CALL
-            metadata = event.metadata
-            timeline.append(
-                TimelineItem(
-                    kind=event.type.value,
-                    agent=execution.agent,
-                    text=event.content,
-                    tool=str(metadata.get("tool_name") or metadata.get("tool") or "")
-                    if is_tool
-                    else "",
-                    arguments=dict(metadata.get("arguments") or {}) if is_tool else {},
-                    is_error=bool(metadata.get("is_error")),
-                )
-            )
+            item = TimelineItem.of_event(event, execution.agent)
+            if item is not None:
+                timeline.append(item)
     return JudgeInput(
         alert_type=session.alert_type,
         alert_data=session.alert_data,
@@ -466,7 +448,7 @@ async def chat_history(chats: list[AgentExecution], deps: Deps) -> str:
     turns: list[str] = []
     for chat in chats:
         events = await deps.store.list_timeline(chat.execution_id)
-        asked = next((e.content for e in events if e.type is TimelineEventType.USER_QUESTION), "")
+        asked = next((e.content for e in events if isinstance(e, UserQuestionEvent)), "")
         answer = chat.final_analysis or f"(no answer: the chat {chat.status.value})"
         turns.append(f"Q{chat.agent_index + 1}: {asked}\nA{chat.agent_index + 1}: {answer}")
     return "\n\n".join(turns)
@@ -494,9 +476,7 @@ async def start_chat(session: Session, question: str, deps: Deps) -> AgentExecut
         session, CHAT_STAGE, number, "chat", resolved,
         chat_id_for(session.session_id, number), _due(deps),
     )  # fmt: skip
-    asked = TimelineEvent(
-        type=TimelineEventType.USER_QUESTION, content=question, metadata={"chat": number}
-    )
+    asked = UserQuestionEvent(content=question, chat=number)
     if not await deps.store.create_execution(execution, opening, [asked]):
         raise ChatConflictError(f"another question on {session.session_id} is being started")
     await deps.bus.publish(iterate_message(execution, FIRST_ITERATION_STEP))

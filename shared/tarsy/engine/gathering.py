@@ -25,18 +25,20 @@ from tarsy.evidence import brief
 from tarsy.evidence.alert import alert_facts
 from tarsy.evidence.catalog import applicable
 from tarsy.evidence.gather import Gathered, gather
-from tarsy.evidence.snapshot import AlertFacts, Snapshot
+from tarsy.evidence.snapshot import AlertFacts, Detection, Snapshot
 from tarsy.evidence.targets import targets_of
 from tarsy.llm.backends import capabilities_of
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
+    DetectionEvent,
+    EventSubject,
     GatherSummary,
     MCPInteraction,
+    MCPToolCallEvent,
     Session,
     StepMessage,
     TimelineEvent,
-    TimelineEventType,
 )
 from tarsy.persistence.store import Claim, StepCommit
 from tarsy.tools.base import ToolExecutor, ToolListing
@@ -105,40 +107,37 @@ def brief_size(config: TarsyConfig, agent: ResolvedAgentConfig, gathered: Gather
 
 def gathered_events(gathered: Gathered) -> list[TimelineEvent]:
     """An ``mcp_tool_call`` event per gathered call, then a ``detection`` event per finding."""
-    events = [
-        TimelineEvent(
-            type=TimelineEventType.MCP_TOOL_CALL,
+    events: list[TimelineEvent] = [
+        MCPToolCallEvent(
             content=call.result.content,
-            metadata={
-                "call_id": call.result.call_id,
-                "tool_name": call.result.tool,
-                "server_name": call.result.server,
-                "arguments": call.result.arguments,
-                "is_error": call.result.is_error,
-                "duration_ms": round(call.result.duration_ms, 1),
-                "shown_as": call.result.shown_as,
-                "gathered": True,
-                "collector": call.collector,
-                "evidence_label": brief.evidence_label(call.result.call_id),
-            },
+            call_id=call.result.call_id,
+            tool_name=call.result.tool,
+            server_name=call.result.server,
+            arguments=call.result.arguments,
+            is_error=call.result.is_error,
+            duration_ms=round(call.result.duration_ms, 1),
+            shown_as=call.result.shown_as,
+            gathered=True,
+            collector=call.collector,
+            evidence_label=brief.evidence_label(call.result.call_id),
         )
         for call in gathered.calls
     ]
-    events += [
-        TimelineEvent(
-            type=TimelineEventType.DETECTION,
-            content=detection.finding,
-            metadata={
-                "check": detection.check,
-                "subject": str(detection.subject),
-                "severity": detection.severity,
-                "evidence": list(detection.evidence),
-                "evidence_labels": [brief.evidence_label(e) for e in detection.evidence],
-            },
-        )
-        for detection in gathered.detections
-    ]
+    events += [detection_event(detection) for detection in gathered.detections]
     return events
+
+
+def detection_event(detection: Detection) -> DetectionEvent:
+    """A detection as the timeline shows it: its sentence, subject, severity and evidence."""
+    subject = detection.subject
+    return DetectionEvent(
+        content=detection.finding,
+        check=detection.check,
+        subject=EventSubject(kind=subject.kind, name=subject.name, namespace=subject.namespace),
+        severity=detection.severity,
+        evidence=list(detection.evidence),
+        evidence_labels=[brief.evidence_label(e) for e in detection.evidence],
+    )
 
 
 def gathered_records(step: int, gathered: Gathered) -> list[MCPInteraction]:

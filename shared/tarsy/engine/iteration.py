@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from tarsy.agent.strategies import finish
 from tarsy.agent.strategies.base import IterationOutcome, IterationState, Strategy, budget_crossed
@@ -339,27 +339,61 @@ def after_llm_failure(execution: AgentExecution, error: ErrorInfo) -> IterationO
 
 
 def decide(turn: Turn, call: ModelCall, tools: ToolRun) -> IterationOutcome:
-    """The strategy's verdict on the answer and the tool results (pure)."""
+    """The strategy's verdict on the answer and the tool results.
+
+    Pure: it reads the turn and returns a new outcome; no event or record it was
+    given is changed (a noted event is a copy).
+    """
     if call.result is None:
         assert call.error is not None
         return after_llm_failure(turn.execution, call.error.info)
     cut = finish.cut_short_error(call.result)
     if cut is not None:  # never a conclusion, never acted on: a failed attempt
-        outcome = after_llm_failure(turn.execution, cut)
-        outcome.timeline.append(finish.cut_short_event(call.result, cut, turn.state.iteration))
-        if outcome.failed_attempt:  # the retry is told why, and to be shorter
-            outcome.messages.extend(
-                finish.retry_messages(cut, turn.request.config.max_output_tokens)
-            )
-        return outcome
+        failed = after_llm_failure(turn.execution, cut)
+        shown = finish.cut_short_event(call.result, cut, turn.state.iteration)
+        # The retry is told why, and to be shorter.
+        told = (
+            finish.retry_messages(cut, turn.request.config.max_output_tokens)
+            if failed.failed_attempt
+            else []
+        )
+        return failed.model_copy(
+            update={
+                "timeline": [*failed.timeline, shown],
+                "messages": [*failed.messages, *told],
+            }
+        )
     outcome = turn.strategy.on_result(turn.state, call.result, tools.results)
-    outcome.timeline.extend(tools.summaries)
-    if turn.state.tools.unavailable and outcome.timeline:
-        outcome.timeline[0].metadata["unavailable_servers"] = dict(turn.state.tools.unavailable)
-    if outcome.timeline and opens_the_investigation(turn.execution) and turn.session.runbook_error:
-        # The watcher of the first agent learns why it works without its runbook.
-        outcome.timeline[0].metadata["runbook_error"] = turn.session.runbook_error
-    return outcome
+    timeline = noted_first([*outcome.timeline, *tools.summaries], setup_notes(turn))
+    return outcome.model_copy(update={"timeline": timeline})
+
+
+class SetupNotes(TypedDict, total=False):
+    """Fields of the base timeline event that tell a watcher how the turn was set up."""
+
+    unavailable_servers: dict[str, str]
+    runbook_error: str
+
+
+def setup_notes(turn: Turn) -> SetupNotes:
+    """What the first event of a turn tells its watcher about the turn's setup.
+
+    The MCP servers it goes without, and for the first agent, why it works
+    without its runbook.
+    """
+    notes = SetupNotes()
+    if turn.state.tools.unavailable:
+        notes["unavailable_servers"] = dict(turn.state.tools.unavailable)
+    if opens_the_investigation(turn.execution) and turn.session.runbook_error:
+        notes["runbook_error"] = turn.session.runbook_error
+    return notes
+
+
+def noted_first(timeline: list[TimelineEvent], notes: SetupNotes) -> list[TimelineEvent]:
+    """``timeline`` with ``notes`` set on a copy of its first event (every type carries them)."""
+    if not timeline or not notes:
+        return timeline
+    return [timeline[0].model_copy(update=notes), *timeline[1:]]
 
 
 def opens_the_investigation(execution: AgentExecution) -> bool:

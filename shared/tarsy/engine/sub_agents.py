@@ -36,10 +36,12 @@ from tarsy.models import (
     AgentExecution,
     ConversationMessage,
     ExecutionStatus,
+    LLMToolCallEvent,
+    MCPToolCallEvent,
     Session,
     TimelineEvent,
-    TimelineEventType,
     ToolCall,
+    UserQuestionEvent,
 )
 
 # Re-exported: what a waiting turn stores is persistence's vocabulary (tarsy.persistence.turns).
@@ -278,12 +280,10 @@ def follow_up_message(parent_agent: str, message: str) -> ConversationMessage:
     )
 
 
-def message_event(parent_agent: str, dispatch: Dispatch) -> TimelineEvent:
+def message_event(parent_agent: str, dispatch: Dispatch) -> UserQuestionEvent:
     """How a message appears on the sub-agent's own timeline."""
-    return TimelineEvent(
-        type=TimelineEventType.USER_QUESTION,
-        content=dispatch.message,
-        metadata={"from_agent": parent_agent, "call_id": dispatch.call_id},
+    return UserQuestionEvent(
+        content=dispatch.message, from_agent=parent_agent, call_id=dispatch.call_id
     )
 
 
@@ -387,19 +387,15 @@ def split_timeline(
     now: list[TimelineEvent] = []
     later: list[TimelineEvent] = []
     for event in events:
-        call_id = event.metadata.get("call_id")
-        dispatch = sent.get(call_id) if isinstance(call_id, str) else None
+        if not isinstance(event, LLMToolCallEvent | MCPToolCallEvent):
+            now.append(event)
+            continue
+        dispatch = sent.get(event.call_id)
         if dispatch is None:
             now.append(event)
             continue
         marked = event.model_copy(
-            update={
-                "metadata": {
-                    **event.metadata,
-                    "sub_agent": dispatch.agent_name,
-                    "conversation_id": dispatch.conversation_id,
-                }
-            }
+            update={"sub_agent": dispatch.agent_name, "conversation_id": dispatch.conversation_id}
         )
-        (later if event.type is TimelineEventType.MCP_TOOL_CALL else now).append(marked)
+        (later if isinstance(marked, MCPToolCallEvent) else now).append(marked)
     return now, later

@@ -13,6 +13,7 @@ from tarsy.models import (
     LLMInteraction,
     MCPInteraction,
     TimelineEvent,
+    timeline_event,
     utcnow,
 )
 from tarsy.persistence._firestore import (
@@ -121,15 +122,13 @@ class ExecutionRecords(FirestoreBase):
         """Return an execution's timeline in order."""
         self.round_trips.add("query")
         query = self._execution(execution_id).collection(TIMELINE).order_by("__name__")
-        return [TimelineEvent.model_validate(await self._read(s)) async for s in query.stream()]
+        return [timeline_event(await self._read(s)) async for s in query.stream()]
 
     async def list_timeline_records(self, execution_id: str) -> list[tuple[str, TimelineEvent]]:
         """Return an execution's timeline in order, each event with its document id."""
         self.round_trips.add("query")
         query = self._execution(execution_id).collection(TIMELINE).order_by("__name__")
-        return [
-            (s.id, TimelineEvent.model_validate(await self._read(s))) async for s in query.stream()
-        ]
+        return [(s.id, timeline_event(await self._read(s))) async for s in query.stream()]
 
     async def list_llm_interactions(self, execution_id: str) -> list[LLMInteraction]:
         """Return an execution's LLM interaction records in step order."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tarsy.models import (
@@ -10,6 +10,8 @@ from tarsy.models import (
     LLMInteraction,
     MCPInteraction,
     TimelineEvent,
+    UserQuestionEvent,
+    timeline_event,
 )
 from tarsy.persistence._firestore import (
     LLM_INTERACTIONS,
@@ -39,7 +41,8 @@ def _split_follow_ups(
     for record_id_, message in messages:
         if record_id_.endswith(FOLLOW_UP_SUFFIX):
             shown = [e for i, e in events if i == record_id_]
-            call_id = str(shown[0].metadata.get("call_id", "")) if shown else ""
+            asked = shown[0] if shown and isinstance(shown[0], UserQuestionEvent) else None
+            call_id = (asked.call_id if asked else None) or ""
             step = int(record_id_.split("-", 1)[0]) + 1
             follow_ups[step] = RecordedFollowUp(call_id=call_id, message=message, events=shown)
     own_messages = [(i, m) for i, m in messages if not i.endswith(FOLLOW_UP_SUFFIX)]
@@ -50,11 +53,16 @@ def _split_follow_ups(
 class RecordingReads(SessionRecords, ExecutionRecords, SubAgentRecords, ToolListRecords):
     """Reading a whole session back, for replay."""
 
-    async def _step_records(self, collection: Any, model: type[Record]) -> list[tuple[str, Record]]:
-        """A subcollection of step records (ids ``{step:04d}...``), as ``(id, record)`` in order."""
+    async def _step_records(
+        self, collection: Any, read: Callable[[dict[str, Any]], Record]
+    ) -> list[tuple[str, Record]]:
+        """A subcollection of step records (ids ``{step:04d}...``), as ``(id, record)`` in order.
+
+        ``read`` turns a document into its record (a model's ``model_validate``).
+        """
         self.round_trips.add("query")
         return [
-            (snap.id, model.model_validate(await self._read(snap)))
+            (snap.id, read(await self._read(snap)))
             async for snap in collection.order_by("__name__").stream()
         ]
 
@@ -87,11 +95,15 @@ class RecordingReads(SessionRecords, ExecutionRecords, SubAgentRecords, ToolList
         executions: list[RecordedExecution] = []
         for execution in await self.list_executions(session_id):
             ref = self._execution(execution.execution_id)
-            calls = await self._step_records(ref.collection(LLM_INTERACTIONS), LLMInteraction)
+            calls = await self._step_records(
+                ref.collection(LLM_INTERACTIONS), LLMInteraction.model_validate
+            )
             own = [(i, call) for i, call in calls if "-" not in i]
             messages, events, follow_ups = _split_follow_ups(
-                await self._step_records(ref.collection(MESSAGES), ConversationMessage),
-                await self._step_records(ref.collection(TIMELINE), TimelineEvent),
+                await self._step_records(
+                    ref.collection(MESSAGES), ConversationMessage.model_validate
+                ),
+                await self._step_records(ref.collection(TIMELINE), timeline_event),
             )
             executions.append(
                 RecordedExecution(
@@ -102,7 +114,9 @@ class RecordingReads(SessionRecords, ExecutionRecords, SubAgentRecords, ToolList
                     llm_interactions={int(i): call for i, call in own},
                     summary_interactions=self._by_step([(i, c) for i, c in calls if "-" in i]),
                     mcp_interactions=self._by_step(
-                        await self._step_records(ref.collection(MCP_INTERACTIONS), MCPInteraction)
+                        await self._step_records(
+                            ref.collection(MCP_INTERACTIONS), MCPInteraction.model_validate
+                        )
                     ),
                     sub_agent_answers={
                         int(turn.id): await self.list_answers(execution.execution_id, int(turn.id))

@@ -30,8 +30,8 @@ from tarsy.llm.base import Budget, GenerateRequest, LLMProvider
 from tarsy.models import (
     ConversationMessage,
     LLMInteraction,
+    MCPToolSummaryEvent,
     TimelineEvent,
-    TimelineEventType,
     TokenUsage,
 )
 from tarsy.persistence.chunking import cap_strings
@@ -135,16 +135,13 @@ async def _summarize(
     # The model was asked for at most this length; a longer answer is cut to it.
     text = truncate_for_model(summary.text.strip(), server.summary_max_tokens)
     content = f"[summary of a {original}-token result]\n{text}"
-    event = TimelineEvent(
-        type=TimelineEventType.MCP_TOOL_SUMMARY,
+    event = MCPToolSummaryEvent(
         content=text,
-        metadata={
-            "call_id": result.call_id,
-            "tool_name": result.tool,
-            "server_name": result.server,
-            "original_tokens": original,
-            "summary_tokens": summary.usage.output_tokens,
-        },
+        call_id=result.call_id,
+        tool_name=result.tool,
+        server_name=result.server,
+        original_tokens=original,
+        summary_tokens=summary.usage.output_tokens,
     )
     shown = result.model_copy(update={"content": content, "shown_as": "summarized"})
     return _Summary(result=shown, interaction=record, event=event)

@@ -16,7 +16,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tarsy.models import LLMInteraction
+from tarsy.models import (
+    LLMInteraction,
+    LLMResponseEvent,
+    LLMToolCallEvent,
+    MCPToolCallEvent,
+    TimelineEvent,
+    timeline_event,
+)
 from tarsy_dev.client import SessionView
 
 
@@ -128,27 +135,26 @@ _INVALID_CALL = re.compile(r"^Error calling \S+: (?:unknown tool|invalid argumen
 _REACT_BROKEN = ("malformed", "thought_only")
 
 
-def is_invalid(event: dict[str, Any]) -> bool:
+def is_invalid(event: TimelineEvent) -> bool:
     """Whether a timeline event records a reply or a call that could not be used as written."""
-    metadata = event.get("metadata") or {}
-    if event.get("type") == "llm_response":
-        if metadata.get("cut_short") or metadata.get("nudge") or metadata.get("answer_error"):
+    if isinstance(event, LLMResponseEvent):
+        if event.cut_short or event.nudge or event.answer_error:
             return False
-        if "schema_error" in metadata:
-            return not str(metadata["schema_error"]).startswith("the final answer")
-        return metadata.get("react_kind") in _REACT_BROKEN
-    if event.get("type") == "mcp_tool_call" and metadata.get("is_error"):
-        return bool(_INVALID_CALL.match(str(event.get("content") or "")))
+        if event.schema_error is not None:
+            return not event.schema_error.startswith("the final answer")
+        return event.react_kind in _REACT_BROKEN
+    if isinstance(event, MCPToolCallEvent) and event.is_error:
+        return bool(_INVALID_CALL.match(event.content))
     return False
 
 
-def tool_call(metadata: dict[str, Any]) -> ToolCallRecord:
-    """The call an ``mcp_tool_call`` event records (``tool_name``, or ``tool`` in older records)."""
+def tool_call(event: MCPToolCallEvent) -> ToolCallRecord:
+    """The call an ``mcp_tool_call`` event records."""
     return ToolCallRecord(
-        tool=str(metadata.get("tool_name") or metadata.get("tool") or ""),
-        arguments=dict(metadata.get("arguments") or {}),
-        is_error=bool(metadata.get("is_error")),
-        gathered=bool(metadata.get("gathered")),
+        tool=event.tool_name,
+        arguments=dict(event.arguments),
+        is_error=event.is_error,
+        gathered=bool(event.gathered),
     )
 
 
@@ -175,12 +181,9 @@ def observe(view: SessionView, *, scenario: str, model: str, attempt: int = 1) -
     """
     session = view.session
     tokens = session.get("tokens") or {}
-    calls = [
-        tool_call(event.get("metadata") or {})
-        for event in view.timeline
-        if event.get("type") == "mcp_tool_call"
-    ]
-    asked = sum(1 for event in view.timeline if event.get("type") == "llm_tool_call")
+    events = [timeline_event(event) for event in view.timeline]
+    calls = [tool_call(event) for event in events if isinstance(event, MCPToolCallEvent)]
+    asked = sum(1 for event in events if isinstance(event, LLMToolCallEvent))
     error = session.get("error")
     latency = None
     if session.get("created_at") and session.get("completed_at"):
@@ -200,7 +203,7 @@ def observe(view: SessionView, *, scenario: str, model: str, attempt: int = 1) -
         thinking_tokens=int(tokens.get("thinking_tokens") or 0),
         cost=float(session.get("cost") or 0.0),
         latency_s=latency,
-        invalid_calls=sum(1 for event in view.timeline if is_invalid(event)),
+        invalid_calls=sum(1 for event in events if is_invalid(event)),
         model_tool_calls=asked,
         **_gather_figures(session),
     )

@@ -14,7 +14,7 @@ from tarsy.evidence.catalog import Collector, EvidenceSettings
 from tarsy.evidence.gather import Gathered, gather
 from tarsy.evidence.snapshot import AlertFacts
 from tarsy.llm.base import ToolDefinition
-from tarsy.models import Session, StepMessage, TimelineEventType, ToolCall
+from tarsy.models import DetectionEvent, MCPToolCallEvent, Session, StepMessage, ToolCall
 from tarsy.settings import Settings
 from tarsy.tools.base import CachedToolList, ToolListing, ToolResult
 
@@ -204,9 +204,9 @@ async def test_the_gather_commit_records_each_call_marks_it_gathered_and_rewrite
         "gather-001",
         "gather-002",
     ]
-    tool_events = [e for e in commit.timeline if e.type is TimelineEventType.MCP_TOOL_CALL]
-    assert all(e.metadata["gathered"] for e in tool_events) and len(tool_events) == 3
-    detections = [e for e in commit.timeline if e.type is TimelineEventType.DETECTION]
+    tool_events = [e for e in commit.timeline if isinstance(e, MCPToolCallEvent)]
+    assert all(e.gathered for e in tool_events) and len(tool_events) == 3
+    detections = [e for e in commit.timeline if isinstance(e, DetectionEvent)]
     assert [e.content for e in detections] == [d.finding for d in gathered.detections]
     [system, user] = commit.opening
     assert system.role == "system" and user.role == "user"

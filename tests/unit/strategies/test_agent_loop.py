@@ -19,7 +19,16 @@ from tarsy.agent.strategies.native_thinking import NativeThinkingStrategy, past_
 from tarsy.agent.strategies.react import FORCED_ANSWER_NOTE, ReActStrategy
 from tarsy.agent.strategies.registry import get_strategy
 from tarsy.llm.base import CodeExecutionChunk, LLMResult
-from tarsy.models import ConversationMessage, ToolCall
+from tarsy.models import (
+    CodeExecution,
+    ConversationMessage,
+    FinalAnalysisEvent,
+    LLMResponseEvent,
+    LLMToolCallEvent,
+    MCPToolCallEvent,
+    ToolCall,
+)
+from tests.unit.timeline_events import expect
 
 from .test_controllers import result_for, state
 
@@ -97,10 +106,9 @@ def test_react_action_in_the_conclusion_is_a_forced_final_answer_never_a_call() 
     assert outcome.final_analysis.startswith(FORCED_ANSWER_NOTE)
     assert "I should look at the logs." in outcome.final_analysis
     assert "Action" not in outcome.final_analysis
-    final = outcome.timeline[-1]
-    assert final.type.value == "final_analysis"
-    assert final.metadata["forced_conclusion"] == "max_iterations"
-    assert final.metadata["ignored_tool_calls"] == ["cluster.pods_get"]
+    final = expect(outcome.timeline[-1], FinalAnalysisEvent)
+    assert final.forced_conclusion == "max_iterations"
+    assert final.ignored_tool_calls == ["cluster.pods_get"]
     assert not any(e.type.value in ("llm_tool_call", "mcp_tool_call") for e in outcome.timeline)
 
 
@@ -109,7 +117,7 @@ def test_react_final_answer_in_the_conclusion_is_taken_as_written() -> None:
     text = "Thought: enough.\nFinal Answer: DB_URL is missing."
     outcome = ReActStrategy().on_result(conclusion, LLMResult(text=text), [])
     assert (outcome.next, outcome.final_analysis) == ("complete", "DB_URL is missing.")
-    assert outcome.timeline[-1].metadata["forced_conclusion"] == "max_iterations"
+    assert expect(outcome.timeline[-1], FinalAnalysisEvent).forced_conclusion == "max_iterations"
 
 
 def test_react_conclusion_with_nothing_but_an_action_fails() -> None:
@@ -146,8 +154,9 @@ def test_native_under_tool_choice_none_never_runs_returned_calls() -> None:
     assert NativeThinkingStrategy().tool_calls(st, answer) == []
     outcome = NativeThinkingStrategy().on_result(st, answer, [])
     assert (outcome.next, outcome.final_analysis) == ("complete", "It is the config map.")
-    assert outcome.timeline[-1].metadata["ignored_tool_calls"] == ["cluster.pods_get"]
-    assert "forced_conclusion" not in outcome.timeline[-1].metadata
+    final = expect(outcome.timeline[-1], FinalAnalysisEvent)
+    assert final.ignored_tool_calls == ["cluster.pods_get"]
+    assert final.forced_conclusion is None
 
 
 def test_react_under_tool_choice_none_lists_no_tools_and_runs_nothing() -> None:
@@ -194,11 +203,11 @@ def test_third_identical_call_is_not_run_and_gets_a_warning() -> None:
     assert looped.tool_call_id == "c3" and looped.content.startswith("Not run:")
     assert "already called 2 times" in looped.content
     assert ran.content == "Ready: 1/1"
-    [looped_event] = [e for e in outcome.timeline if e.metadata.get("loop_detected")]
-    assert looped_event.type.value == "llm_tool_call"
-    assert (looped_event.metadata["call_id"], looped_event.metadata["repeats"]) == ("c3", 3)
-    assert looped_event.metadata["observation"] == looped.content
-    mcp_calls = [e.metadata["call_id"] for e in outcome.timeline if e.type.value == "mcp_tool_call"]
+    asked = [e for e in outcome.timeline if isinstance(e, LLMToolCallEvent)]
+    [looped_event] = [e for e in asked if e.loop_detected]
+    assert (looped_event.call_id, looped_event.repeats) == ("c3", 3)
+    assert looped_event.observation == looped.content
+    mcp_calls = [e.call_id for e in outcome.timeline if isinstance(e, MCPToolCallEvent)]
     assert mcp_calls == ["c4"]  # the looped call never reached a server
     # One loop so far: the next call may still use tools.
     following = native_state([call(1), call(2), call(3), fresh])
@@ -224,7 +233,7 @@ def test_a_second_loop_forces_the_conclusion_on_the_next_call() -> None:
     assert strategy.tool_calls(conclusion, answer) == []
     done = strategy.on_result(conclusion, answer, [])
     assert (done.next, done.final_analysis) == ("complete", "The pod is not ready: bad config.")
-    assert done.timeline[-1].metadata["forced_conclusion"] == "loop_detected"
+    assert expect(done.timeline[-1], FinalAnalysisEvent).forced_conclusion == "loop_detected"
 
 
 def test_loop_threshold_is_configurable_and_zero_turns_it_off() -> None:
@@ -263,8 +272,8 @@ def test_react_loops_are_detected_from_the_answers_text() -> None:
     outcome = strategy.on_result(st, answer, [])
     assert outcome.next == "continue"
     assert outcome.messages[1].content.startswith("Observation: Not run:")
-    [event] = [e for e in outcome.timeline if e.type.value == "llm_tool_call"]
-    assert event.metadata["loop_detected"] is True
+    [event] = [e for e in outcome.timeline if isinstance(e, LLMToolCallEvent)]
+    assert event.loop_detected is True
 
     # After a second loop, the next request is the tool-less conclusion.
     st.messages = [*st.messages, *react_history(2)]
@@ -285,10 +294,10 @@ def test_code_executions_are_shown_on_the_timeline(name: str) -> None:
     outcome = get_strategy(name).on_result(st, result, [])
     types = [e.type.value for e in outcome.timeline]
     assert types == ["llm_response", "final_analysis"]
-    shown = outcome.timeline[0]
-    assert shown.metadata["source"] == "code_execution"
-    assert shown.metadata["code_executions"] == [
-        {"code": "print(6 * 7)", "outcome": "OUTCOME_OK", "output": "42\n"}
+    shown = expect(outcome.timeline[0], LLMResponseEvent)
+    assert shown.source == "code_execution"
+    assert shown.code_executions == [
+        CodeExecution(code="print(6 * 7)", outcome="OUTCOME_OK", output="42\n")
     ]
     assert "print(6 * 7)" in shown.content and "42" in shown.content
     assert outcome.final_analysis == "The answer is 42."
@@ -332,4 +341,4 @@ def test_a_spent_budget_makes_the_call_a_conclusion_that_says_it_was_cut_short(
         "_(Cut short: the session used 120 tokens of its 100-token budget.)_\n\n"
         "The pod is misconfigured."
     )
-    assert outcome.timeline[-1].metadata["forced_conclusion"] == "budget"
+    assert expect(outcome.timeline[-1], FinalAnalysisEvent).forced_conclusion == "budget"

@@ -18,8 +18,9 @@ from tarsy.agent.strategies.react import ReActStrategy
 from tarsy.agent.strategies.schema_actions import SchemaActionsStrategy, unwritten_answer
 from tarsy.config.schema import LLMProviderConfig, ResolvedAgentConfig
 from tarsy.llm.base import LLMResult, ToolDefinition
-from tarsy.models import AgentExecution, ConversationMessage, ErrorInfo
+from tarsy.models import AgentExecution, ConversationMessage, ErrorInfo, LLMResponseEvent
 from tarsy.tools.base import ToolListing
+from tests.unit.timeline_events import expect
 
 PODS = ToolDefinition(
     name="cluster.pods_get",
@@ -208,7 +209,7 @@ def test_schema_actions_nudges_an_answer_that_names_no_evidence_then_accepts_the
     strategy = SchemaActionsStrategy()
     first = strategy.on_result(state("schema-actions", schema_observed()), final(UNNAMED), [])
     assert (first.next, first.final_analysis) == ("continue", None)
-    assert first.timeline[-1].metadata["nudge"] == "unnamed_evidence"
+    assert expect(first.timeline[-1], LLMResponseEvent).nudge == "unnamed_evidence"
     assert answers.NUDGE_MARKER in first.messages[1].content
     again = state("schema-actions", [*schema_observed(), *first.messages], iteration=2)
     second = strategy.on_result(again, final(UNNAMED), [])
@@ -244,7 +245,7 @@ def test_react_answers_its_template_copied_back_with_feedback(text: str) -> None
     feedback = outcome.messages[1].content
     assert feedback.startswith("Observation: Error in reasoning")
     assert "placeholder from the instructions" in feedback
-    assert "placeholder" in outcome.timeline[-1].metadata["answer_error"]
+    assert "placeholder" in (expect(outcome.timeline[-1], LLMResponseEvent).answer_error or "")
 
 
 def test_react_conclusion_with_a_template_answer_keeps_the_models_own_thought() -> None:
@@ -268,7 +269,7 @@ def test_react_nudges_an_answer_that_names_no_evidence_once() -> None:
     text = f"Thought: done.\nFinal Answer: {UNNAMED}"
     first = strategy.on_result(state("react", observed()), LLMResult(text=text), [])
     assert first.next == "continue"
-    assert first.timeline[-1].metadata["nudge"] == "unnamed_evidence"
+    assert expect(first.timeline[-1], LLMResponseEvent).nudge == "unnamed_evidence"
     again = state("react", [*observed(), *first.messages], iteration=2)
     second = strategy.on_result(again, LLMResult(text=text), [])
     assert (second.next, second.final_analysis) == ("complete", UNNAMED)

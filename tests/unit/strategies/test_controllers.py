@@ -12,8 +12,18 @@ from tarsy.agent.strategies.react import ReActStrategy, call_id_for
 from tarsy.agent.strategies.single_call import SingleCallStrategy
 from tarsy.config.schema import LLMProviderConfig, ResolvedAgentConfig
 from tarsy.llm.base import LLMResult, ToolDefinition
-from tarsy.models import AgentExecution, ConversationMessage, ToolCall
+from tarsy.models import (
+    AgentExecution,
+    ConversationMessage,
+    FinalAnalysisEvent,
+    LLMResponseEvent,
+    LLMThinkingEvent,
+    LLMToolCallEvent,
+    MCPToolCallEvent,
+    ToolCall,
+)
 from tarsy.tools.base import ToolListing, ToolResult
+from tests.unit.timeline_events import expect
 
 POD_GET = ToolDefinition(
     name="cluster.pods_get",
@@ -92,15 +102,16 @@ def test_native_tool_calls_continue_with_tool_messages_and_events() -> None:
         "llm_thinking", "llm_tool_call", "mcp_tool_call",
     ]  # fmt: skip
     # Seed 003's metadata names: tool_name, server_name, arguments; source on thinking.
-    assert outcome.timeline[0].metadata["source"] == "native"
-    for event in outcome.timeline[1:]:
-        assert (event.metadata["tool_name"], event.metadata["server_name"]) == (
-            "pods_get",
-            "cluster",
-        )
-        assert "tool" not in event.metadata and "server" not in event.metadata
-    assert outcome.timeline[1].metadata["arguments"] == '{"name": "api-0"}'
-    assert outcome.timeline[2].metadata["arguments"] == {"name": "api-0"}
+    thought, asked, answered = outcome.timeline
+    assert expect(thought, LLMThinkingEvent).source == "native"
+    asked, answered = expect(asked, LLMToolCallEvent), expect(answered, MCPToolCallEvent)
+    for event in (asked, answered):
+        assert (event.tool_name, event.server_name) == ("pods_get", "cluster")
+        stored = event.model_dump()["metadata"]
+        assert "tool" not in stored and "server" not in stored
+    # As the model wrote them on the request, parsed on the result.
+    assert asked.arguments == '{"name": "api-0"}'
+    assert answered.arguments == {"name": "api-0"}
 
 
 def test_native_turn_without_calls_is_the_final_analysis() -> None:
@@ -124,10 +135,9 @@ def test_native_conclusion_call_offers_no_tools_and_never_runs_a_call() -> None:
     assert strategy.tool_calls(conclusion, answer) == []
     outcome = strategy.on_result(conclusion, answer, [])
     assert (outcome.next, outcome.final_analysis) == ("complete", "Root cause: the config map.")
-    final = outcome.timeline[-1]
-    assert final.type.value == "final_analysis"
-    assert final.metadata["forced_conclusion"] == "max_iterations"
-    assert final.metadata["ignored_tool_calls"] == ["cluster.pods_get"]
+    final = expect(outcome.timeline[-1], FinalAnalysisEvent)
+    assert final.forced_conclusion == "max_iterations"
+    assert final.ignored_tool_calls == ["cluster.pods_get"]
     assert [m.tool_calls for m in outcome.messages] == [[]]  # no call joins the conversation
 
 
@@ -220,7 +230,7 @@ def test_react_malformed_answers_get_specific_feedback_and_recover(
     assert feedback.startswith("Observation: Error in reasoning")
     assert expected in feedback
     assert "Action Input:" in feedback  # the format reminder
-    assert outcome.timeline[-1].metadata["error"]
+    assert expect(outcome.timeline[-1], LLMResponseEvent).error
 
     # The next iteration, with the feedback in the conversation, recovers.
     following = state(strategy="react", iteration=1)
@@ -238,5 +248,5 @@ def test_single_call_records_the_answer_once_as_final_analysis() -> None:
     outcome = SingleCallStrategy().on_result(st, LLMResult(text="All good.", thinking="t"), [])
     # Seed 003: the final answer is final_analysis alone, not also an llm_response.
     assert [e.type.value for e in outcome.timeline] == ["llm_thinking", "final_analysis"]
-    assert outcome.timeline[0].metadata["source"] == "native"
+    assert expect(outcome.timeline[0], LLMThinkingEvent).source == "native"
     assert outcome.final_analysis == "All good."

@@ -20,8 +20,16 @@ from tarsy.agent.strategies.schema_actions import (
 from tarsy.config.schema import LLMProviderConfig, ResolvedAgentConfig
 from tarsy.engine.sub_agents import message_agent_tool
 from tarsy.llm.base import LLMResult, ToolDefinition
-from tarsy.models import AgentExecution, ConversationMessage, TimelineEventType, ToolCall
+from tarsy.models import (
+    AgentExecution,
+    ConversationMessage,
+    LLMResponseEvent,
+    LLMToolCallEvent,
+    TimelineEventType,
+    ToolCall,
+)
 from tarsy.tools.base import ToolListing, ToolResult
+from tests.unit.timeline_events import expect
 
 POD_LOG = ToolDefinition(
     name="cluster.pods_log",
@@ -186,7 +194,7 @@ def test_a_reply_that_breaks_the_schema_is_recorded_and_answered_with_feedback(
     assert outcome.next == "continue"
     assert outcome.final_analysis is None
     [event] = outcome.timeline
-    assert problem in event.metadata["schema_error"]
+    assert problem in (expect(event, LLMResponseEvent).schema_error or "")
     assert event.content == text
     assert outcome.messages[1].role == "user"
     assert "Reply again with exactly one JSON object" in outcome.messages[1].content
@@ -215,7 +223,7 @@ def test_a_repeated_call_with_default_arguments_is_a_loop_and_is_not_run() -> No
     assert STRATEGY.tool_calls(st, llm) == []
     outcome = STRATEGY.on_result(st, llm, [])
     assert "Not run" in outcome.messages[1].content
-    assert outcome.timeline[-1].metadata["loop_detected"] is True
+    assert expect(outcome.timeline[-1], LLMToolCallEvent).loop_detected is True
 
 
 def test_native_tools_needs_function_calling_only() -> None:
@@ -268,7 +276,7 @@ def test_a_final_answer_that_is_no_analysis_is_answered_with_feedback_not_conclu
     outcome = STRATEGY.on_result(st, llm, [])
     assert outcome.next == "continue"
     assert outcome.final_analysis is None
-    assert problem in outcome.timeline[-1].metadata["schema_error"]
+    assert problem in (expect(outcome.timeline[-1], LLMResponseEvent).schema_error or "")
     assert outcome.timeline[-1].content == llm.text
     assert [m.role for m in outcome.messages] == ["assistant", "user"]
     assert problem in outcome.messages[1].content

@@ -18,11 +18,16 @@ from tarsy.models import (
     ChainRouting,
     ExecutionStatus,
     Feedback,
+    FinalAnalysisEvent,
+    LLMResponseEvent,
+    LLMThinkingEvent,
+    LLMToolCallEvent,
+    MCPToolCallEvent,
     RecalledSession,
     Session,
     Stage,
     TimelineEvent,
-    TimelineEventType,
+    UserQuestionEvent,
     utcnow,
 )
 from tarsy.persistence.progress import ProgressSnapshot
@@ -128,25 +133,20 @@ def hostile_store() -> MemoryStore:
     )  # fmt: skip
     store.executions["s-1"] = [parent, child]
     store.timelines["e-1"] = [
-        ("0001-000", TimelineEvent(type=TimelineEventType.LLM_THINKING, content=f"hmm {SCRIPT}")),
+        ("0001-000", LLMThinkingEvent(content=f"hmm {SCRIPT}")),
         (
             "0001-001",
-            TimelineEvent(
-                type=TimelineEventType.LLM_TOOL_CALL,
+            LLMToolCallEvent(
                 content="kubernetes.pods_log",
-                metadata={
-                    "tool_name": "pods_log",
-                    "server_name": "kubernetes",
-                    "arguments": json.dumps({"name": IMAGE}),
-                },
+                tool_name="pods_log",
+                server_name="kubernetes",
+                arguments=json.dumps({"name": IMAGE}),
             ),
         ),
         (
             "0001-002",
-            TimelineEvent(
-                type=TimelineEventType.MCP_TOOL_CALL,
-                content=f"log line {IMAGE} {SCRIPT}",
-                metadata={"tool_name": "pods_log", "server_name": "kubernetes"},
+            MCPToolCallEvent(
+                content=f"log line {IMAGE} {SCRIPT}", tool_name="pods_log", server_name="kubernetes"
             ),
         ),
     ]
@@ -289,14 +289,11 @@ async def test_a_metric_tool_result_is_drawn_beside_its_folded_text() -> None:
     store.timelines["e-1"].append(
         (
             "0001-003",
-            TimelineEvent(
-                type=TimelineEventType.MCP_TOOL_CALL,
+            MCPToolCallEvent(
                 content=result,
-                metadata={
-                    "tool_name": "execute_range_query",
-                    "server_name": "prometheus",
-                    "arguments": {"query": "ratio > 0.5", "start": "a", "end": "b", "step": "1m"},
-                },
+                tool_name="execute_range_query",
+                server_name="prometheus",
+                arguments={"query": "ratio > 0.5", "start": "a", "end": "b", "step": "1m"},
             ),
         )
     )
@@ -335,9 +332,7 @@ async def test_a_poll_with_the_returned_cursor_brings_only_what_is_new() -> None
         (await call(store, get("/ui/data/sessions/s-1", f"cursor={first['cursor']}"))).body
     )
     assert again["events"] == [] and again["resets"] == []
-    store.timelines["e-1"].append(
-        ("0002-000", TimelineEvent(type=TimelineEventType.FINAL_ANALYSIS, content="done"))
-    )
+    store.timelines["e-1"].append(("0002-000", FinalAnalysisEvent(content="done")))
     later = json.loads(
         (await call(store, get("/ui/data/sessions/s-1", f"cursor={first['cursor']}"))).body
     )
@@ -362,10 +357,8 @@ async def test_an_ended_execution_is_not_read_again_once_the_page_has_it_all() -
 
 
 def test_an_event_written_under_an_earlier_id_resends_the_whole_section() -> None:
-    records = [("0001-000", TimelineEvent(type=TimelineEventType.LLM_RESPONSE, content="a"))]
-    records.insert(
-        0, ("0000-005", TimelineEvent(type=TimelineEventType.USER_QUESTION, content="late"))
-    )
+    records: list[tuple[str, TimelineEvent]] = [("0001-000", LLMResponseEvent(content="a"))]
+    records.insert(0, ("0000-005", UserQuestionEvent(content="late")))
     shown, reset = new_events("e", records, CursorEntry(last="0001-000", count=1, final=False))
     assert reset is True and [s.event_id for s in shown] == ["0000-005", "0001-000"]
 
@@ -417,12 +410,10 @@ def finished_with_a_chat() -> MemoryStore:
             ("e-c", -2, "chat-assistant", "chat"),
         )
     ]
-    store.timelines["e-a"] = [
-        ("0001-000", TimelineEvent(type=TimelineEventType.FINAL_ANALYSIS, content="the disk"))
-    ]
+    store.timelines["e-a"] = [("0001-000", FinalAnalysisEvent(content="the disk"))]
     store.timelines["e-c"] = [
-        ("0001-000", TimelineEvent(type=TimelineEventType.USER_QUESTION, content="why?")),
-        ("0002-000", TimelineEvent(type=TimelineEventType.FINAL_ANALYSIS, content="because")),
+        ("0001-000", UserQuestionEvent(content="why?")),
+        ("0002-000", FinalAnalysisEvent(content="because")),
     ]
     return store
 

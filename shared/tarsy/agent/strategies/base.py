@@ -18,11 +18,17 @@ from tarsy.config.schema import ResolvedAgentConfig
 from tarsy.llm.base import Capabilities, CodeExecutionChunk, GenerateRequest, LLMResult
 from tarsy.models import (
     AgentExecution,
+    CodeExecution,
     ConversationMessage,
     ErrorInfo,
+    FinalAnalysisEvent,
+    LLMResponseEvent,
+    LLMThinkingEvent,
+    LLMToolCallEvent,
+    MCPToolCallEvent,
     TimelineEvent,
-    TimelineEventType,
     ToolCall,
+    TurnNotes,
 )
 from tarsy.tools.base import ToolListing, ToolResult
 
@@ -110,14 +116,16 @@ def missing_capabilities(required: Capabilities, offered: Capabilities) -> list[
     ]
 
 
-# Provider metadata that a watcher should see on the timeline (seed 000: a suppressed
-# native tool is noted where the response appears).
-_TIMELINE_NOTES = ("native_tools_suppressed",)
+def turn_notes(state: IterationState, result: LLMResult) -> TurnNotes:
+    """An iteration's first notes: its number, and the provider metadata a watcher should see.
 
-
-def provider_notes(result: LLMResult) -> dict[str, Any]:
-    """The part of a result's provider metadata that belongs on timeline events."""
-    return {key: result.metadata[key] for key in _TIMELINE_NOTES if key in result.metadata}
+    Seed 000: a suppressed native tool is noted where the response appears.
+    """
+    notes = TurnNotes(iteration=state.iteration)
+    suppressed = result.metadata.get("native_tools_suppressed")
+    if suppressed:
+        notes["native_tools_suppressed"] = [str(name) for name in suppressed]
+    return notes
 
 
 # ─── tool_choice and the conclusion call ──────────────────────────────────────
@@ -282,10 +290,10 @@ def detect_loops(
 # ─── timeline events ──────────────────────────────────────────────────────────
 
 
-def tool_identity(name: str) -> dict[str, str]:
-    """``tool_name`` and ``server_name`` of a canonical ``server.tool`` name (seed 003)."""
+def tool_identity(name: str) -> tuple[str, str]:
+    """``(server_name, tool_name)`` of a canonical ``server.tool`` name (seed 003)."""
     server, _, tool = name.rpartition(".")
-    return {"tool_name": tool, "server_name": server}
+    return server, tool
 
 
 def tool_events(
@@ -301,51 +309,45 @@ def tool_events(
     events: list[TimelineEvent] = []
     by_id = {r.call_id: r for r in results}
     for call in calls:
-        metadata: dict[str, Any] = {
-            "call_id": call.id,
-            **tool_identity(call.name),
-            "arguments": call.arguments,
-        }
+        server, tool = tool_identity(call.name)
         hit = (loops or {}).get(call.id)
-        if hit is not None:
-            metadata.update(loop_detected=True, repeats=hit.repeats, observation=hit.observation)
         events.append(
-            TimelineEvent(
-                type=TimelineEventType.LLM_TOOL_CALL,
+            LLMToolCallEvent(
                 content=f"{call.name} {call.arguments}",
-                metadata=metadata,
+                call_id=call.id,
+                tool_name=tool,
+                server_name=server,
+                arguments=call.arguments,
+                loop_detected=None if hit is None else True,
+                repeats=None if hit is None else hit.repeats,
+                observation=None if hit is None else hit.observation,
             )
         )
         result = by_id.get(call.id)
         if result is None:
             continue
         events.append(
-            TimelineEvent(
-                type=TimelineEventType.MCP_TOOL_CALL,
+            MCPToolCallEvent(
                 content=result.content,
-                metadata={
-                    "call_id": call.id,
-                    "tool_name": result.tool,
-                    "server_name": result.server,
-                    "arguments": result.arguments,
-                    "is_error": result.is_error,
-                    "duration_ms": round(result.duration_ms, 1),
-                    "shown_as": result.shown_as,
-                },
+                call_id=call.id,
+                tool_name=result.tool,
+                server_name=result.server,
+                arguments=result.arguments,
+                is_error=result.is_error,
+                duration_ms=round(result.duration_ms, 1),
+                shown_as=result.shown_as,
             )
         )
     return events
 
 
-def thinking_events(text: str, notes: dict[str, Any], source: str) -> list[TimelineEvent]:
+def thinking_events(
+    text: str, notes: TurnNotes, source: Literal["native", "react"]
+) -> list[TimelineEvent]:
     """An ``llm_thinking`` event (``source`` native or react), if there was thinking."""
     if not text:
         return []
-    return [
-        TimelineEvent(
-            type=TimelineEventType.LLM_THINKING, content=text, metadata={**notes, "source": source}
-        )
-    ]
+    return [LLMThinkingEvent(content=text, source=source, **notes)]
 
 
 def render_code_executions(executions: Sequence[CodeExecutionChunk]) -> str:
@@ -360,20 +362,23 @@ def render_code_executions(executions: Sequence[CodeExecutionChunk]) -> str:
     return "\n\n".join(parts)
 
 
-def code_execution_events(result: LLMResult, notes: dict[str, Any]) -> list[TimelineEvent]:
+def code_execution_events(result: LLMResult, notes: TurnNotes) -> list[TimelineEvent]:
     """Gemini's code-execution parts as one ``llm_response`` (``source: code_execution``).
 
     The code and its output are shown as the event's content; the records are
-    in ``metadata.code_executions`` and on the LLM interaction record.
+    in ``code_executions`` and on the LLM interaction record.
     """
     if not result.code_executions:
         return []
-    records = [c.model_dump(exclude={"type"}) for c in result.code_executions]
+    records = [
+        CodeExecution.model_validate(c.model_dump(exclude={"type"})) for c in result.code_executions
+    ]
     return [
-        TimelineEvent(
-            type=TimelineEventType.LLM_RESPONSE,
+        LLMResponseEvent(
             content=render_code_executions(result.code_executions),
-            metadata={**notes, "source": "code_execution", "code_executions": records},
+            source="code_execution",
+            code_executions=records,
+            **notes,
         )
     ]
 
@@ -386,16 +391,10 @@ def conclude(
     answer: str,
     analysis: str,
     timeline: list[TimelineEvent],
-    notes: dict[str, Any],
+    notes: TurnNotes,
 ) -> IterationOutcome:
     """Complete the execution: ``answer`` joins the conversation, ``analysis`` is the result."""
-    timeline.append(
-        TimelineEvent(
-            type=TimelineEventType.FINAL_ANALYSIS,
-            content=analysis,
-            metadata={**notes, "agent": state.config.agent},
-        )
-    )
+    timeline.append(FinalAnalysisEvent(content=analysis, agent=state.config.agent, **notes))
     return IterationOutcome(
         messages=[ConversationMessage(role="assistant", content=answer)],
         timeline=timeline,
@@ -410,7 +409,7 @@ def force_conclusion(
     answer: str,
     analysis: str,
     timeline: list[TimelineEvent],
-    notes: dict[str, Any],
+    notes: TurnNotes,
 ) -> IterationOutcome:
     """End a conclusion call: its answer is the final analysis, whatever else it asked for.
 
@@ -418,7 +417,8 @@ def force_conclusion(
     gave no text at all fails the execution (``code`` is the reason). An
     analysis cut short by the budget says so first.
     """
-    notes = {**notes, "forced_conclusion": reason}
+    notes = notes.copy()
+    notes["forced_conclusion"] = reason
     if analysis.strip() and reason == "budget":
         analysis = f"_(Cut short: {state.budget_note}.)_\n\n{analysis.strip()}"
     if analysis.strip():

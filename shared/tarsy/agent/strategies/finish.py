@@ -15,7 +15,7 @@ a small model that repeats itself until the limit would otherwise do it again.
 from __future__ import annotations
 
 from tarsy.llm.base import LLMResult
-from tarsy.models import ConversationMessage, ErrorInfo, TimelineEvent, TimelineEventType
+from tarsy.models import ConversationMessage, ErrorInfo, LLMResponseEvent
 
 
 def cut_short_error(result: LLMResult) -> ErrorInfo | None:
@@ -32,17 +32,14 @@ def cut_short_error(result: LLMResult) -> ErrorInfo | None:
     return ErrorInfo(message=message, code=code, retryable=True)
 
 
-def cut_short_event(result: LLMResult, error: ErrorInfo, iteration: int) -> TimelineEvent:
+def cut_short_event(result: LLMResult, error: ErrorInfo, iteration: int) -> LLMResponseEvent:
     """The timeline's record of a reply that did not finish (what there was of it)."""
-    return TimelineEvent(
-        type=TimelineEventType.LLM_RESPONSE,
+    return LLMResponseEvent(
         content=result.text,
-        metadata={
-            "iteration": iteration,
-            "cut_short": error.code,
-            "finish_reason": result.raw_finish_reason or result.finish_reason,
-            "error": error.message,
-        },
+        iteration=iteration,
+        cut_short=error.code,
+        finish_reason=result.raw_finish_reason or result.finish_reason,
+        error=error.message,
     )
 
 

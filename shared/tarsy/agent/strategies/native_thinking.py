@@ -7,8 +7,6 @@ next iteration continues. A turn without calls is the final analysis.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tarsy.agent.strategies import answers
 from tarsy.agent.strategies.base import (
     ConclusionReason,
@@ -20,13 +18,19 @@ from tarsy.agent.strategies.base import (
     continue_or_stop,
     detect_loops,
     force_conclusion,
-    provider_notes,
     thinking_events,
     tool_choice_for,
     tool_events,
+    turn_notes,
 )
 from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
-from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, ToolCall
+from tarsy.models import (
+    ConversationMessage,
+    LLMResponseEvent,
+    TimelineEvent,
+    ToolCall,
+    TurnNotes,
+)
 from tarsy.tools.base import ToolResult
 
 TOOL_GUIDANCE = (
@@ -74,16 +78,12 @@ def _nudged(
     result: LLMResult,
     nudge: str,
     timeline: list[TimelineEvent],
-    notes: dict[str, Any],
+    notes: TurnNotes,
 ) -> IterationOutcome:
     """An answer not yet accepted: recorded, and the model asked to name its evidence."""
-    timeline.append(
-        TimelineEvent(
-            type=TimelineEventType.LLM_RESPONSE,
-            content=result.text,
-            metadata={**notes, "nudge": "unnamed_evidence", "error": nudge},
-        )
-    )
+    shown = notes.copy()
+    shown["nudge"], shown["error"] = "unnamed_evidence", nudge
+    timeline.append(LLMResponseEvent(content=result.text, **shown))
     exchange = [
         ConversationMessage(role="assistant", content=result.text),
         ConversationMessage(role="user", content=f"Your answer was not used yet: {nudge}."),
@@ -140,7 +140,7 @@ class NativeThinkingStrategy:
         """Record the turn; continue after tool calls, conclude on a turn without them."""
         history = past_calls(state)
         reason = conclusion_reason(state, history)
-        notes = {"iteration": state.iteration, **provider_notes(result)}
+        notes = turn_notes(state, result)
         timeline = thinking_events(result.thinking, notes, "native")
         timeline.extend(code_execution_events(result, notes))
         if not result.tool_calls or tool_choice_for(state, reason) == "none":
@@ -153,10 +153,7 @@ class NativeThinkingStrategy:
                 return _nudged(state, result, nudge, timeline, notes)
             return conclude(state, result.text, result.text.strip(), timeline, notes)
         if result.text:
-            timeline.append(
-                TimelineEvent(type=TimelineEventType.LLM_RESPONSE, content=result.text,
-                              metadata=notes)
-            )  # fmt: skip
+            timeline.append(LLMResponseEvent(content=result.text, **notes))
         loops = detect_loops(state, history, result.tool_calls)
         timeline.extend(tool_events(result.tool_calls, tool_results, loops))
         by_id = {r.call_id: r for r in tool_results}

@@ -31,14 +31,14 @@ from tarsy.agent.strategies.base import (
     continue_or_stop,
     detect_loops,
     force_conclusion,
-    provider_notes,
     thinking_events,
     tool_events,
+    turn_notes,
 )
 from tarsy.agent.strategies.native_thinking import with_guidance
 from tarsy.agent.strategies.react_parser import FORMAT_REMINDER, ReActResult, parse_react
 from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
-from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, ToolCall
+from tarsy.models import ConversationMessage, LLMResponseEvent, ToolCall, TurnNotes
 from tarsy.tools.base import ToolListing, ToolResult
 
 LAST_ITERATION_NOTE = (
@@ -129,6 +129,14 @@ def answer_feedback(problem: str) -> str:
     )
 
 
+def _unused_reply(result: LLMResult, notes: TurnNotes, problem: str | None) -> LLMResponseEvent:
+    """The timeline's record of a reply that was not used, and why (``error``)."""
+    shown = notes.copy()
+    if problem is not None:
+        shown["error"] = problem
+    return LLMResponseEvent(content=result.text, **shown)
+
+
 def salvage(parsed: ReActResult, text: str) -> str:
     """The forced final answer of a conclusion call that wrote no Final Answer."""
     reasoning = (parsed.thought or "").strip()
@@ -183,7 +191,8 @@ class ReActStrategy:
         history = past_calls(state)
         reason = conclusion_reason(state, history)
         parsed = self._parse(state, result)
-        notes = {"iteration": state.iteration, "react_kind": parsed.kind, **provider_notes(result)}
+        notes = turn_notes(state, result)
+        notes["react_kind"] = parsed.kind
         if parsed.fallbacks:
             notes["parser_fallbacks"] = list(parsed.fallbacks)
         timeline = thinking_events(parsed.thought or "", notes, "react")
@@ -211,10 +220,7 @@ class ReActStrategy:
                     notes["nudge"] = "unnamed_evidence"
             if problem is None:
                 return conclude(state, result.text, final.strip(), timeline, notes)
-            timeline.append(
-                TimelineEvent(type=TimelineEventType.LLM_RESPONSE, content=result.text,
-                              metadata={**notes, "error": problem})
-            )  # fmt: skip
+            timeline.append(_unused_reply(result, notes, problem))
             exchange = [
                 ConversationMessage(role="assistant", content=result.text),
                 ConversationMessage(role="user", content=answer_feedback(problem)),
@@ -237,12 +243,6 @@ class ReActStrategy:
             observation = "\n\n".join(f"Observation: {text}" for text in observations)
             follow_up = ConversationMessage(role="user", content=observation)
         else:
-            timeline.append(
-                TimelineEvent(
-                    type=TimelineEventType.LLM_RESPONSE,
-                    content=result.text,
-                    metadata={**notes, "error": parsed.error},
-                )
-            )
+            timeline.append(_unused_reply(result, notes, parsed.error))
             follow_up = ConversationMessage(role="user", content=parsed.feedback() or "")
         return continue_or_stop(state, [assistant, follow_up], timeline)

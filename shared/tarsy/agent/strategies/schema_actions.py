@@ -45,13 +45,19 @@ from tarsy.agent.strategies.base import (
     continue_or_stop,
     detect_loops,
     force_conclusion,
-    provider_notes,
     thinking_events,
     tool_events,
+    turn_notes,
 )
 from tarsy.agent.strategies.native_thinking import CONCLUSION_NOTES, with_guidance
 from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult, ToolDefinition
-from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, ToolCall
+from tarsy.models import (
+    ConversationMessage,
+    LLMResponseEvent,
+    TimelineEvent,
+    ToolCall,
+    TurnNotes,
+)
 from tarsy.tools.base import ToolResult
 
 CALL_TOOL = "call_tool"
@@ -217,9 +223,9 @@ def observation(call: ToolCall, content: str) -> str:
     return f"Observation from {call.name} {call.arguments}:\n{content}"
 
 
-def _unused_reply(result: LLMResult, notes: dict[str, Any]) -> TimelineEvent:
+def _unused_reply(result: LLMResult, notes: TurnNotes) -> LLMResponseEvent:
     """The timeline's record of a reply that was not used (its problem is in ``notes``)."""
-    return TimelineEvent(type=TimelineEventType.LLM_RESPONSE, content=result.text, metadata=notes)
+    return LLMResponseEvent(content=result.text, **notes)
 
 
 def _answered_with_feedback(
@@ -227,7 +233,7 @@ def _answered_with_feedback(
     result: LLMResult,
     problem: str,
     timeline: list[TimelineEvent],
-    notes: dict[str, Any],
+    notes: TurnNotes,
 ) -> IterationOutcome:
     """Record a reply that was not used and tell the model why; the next iteration retries."""
     timeline.append(_unused_reply(result, notes))
@@ -284,7 +290,7 @@ class SchemaActionsStrategy:
         history = past_calls(state)
         reason = conclusion_reason(state, history)
         parsed = self._parse(state, result)
-        notes: dict[str, Any] = {"iteration": state.iteration, **provider_notes(result)}
+        notes = turn_notes(state, result)
         if not isinstance(parsed, Action):
             notes["schema_error"] = parsed
             timeline = thinking_events(result.thinking, notes, "native")

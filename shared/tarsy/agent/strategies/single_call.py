@@ -13,11 +13,11 @@ from tarsy.agent.strategies.base import (
     IterationState,
     code_execution_events,
     conclude,
-    provider_notes,
     thinking_events,
+    turn_notes,
 )
 from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
-from tarsy.models import ConversationMessage, TimelineEvent, TimelineEventType, ToolCall
+from tarsy.models import ConversationMessage, ExecutiveSummaryEvent, ToolCall
 from tarsy.tools.base import ToolResult
 
 
@@ -46,7 +46,7 @@ class SingleCallStrategy:
         self, state: IterationState, result: LLMResult, tool_results: list[ToolResult]
     ) -> IterationOutcome:
         """Record the answer as the final analysis (once) and complete."""
-        notes = {"iteration": state.iteration, **provider_notes(result)}
+        notes = turn_notes(state, result)
         timeline = thinking_events(result.thinking, notes, "native")
         timeline.extend(code_execution_events(result, notes))
         return conclude(state, result.text, result.text.strip(), timeline, notes)
@@ -92,13 +92,7 @@ class ExecutiveSummaryStrategy:
         summary = result.text.strip()
         return IterationOutcome(
             messages=[ConversationMessage(role="assistant", content=result.text)],
-            timeline=[
-                TimelineEvent(
-                    type=TimelineEventType.EXECUTIVE_SUMMARY,
-                    content=summary,
-                    metadata={"agent": state.config.agent},
-                )
-            ],
+            timeline=[ExecutiveSummaryEvent(content=summary, agent=state.config.agent)],
             next="complete",
             final_analysis=summary,
         )
