@@ -41,20 +41,19 @@ from rich.tree import Tree
 
 from tarsy.access.roles import RECORDED_ACTIONS
 from tarsy.errors import ApiError
-<<<<<<< HEAD
 from tarsy.feedback import VERDICT_LABELS, FeedbackSummary, summarize
-from tarsy.models import VERDICTS, ExecutionStatus, Feedback, RecalledSession
-=======
 from tarsy.models import (
+    VERDICTS,
     DetectionEvent,
     ExecutionStatus,
     ExecutiveSummaryEvent,
+    Feedback,
     FinalAnalysisEvent,
     MCPToolCallEvent,
+    RecalledSession,
     TimelineEvent,
     timeline_event,
 )
->>>>>>> core
 from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy.settings import ClientSettings
 from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
