@@ -47,8 +47,6 @@ GRANTS = {
 }
 
 
-# First: pytest-xdist reads the group markers in its own hook of the same name.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
