@@ -64,11 +64,9 @@ prometheus-mcp: venv
 	@$(BIN)/python -c "from pathlib import Path; from tarsy_dev.localstack.prometheus_mcp import ensure_installed; ensure_installed(Path('.'), print)"
 
 # pytest exits 5 when it collected nothing: a non-zero exit, so make fails, as CI must.
-# Two workers: the tests on the local stack in one (they share one stack and mostly wait
-# on it), the unit tests in the other. The slowest tests are listed at the end: the suite
-# must stay under 15 minutes on 2 cores.
+# The slowest tests are listed at the end: the suite must stay under 15 minutes on 2 cores.
 test: venv tools infra-check browser prometheus
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=20 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q --durations=20 $(PYTEST_ARGS)
 
 test-unit: venv
 	$(BIN)/python -m pytest -q -m "not integration" $(PYTEST_ARGS)

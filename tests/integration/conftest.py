@@ -51,10 +51,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
             item.add_marker(pytest.mark.integration)
-            # Under pytest-xdist (`make test`: -n 2 --dist loadgroup) every test on the stack
-            # runs in one worker, one after another on one stack, while the other worker
-            # takes the unit tests: the stack's tests mostly wait, the unit tests mostly compute.
-            item.add_marker(pytest.mark.xdist_group("stack"))
 
 
 def _interrupt(signum: int, frame: object) -> None:
