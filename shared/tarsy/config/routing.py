@@ -39,6 +39,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tarsy.evidence.alert import first_alert
+
 NAME_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_\-]*$"
 
 
@@ -113,21 +115,6 @@ class AlertRoute(BaseModel):
         return ", ".join(reasons)
 
 
-def _notified_alert(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The alert a whole notification posted to ``POST /alerts`` is about, else ``data``.
-
-    An Alertmanager or Grafana notification carries its alerts in ``alerts``:
-    the first firing one is the alert (as :func:`tarsy.evidence.alert.alert_facts`
-    reads it), beneath the notification's ``commonLabels``.
-    """
-    alerts = data.get("alerts")
-    if not isinstance(alerts, list):
-        return data
-    items = [a for a in alerts if isinstance(a, Mapping)]
-    firing = [a for a in items if a.get("status", "firing") == "firing"]
-    return (firing or items or [data])[0]
-
-
 def _texts(value: object) -> dict[str, str]:
     if not isinstance(value, Mapping):
         return {}
@@ -149,7 +136,7 @@ def alert_labels(data: object) -> dict[str, str]:
     """
     if not isinstance(data, Mapping):
         return {}
-    alert = _notified_alert(data)
+    alert = first_alert(data)
     if alert is not data:
         return {**_texts(data.get("commonLabels")), **_texts(alert.get("labels"))}
     if "labels" not in data:
@@ -170,7 +157,7 @@ def alert_fields(data: object) -> dict[str, str]:
     """
     if not isinstance(data, Mapping):
         return {}
-    alert = _notified_alert(data)
+    alert = first_alert(data)
     return {str(k): v for k, v in alert.items() if isinstance(v, str) and v.strip()}
 
 

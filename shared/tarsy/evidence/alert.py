@@ -26,8 +26,12 @@ def _strings(value: object) -> dict[str, str]:
     return {str(k): v for k, v in value.items() if isinstance(v, str)}
 
 
-def _first_alert(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The alert a notification is about: the first firing one, else the first."""
+def first_alert(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The alert a notification is about: the first firing one, else the first; else ``data``.
+
+    An Alertmanager or Grafana notification carries its alerts in ``alerts``; routing
+    (:mod:`tarsy.config.routing`) and the evidence read the same one.
+    """
     alerts = data.get("alerts")
     if not isinstance(alerts, list):
         return data
@@ -60,7 +64,7 @@ def alert_facts(alert_data: str) -> AlertFacts:
         return AlertFacts()
     if not isinstance(data, Mapping):
         return AlertFacts()
-    alert = _first_alert(data)
+    alert = first_alert(data)
     labels = {**_strings(data.get("commonLabels")), **_strings(alert.get("labels"))}
     if not labels and not isinstance(alert.get("labels"), Mapping):
         # A plain JSON alert without a labels mapping: its own text fields name things.
