@@ -64,9 +64,10 @@ prometheus-mcp: venv
 	@$(BIN)/python -c "from pathlib import Path; from tarsy_dev.localstack.prometheus_mcp import ensure_installed; ensure_installed(Path('.'), print)"
 
 # pytest exits 5 when it collected nothing: a non-zero exit, so make fails, as CI must.
-# The slowest tests are listed at the end: the suite must stay under 15 minutes on 2 cores.
+# The unit tests run beside the stack's tests (scripts/test.sh says why); the slowest are
+# listed at the end: the suite must stay under 15 minutes on 2 cores.
 test: venv tools infra-check browser prometheus
-	$(BIN)/python -m pytest -q --durations=20 $(PYTEST_ARGS)
+	@scripts/test.sh $(PYTEST_ARGS)
 
 test-unit: venv
 	$(BIN)/python -m pytest -q -m "not integration" $(PYTEST_ARGS)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tarsy.settings import Settings
 from tarsy_dev.demo_cluster import load_scenario
 from tarsy_dev.evals.harness import EvalOptions, RunResult, run_evaluation
@@ -20,20 +22,38 @@ from tarsy_dev.fakes.sloppy import SLOPPY_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ["crashloop-bad-configmap", "invoice-red-herring", "media-evictions-flaky-api"]
+METRICS_SCENARIOS = ["cpu-throttling-latency", "canary-5xx-by-version", "memory-leak-toward-oom"]
+
+
+class Evaluation:
+    """One evaluation of both scripted models on all six scenarios: one stack, started once."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.settings = Settings()
+        self.models = resolve_models(["standin", "sloppy"], self.settings)
+        self.seen: list[RunResult] = []
+        options = EvalOptions(
+            root=ROOT, state_dir=state_dir, scenarios=SCENARIOS + METRICS_SCENARIOS,
+            models=self.models,
+        )  # fmt: skip
+        self.results = run_evaluation(options, self.settings, on_result=self.seen.append)
+
+    def of(self, scenarios: list[str]) -> list[RunResult]:
+        """The runs of ``scenarios``, in the order they ran."""
+        return [r for r in self.results if r.observation.scenario in scenarios]
+
+
+@pytest.fixture(scope="module")
+def evaluation(tmp_path_factory: pytest.TempPathFactory) -> Evaluation:
+    return Evaluation(tmp_path_factory.mktemp("eval") / "state")
 
 
 def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
-    tmp_path: Path,
+    evaluation: Evaluation,
 ) -> None:
-    settings = Settings()
-    models = resolve_models(["standin", "sloppy"], settings)
-    seen: list[RunResult] = []
-    results = run_evaluation(
-        EvalOptions(root=ROOT, state_dir=tmp_path / "state", scenarios=SCENARIOS, models=models),
-        settings,
-        on_result=seen.append,
-    )
-    assert seen == results
+    settings, models = evaluation.settings, evaluation.models
+    assert evaluation.seen == evaluation.results
+    results = evaluation.of(SCENARIOS)
     assert [(r.observation.scenario, r.observation.model) for r in results] == [
         (name, model) for name in SCENARIOS for model in ("standin", "sloppy")
     ]
@@ -89,21 +109,11 @@ def test_the_standin_passes_and_the_sloppy_model_fails_through_the_pipeline(
     assert [(m.fix_proposed, m.cut_replies) for m in report.models] == [(3, 0), (0, 0)]
 
 
-METRICS_SCENARIOS = ["cpu-throttling-latency", "canary-5xx-by-version", "memory-leak-toward-oom"]
-
-
 def test_the_metrics_scenarios_pass_for_the_standin_and_fail_for_the_sloppy_model(
-    tmp_path: Path,
+    evaluation: Evaluation,
 ) -> None:
     """The real Prometheus and prometheus-mcp-server answer the metrics tool calls."""
-    settings = Settings()
-    models = resolve_models(["standin", "sloppy"], settings)
-    results = run_evaluation(
-        EvalOptions(
-            root=ROOT, state_dir=tmp_path / "state", scenarios=METRICS_SCENARIOS, models=models
-        ),
-        settings,
-    )
+    results = evaluation.of(METRICS_SCENARIOS)
     assert len(results) == 2 * len(METRICS_SCENARIOS)
     for result in results:
         observation, score = result.observation, result.score
