@@ -15,6 +15,9 @@ fi
 mkdir -p .local
 unit_log=.local/unit-tests.log
 echo "the unit tests run beside the stack's tests; their output: $unit_log (shown at the end)"
+# Job control: without it bash starts a background job with Ctrl-C ignored, and the tests
+# of tarsy's own interrupt handling would see that instead of Python's default.
+set -m
 "$python" -m pytest -q -p no:cacheprovider -m "not integration" --durations=10 \
     >"$unit_log" 2>&1 &
 unit=$!
