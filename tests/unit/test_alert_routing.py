@@ -184,14 +184,12 @@ async def test_an_alertmanager_kube_alert_creates_a_kubernetes_session_recording
     assert session.routing is not None and session.routing.rule == "kube-prometheus"
 
 
-def test_tarsy_show_says_which_rule_chose_the_chain() -> None:
-    routing = ChainRouting(
-        by="rule", rule="kube-prometheus", reason="alertname 'KubeX' matches 'Kube*'"
-    )
+def shown(routing: ChainRouting, alert_type: str, chain: str) -> str:
+    """What ``tarsy show`` prints for a pending session routed as ``routing``."""
     session: dict[str, Any] = {
         "session_id": "s1",
-        "alert_type": "KubeX",
-        "chain_id": "kubernetes",
+        "alert_type": alert_type,
+        "chain_id": chain,
         "status": "pending",
         "routing": routing.model_dump(mode="json"),
     }
@@ -200,9 +198,16 @@ def test_tarsy_show_says_which_rule_chose_the_chain() -> None:
     )
     buffer = io.StringIO()
     cli.show_session(view, Console(file=buffer, width=200))
+    return buffer.getvalue()
+
+
+def test_tarsy_show_says_which_rule_chose_the_chain() -> None:
+    routing = ChainRouting(
+        by="rule", rule="kube-prometheus", reason="alertname 'KubeX' matches 'Kube*'"
+    )
     assert (
         "routed to kubernetes by rule kube-prometheus: alertname 'KubeX' matches 'Kube*'"
-        in buffer.getvalue()
+        in shown(routing, "KubeX", "kubernetes")
     )
 
 
@@ -288,19 +293,6 @@ def test_a_chain_reached_only_through_a_source_is_not_reported_unreachable() -> 
 
 def test_tarsy_show_says_when_the_source_chose_the_chain() -> None:
     routing = ChainRouting(by="source", reason="alert_sources.sns.chain names 'metrics'")
-    session: dict[str, Any] = {
-        "session_id": "s1",
-        "alert_type": "AWS/RDS",
-        "chain_id": "metrics",
-        "status": "pending",
-        "routing": routing.model_dump(mode="json"),
-    }
-    view = SessionView.model_validate(
-        {"session": session, "stages": [], "executions": [], "timeline": []}
-    )
-    buffer = io.StringIO()
-    cli.show_session(view, Console(file=buffer, width=200))
-    assert (
-        "routed to metrics by its source: alert_sources.sns.chain names 'metrics'"
-        in buffer.getvalue()
+    assert "routed to metrics by its source: alert_sources.sns.chain names 'metrics'" in shown(
+        routing, "AWS/RDS", "metrics"
     )
