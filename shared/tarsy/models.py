@@ -789,6 +789,7 @@ class LLMInteraction(_Model):
     failed_providers: list[FailedProvider] = Field(default_factory=list)
     # Provider notes: grounding metadata, suppressed native tools, ...
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # The record is made as the call begins: this is when the call started.
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -834,7 +834,7 @@ class _ExecutionReplayer:
         context = previous_context(self.config, session.chain_id, execution.stage, replayed)
         opening = gathering.opening_with_evidence(
             self.config, self.resolved, session, context, gathered
-        )
+        ).messages
         outcome = IterationOutcome(next="continue", timeline=gathering.gathered_events(gathered))
         calls = [c.result for c in gathered.calls]
         return _StepResult(FIRST_ITERATION_STEP, None, outcome, calls, None), opening

@@ -16,6 +16,7 @@ executor as the model's calls); everything else here is pure.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from tarsy.agent.prompts import EvidenceBrief, initial_messages
@@ -97,12 +98,6 @@ def evidence_brief(
         gathered.calls, gathered.detections, max(budget - len(findings), 0)
     )
     return EvidenceBrief(findings=findings, evidence=evidence)
-
-
-def brief_size(config: TarsyConfig, agent: ResolvedAgentConfig, gathered: Gathered) -> int:
-    """How many characters of findings and evidence the opening gets."""
-    brief = evidence_brief(config, agent, gathered)
-    return len(brief.findings) + len(brief.evidence)
 
 
 def gathered_events(gathered: Gathered) -> list[TimelineEvent]:
@@ -198,19 +193,30 @@ def gather_commit(
     )
 
 
+@dataclass(frozen=True)
+class EvidenceOpening:
+    """The agent's opening rewritten with the evidence, and how much of it the brief is."""
+
+    messages: list[ConversationMessage] = field(default_factory=list)
+    brief_chars: int = 0
+
+
 def opening_with_evidence(
     config: TarsyConfig,
     agent: ResolvedAgentConfig,
     session: Session,
     previous_context: str,
     gathered: Gathered,
-) -> list[ConversationMessage]:
+) -> EvidenceOpening:
     """The agent's opening messages, now with the findings and the evidence brief.
 
-    Nothing gathered (no tools, no collector applied): the opening stays as it was.
+    Nothing gathered (no tools, no collector applied): no messages, so the
+    opening stays as it was.
     """
     if not gathered.calls:
-        return []
-    return initial_messages(
-        agent, session, previous_context, evidence_brief(config, agent, gathered)
+        return EvidenceOpening()
+    evidence = evidence_brief(config, agent, gathered)
+    return EvidenceOpening(
+        messages=initial_messages(agent, session, previous_context, evidence),
+        brief_chars=len(evidence.findings) + len(evidence.evidence),
     )

@@ -199,10 +199,9 @@ async def gather_step(
     stage = execution.stage
     context = await chains.previous_context(session, stage, deps) if stage > 0 else ""
     opening = gathering.opening_with_evidence(deps.config, config, session, context, gathered)
-    size = gathering.brief_size(deps.config, config, gathered)
     commit = gathering.gather_commit(
-        message, execution, session, opening, gathered, heartbeat.claim, utcnow() + _due(deps),
-        brief_chars=size,
+        message, execution, session, opening.messages, gathered, heartbeat.claim,
+        utcnow() + _due(deps), brief_chars=opening.brief_chars,
     )  # fmt: skip
     if not await deps.store.commit_step(commit):
         await after_lost_commit(message, deps)

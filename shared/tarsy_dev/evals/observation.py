@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -102,7 +102,7 @@ class RecordFigures(BaseModel):
     turns: int = Field(description="The model calls of the sessions' iterations.")
     cut_replies: int = Field(description="Those cut at the output-token limit.")
     first_call_at: datetime | None = Field(
-        default=None, description="When the first model call started (its record less its time)."
+        default=None, description="When the first model call started, answered or not."
     )
 
 
@@ -110,10 +110,11 @@ def record_figures(interactions: Sequence[LLMInteraction]) -> RecordFigures:
     """Time inside the model, turns and cut replies, from a session's interaction records.
 
     A turn is one iteration's model call (a call that summarized a large tool
-    result is not one, but its time counts inside the model).
+    result is not one, but its time counts inside the model). A record is made
+    as its call begins, so its ``created_at`` is the call's start.
     """
     turns = [i for i in interactions if i.kind == "iteration"]
-    starts = [i.created_at - timedelta(milliseconds=i.duration_ms) for i in interactions]
+    starts = [i.created_at for i in turns]
     return RecordFigures(
         model_s=round(sum(i.duration_ms for i in interactions) / 1000, 3),
         turns=len(turns),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tarsy.models import ErrorInfo, LLMInteraction
 from tarsy_dev.client import SessionView
-from tarsy_dev.evals.observation import observe, record_figures
+from tarsy_dev.evals.observation import first_model_call_s, observe, record_figures
 
 
 def view(**session: Any) -> SessionView:
@@ -148,3 +149,23 @@ def test_turns_cut_replies_and_time_inside_the_model_come_from_the_records() -> 
         ]
     )
     assert (figures.turns, figures.cut_replies, figures.model_s) == (3, 1, 5.5)
+
+
+def test_the_first_model_call_starts_when_its_record_was_made_even_if_it_failed() -> None:
+    began = datetime(2026, 1, 1, 12, 0, 10, tzinfo=UTC)
+    failed = interaction(2, 240_000.0).model_copy(
+        update={
+            "created_at": began,
+            "error": ErrorInfo(message="no answer within 240s", code="timeout", retryable=True),
+        }
+    )
+    retried = interaction(3, 90_000.0).model_copy(
+        update={"created_at": began + timedelta(minutes=5)}
+    )
+    summary = interaction(3, 1_000.0, kind="tool_summary").model_copy(
+        update={"created_at": began - timedelta(seconds=5)}
+    )
+    figures = record_figures([retried, summary, failed])
+    assert figures.first_call_at == began
+    session = {"created_at": "2026-01-01T12:00:00+00:00"}
+    assert first_model_call_s(session, figures.first_call_at) == 10.0

@@ -191,10 +191,12 @@ async def test_the_gather_commit_records_each_call_marks_it_gathered_and_rewrite
     opening = opening_with_evidence(config, agent, session, "", gathered)
     message = StepMessage(session_id="s-1", execution_id="e-1", step=1, kind="gather")
     commit = gather_commit(
-        message, execution, session, opening, gathered, None, due, brief_chars=1234
-    )
+        message, execution, session, opening.messages, gathered, None, due,
+        brief_chars=opening.brief_chars,
+    )  # fmt: skip
     assert commit.session is not None and commit.session.gather is not None
-    assert (commit.session.gather.calls, commit.session.gather.brief_chars) == (3, 1234)
+    assert commit.session.gather.calls == 3
+    assert 0 < commit.session.gather.brief_chars < len(opening.messages[-1].content)
     assert commit.session.findings == [d.finding for d in gathered.detections]
 
     assert (commit.step, commit.next_step) == (1, 2)
@@ -218,4 +220,5 @@ def test_nothing_gathered_leaves_the_opening_as_it_was() -> None:
     config = load_config(Settings())
     agent = config.resolve("kubernetes", 0, 0)
     session = _session({"labels": {}})
-    assert opening_with_evidence(config, agent, session, "", Gathered()) == []
+    opening = opening_with_evidence(config, agent, session, "", Gathered())
+    assert (opening.messages, opening.brief_chars) == ([], 0)
