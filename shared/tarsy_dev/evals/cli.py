@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from tarsy_dev.demo_cluster.models import Scenario
+    from tarsy_dev.evals.harness import RunResult
     from tarsy_dev.evals.subjects import ModelUnderTest
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -54,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--out", default=DEFAULT_OUT, help=f"where results.json and results.md go ({DEFAULT_OUT})"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on from --out's results.json: keep its runs of the same models (re-scored) "
+        "and make only the missing ones (a long evaluation on a CPU, stopped and started again)",
     )
     parser.add_argument(
         "--timeout", type=float, default=300.0, metavar="S", help="give up on a run after S seconds"
@@ -116,6 +124,31 @@ def judge_named(args: argparse.Namespace, models: Sequence[ModelUnderTest]) -> s
     return str(args.judge_model)
 
 
+def _earlier_runs(
+    args: argparse.Namespace, models: Sequence[ModelUnderTest], scenarios: Sequence[Scenario]
+) -> tuple[list[RunResult], float]:
+    """With ``--resume``: the runs --out's report already holds, and the time they took.
+
+    Raises:
+        EvalProblem: There is no report to go on from, or it measured other models.
+    """
+    if not args.resume:
+        return [], 0.0
+    from tarsy_dev.evals.harness import EvalProblem
+    from tarsy_dev.evals.report import EvalReport
+    from tarsy_dev.evals.resume import kept_runs
+
+    path = Path(args.out) / "results.json"
+    try:
+        previous = EvalReport.model_validate_json(path.read_text())
+    except FileNotFoundError:
+        raise EvalProblem(f"--resume: no earlier report at {path}") from None
+    except ValueError as e:
+        raise EvalProblem(f"--resume: {path} is not a report tarsy eval wrote ({e})") from None
+    kept = kept_runs(previous, models, scenarios, args.repeat)
+    return kept, previous.duration_s
+
+
 def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     """Run ``tarsy eval``; return the exit code.
 
@@ -131,12 +164,12 @@ def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     from tarsy_dev.evals.harness import (
         EvalOptions,
         EvalProblem,
-        RunResult,
         check_config,
         run_evaluation,
         select_scenarios,
     )
     from tarsy_dev.evals.report import build_report, scenario_table, summary_table, write_report
+    from tarsy_dev.evals.resume import run_key
     from tarsy_dev.evals.subjects import HARNESS_NOTE, LOCAL, resolve_models
     from tarsy_dev.localstack import local_model
 
@@ -157,6 +190,8 @@ def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
         given = args.config or settings.config_path
         config_path = Path(given).resolve() if given else None
         check_config(config_path)
+        scenario_specs = [load_scenario(name) for name in scenarios]
+        kept, earlier_s = _earlier_runs(args, models, scenario_specs)
     except (ValueError, EvalProblem, local_model.Unavailable) as e:
         errors.print(f"tarsy eval: {e}", style="red", markup=False, highlight=False)
         return EXIT_USAGE
@@ -171,18 +206,19 @@ def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
         judge=not args.no_judge,
         judge_model=args.judge_model,
         local_model=local,
+        skip=frozenset(run_key(r) for r in kept),
     )
     errors.print(
         f"evaluating {len(scenarios)} scenarios x {len(models)} models "
-        f"({', '.join(m.label for m in models)}) x {args.repeat} run(s)",
+        f"({', '.join(m.label for m in models)}) x {args.repeat} run(s)"
+        + (f", {len(kept)} kept from {Path(args.out) / 'results.json'}" if kept else ""),
         markup=False,
     )
     if any(m.scripted for m in models):
         errors.print(HARNESS_NOTE, style="yellow", markup=False)
 
-    scenario_specs = [load_scenario(name) for name in scenarios]
     priced_as = settings.default_model if any(m.scripted for m in models) else "each model's own"
-    done: list[RunResult] = []
+    done: list[RunResult] = list(kept)
 
     def report_run(result: RunResult) -> None:
         # The report so far is rewritten after every run: a long evaluation (a real model
@@ -192,7 +228,7 @@ def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
             done,
             models,
             scenario_specs,
-            duration_s=time.monotonic() - started,
+            duration_s=earlier_s + time.monotonic() - started,
             repeat=args.repeat,
             priced_as=priced_as,
             judge=judge_named(args, models),
@@ -217,10 +253,10 @@ def run(args: argparse.Namespace, console: Console, errors: Console) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
     report = build_report(
-        results,
+        [*kept, *results],
         models,
         scenario_specs,
-        duration_s=time.monotonic() - started,
+        duration_s=earlier_s + time.monotonic() - started,
         repeat=args.repeat,
         priced_as=priced_as,
         judge=judge_named(args, models),

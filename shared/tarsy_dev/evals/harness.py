@@ -97,6 +97,12 @@ class EvalOptions(BaseModel):
     judge_model: str | None = Field(default=None, description="The judge's Gemini model.")
     # The running local model, when ``local`` is among the models.
     local_model: LocalModel | None = None
+    # Runs an earlier report already holds (``--resume``): (model, scenario, round).
+    skip: frozenset[tuple[str, str, int]] = frozenset()
+
+    def to_run(self, model: ModelUnderTest, scenario: str, attempt: int) -> bool:
+        """Whether this run is still to be made."""
+        return (model.name, scenario, attempt) not in self.skip
 
 
 def select_scenarios(patterns: Sequence[str]) -> list[str]:
@@ -298,6 +304,13 @@ def run_evaluation(
     metrics_binary = prometheus_mcp.ensure_installed(options.root, progress)
     results: list[RunResult] = []
     for index, group in enumerate(_groups(options.models)):
+        if not any(
+            options.to_run(m, s.name, a)
+            for m in group
+            for s in scenarios
+            for a in range(1, options.repeat + 1)
+        ):
+            continue  # every run of this group was kept from an earlier report
         state_dir = options.state_dir / f"stack-{index}"
         with contextlib.ExitStack() as cleanup:
             cluster = cleanup.enter_context(demo_cluster(state_dir, scenarios[0].name))
@@ -347,6 +360,8 @@ def run_evaluation(
             for attempt in range(1, options.repeat + 1):
                 for scenario in scenarios:
                     for model in group:
+                        if not options.to_run(model, scenario.name, attempt):
+                            continue
                         cluster.switch(scenario.name)
                         if fake is not None:
                             fake.reset()
