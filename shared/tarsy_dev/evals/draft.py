@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from tarsy.models import Feedback
+from tarsy.models import Feedback, MCPToolCallEvent, timeline_event
 from tarsy_dev.client import SessionView
 
 DRAFT_NOTE = (
@@ -57,21 +57,20 @@ def recorded_answers(view: SessionView) -> list[dict[str, Any]]:
     """Each distinct tool call of the session and its recorded answer, in the order made."""
     answers: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for event in view.timeline:
-        if event.get("type") != "mcp_tool_call":
+    for document in view.timeline:
+        event = timeline_event(document)
+        if not isinstance(event, MCPToolCallEvent):
             continue
-        metadata = event.get("metadata") or {}
-        arguments = metadata.get("arguments") or {}
-        call = {"server": metadata.get("server_name"), "tool": metadata.get("tool_name"),
-                "arguments": arguments}  # fmt: skip
+        call = {"server": event.server_name, "tool": event.tool_name,
+                "arguments": event.arguments}  # fmt: skip
         key = json.dumps(call, sort_keys=True, default=str)
         if key in seen:
             continue
         seen.add(key)
-        content = str(event.get("content") or "")
+        content = event.content
         if len(content) > ANSWER_CHARS:
             content = content[:ANSWER_CHARS] + "\n… (cut: the full answer is in the session)"
-        answers.append({**call, "is_error": bool(metadata.get("is_error")), "answer": content})
+        answers.append({**call, "is_error": event.is_error, "answer": content})
     return answers
 
 
