@@ -106,6 +106,14 @@ def test_a_scenario_whose_fix_misses_its_own_words_does_not_load() -> None:
 
 
 @pytest.mark.parametrize("name", scenario_names())
+def test_the_standins_reference_analysis_proposes_the_scenarios_fix(name: str) -> None:
+    # The stand-in writes each scenario's own reference answer: a fix the scorer does not
+    # recognize there is a matcher that misses the remedy as a reviewer would write it.
+    scenario = load_scenario(name)
+    assert score_run(scenario, standin_run(scenario)).fix_proposed
+
+
+@pytest.mark.parametrize("name", scenario_names())
 def test_the_sloppy_model_proposes_no_fix(name: str) -> None:
     scenario = load_scenario(name)
     assert not score_run(scenario, sloppy_run(scenario)).fix_proposed
