@@ -67,6 +67,10 @@ from tarsy_dev.localstack.stack import Stack, StackOptions, start_stack, stop_st
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "reliability.json"
 SCENARIO = "crashloop-bad-configmap"  # the demo cluster behind the kubernetes chain's tools
+# Every run is compared with a clean run of the same alert, so none may recall the others
+# (memory of earlier incidents), and the cluster answers at the scenario's moment, not by
+# the real clock (its ages would differ between the runs): a run stands alone, as in make eval.
+NO_RECALL = "0"
 SCENARIOS = ("crashes", "kill", "duplicates", "storm", "burst", "fuzz")
 # Recovery after a kill, at the deployed intervals: within two minutes (issue 26).
 RECOVERY_TARGET_S = 120.0
@@ -96,6 +100,7 @@ async def _crashes(stack: Stack, fake: FakeGemini, config_path: Path) -> CrashRe
         GEMINI_BASE_URL=fake.url,
         TARSY_CONFIG_PATH=str(config_path),
         TARSY_AUTH_DISABLED=True,
+        TARSY_MEMORY_RECALL=NO_RECALL,
     )
     config = load_config(settings)
     clock = VirtualClock()
@@ -307,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             stack = start_stack(
                 StackOptions(
                     root=ROOT, state_dir=Path(state), gemini_base_url=fake.url,
-                    scenario=SCENARIO, config_path=config,
-                    function_env={"TARSY_LOG_LEVEL": "INFO"},
+                    scenario=SCENARIO, config_path=config, live_clock=False,
+                    function_env={"TARSY_LOG_LEVEL": "INFO", "TARSY_MEMORY_RECALL": NO_RECALL},
                 ),
                 Settings(),
             )  # fmt: skip

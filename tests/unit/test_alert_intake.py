@@ -155,3 +155,22 @@ async def test_an_ignored_alert_keeps_its_reason() -> None:
         "reason": "not an alarm",
     }
     assert not store.sessions
+
+
+def test_without_a_clock_the_intake_reads_the_modules_clock_when_it_stamps_a_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # make chaos installs a virtual clock in tarsy's modules after they are imported; an
+    # intake built afterwards, without a clock of its own, must keep time by it.
+    from tarsy.intake import alerts
+
+    store = MemoryAlertStore()
+    plain = Intake(
+        settings=Settings(), config=load_config(Settings()), store=cast(Store, store),
+        bus=RecordingBus(),
+    )  # fmt: skip
+    monkeypatch.setattr(alerts, "utcnow", lambda: START)
+    assert plain.now() == START
+    own = Clock()
+    own.now = START + timedelta(hours=1)
+    assert intake(store, own).now() == own.now  # a clock of its own still wins

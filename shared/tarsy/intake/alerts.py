@@ -103,7 +103,14 @@ class Intake:
     config: TarsyConfig
     store: Persistence
     bus: Publisher
-    clock: Callable[[], datetime] = utcnow
+    # None: ``utcnow`` as this module names it when the request is taken (a default of
+    # ``utcnow`` itself would be the function object of import time, which a clock
+    # installed later, like make chaos's virtual one, could not replace).
+    clock: Callable[[], datetime] | None = None
+
+    def now(self) -> datetime:
+        """The time the intake stamps sessions with."""
+        return (self.clock or utcnow)()
 
     async def take(
         self, alerts: Sequence[NormalizedAlert], source: SourceConfig | None
@@ -161,7 +168,7 @@ class Intake:
             data=alert.data,
             config=self.config,
             settings=self.settings,
-            now=self.clock(),
+            now=self.now(),
             masker=masker,
             runbook=alert.runbook,
             mcp=alert.mcp,
@@ -211,7 +218,7 @@ class Intake:
         if not session.status.is_terminal:
             return True
         ended = session.completed_at or session.created_at
-        return self.clock() < ended + timedelta(seconds=source.dedup_window_seconds)
+        return self.now() < ended + timedelta(seconds=source.dedup_window_seconds)
 
     async def _fire(
         self, alert: NormalizedAlert, source: SourceConfig, masker: Masker
@@ -284,7 +291,7 @@ class Intake:
             if session is None:
                 continue
             if session.resolved_at is None:
-                await self.store.record_alert_resolution(session.session_id, self.clock())
+                await self.store.record_alert_resolution(session.session_id, self.now())
             reason = None
             if source.cancel_on_resolve and not session.status.is_terminal:
                 reason = await self._cancel(session.session_id)

@@ -110,6 +110,10 @@ class StackOptions(BaseModel):
     # Serve this demo-cluster scenario over the Kubernetes API, with the real
     # kubernetes-mcp-server on it as the "kubernetes" MCP server.
     scenario: str | None = None
+    # The cluster's ages count from the real clock (people compare them with kubectl's and
+    # their own); False: the scenario's moment, always, so that runs compared with a
+    # reference run get the same tool answers (make chaos).
+    live_clock: bool = True
     # Call POST /sweep this often, as Cloud Scheduler does in the cloud (None: never).
     sweep_interval: float | None = None
     # A real model the config already points at (the local model): no stand-in starts,
@@ -529,8 +533,9 @@ def _start_demo_cluster(
     binary = ensure_installed(options.root, progress)
     kubeconfig = options.state_dir / "demo-cluster" / "kubeconfig"
     progress(f"starting the demo cluster's Kubernetes API (scenario {options.scenario})")
-    # People look at this cluster with kubectl: its ages agree with their clock.
-    started.append(start_kube_api(options.scenario, kubeconfig, log_dir, live_clock=True))
+    started.append(
+        start_kube_api(options.scenario, kubeconfig, log_dir, live_clock=options.live_clock)
+    )
     server = server_config(
         binary, kubeconfig, f"kubernetes-mcp-server on the demo cluster ({options.scenario})"
     )
