@@ -54,6 +54,7 @@ from bench.chaos.stack_runs import (
     duplicates,
     fuzz,
     kill_step_function,
+    seed_finished_sessions,
     storm,
 )
 from tarsy.app import Deps
@@ -84,6 +85,7 @@ class Results(BaseModel):
     crashes: CrashResults | None = None
     kill: KillResults | None = None
     kill_deployed: KillResults | None = None
+    kill_busy: KillResults | None = None
     duplicates: DuplicateResults | None = None
     storm: StormResults | None = None
     burst: BurstResults | None = None
@@ -216,10 +218,13 @@ def table(results: Results) -> Table:
         )  # fmt: skip
     if results.crashes is not None:
         _crash_rows(out, results.crashes)
-    for k in (r for r in (results.kill, results.kill_deployed) if r is not None):
+    kills = (results.kill, results.kill_deployed, results.kill_busy)
+    for k in (r for r in kills if r is not None):
+        seeded = k.finished_sessions
+        busy = f", {seeded:,} finished sessions in Firestore" if seeded else ""
         out.add_row(
             "step function process SIGKILLed mid model call, restarted (local stack, real time, "
-            f"a sweep every {k.sweep_every:g} s)",
+            f"a sweep every {k.sweep_every:g} s{busy})",
             k.status + (f": {k.error}" if k.error else ""),
             f"{k.seconds_to_terminal:g} s from the kill to terminal\n"
             f"model calls {k.model_calls} (1 repeated expected), records {k.llm_records}, "
@@ -288,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storm", type=int, default=24, help="concurrent storm sessions")
     parser.add_argument("--burst", type=int, default=512, help="burst alerts")
     parser.add_argument("--fuzz", type=int, default=10_000, help="fuzzed bodies")
+    parser.add_argument("--finished", type=int, default=3_000,
+                        help="finished sessions in Firestore for the last kill")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="results file (default: "
                         "bench/reliability.json for a full run, none otherwise)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -334,6 +341,10 @@ def main(argv: list[str] | None = None) -> int:
                     results.kill_deployed = kill_step_function(
                         driver, fake, sweep_every=DEPLOYED_SWEEP_EVERY_S
                     )
+                with console.status(f"{args.finished:,} finished sessions seeded; killed again"):
+                    seed_finished_sessions(stack.project_id, args.finished)
+                    busy = kill_step_function(driver, fake, sweep_every=DEPLOYED_SWEEP_EVERY_S)
+                    results.kill_busy = busy.model_copy(update={"finished_sessions": args.finished})
             if "duplicates" in only:
                 with console.status(f"{args.sessions} sessions, every message delivered 3 times"):
                     results.duplicates = duplicates(driver, fake, args.sessions)

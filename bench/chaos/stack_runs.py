@@ -31,6 +31,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,7 +51,7 @@ from bench.chaos.common import (
     percentile,
     session_facts,
 )
-from tarsy.models import StepMessage
+from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.persistence.store import Store
 from tarsy_dev.client import KEEPALIVE_EXPIRY_S
 from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply
@@ -62,6 +63,8 @@ T = TypeVar("T")
 SWEEP_EVERY_S = 15.0
 # Terraform's sweep_schedule ("* * * * *"): the recovery bound is measured at it.
 DEPLOYED_SWEEP_EVERY_S = 60.0
+# Finished sessions written at once while seeding a busy Firestore (make chaos --finished).
+SEED_CONCURRENCY = 50
 POLL_S = 0.5
 TERMINAL = {"completed", "failed", "timed_out", "cancelled"}
 
@@ -561,6 +564,7 @@ class KillResults(BaseModel):
     due_left: list[str]
     sweeper: dict[str, int]
     sweep_every: float  # seconds between sweeps while it recovered
+    finished_sessions: int = 0  # sessions that had ended before, in Firestore (seeded)
 
 
 class _SlowFirstCall:
@@ -600,6 +604,34 @@ def _restart(stack: Stack, name: str) -> None:
     fresh = spawn(name, argv, log_dir=Path(info.log_path).parent, env=env, cwd=cwd, url=info.url)
     stack.processes[stack.processes.index(info)] = fresh
     wait_until(http_ok(fresh.url + "/healthz"), timeout=60, what=f"{name} again", process=fresh)
+
+
+def seed_finished_sessions(project_id: str, count: int) -> None:
+    """``count`` finished sessions, spread over the last day, as a busy deployment keeps them.
+
+    Half carry the retention stamp (``expire_at``) and half still await the
+    retention job: the sweep must pay for neither, since recovering a step
+    must not wait behind sessions that ended.
+    """
+    now = utcnow()
+
+    def finished(n: int) -> Session:
+        created = now - timedelta(days=1) + timedelta(seconds=n * 86_400 / max(count, 1))
+        ended = created + timedelta(minutes=2)
+        return Session(
+            session_id=f"chaos-finished-{n:05d}", alert_type="chaos-finished", alert_data="{}",
+            chain_id="kubernetes", status=ExecutionStatus.COMPLETED,
+            final_analysis="Finished before the kill.", deadline=created + timedelta(minutes=30),
+            created_at=created, started_at=created, completed_at=ended,
+            retention_due=ended, expire_at=ended + timedelta(days=30) if n % 2 else None,
+        )  # fmt: skip
+
+    async def seed(store: Store) -> None:
+        for start in range(0, count, SEED_CONCURRENCY):
+            chunk = range(start, min(start + SEED_CONCURRENCY, count))
+            await asyncio.gather(*(store.create_session(finished(n)) for n in chunk))
+
+    with_store(project_id, seed)
 
 
 def kill_step_function(
