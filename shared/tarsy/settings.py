@@ -136,6 +136,38 @@ class Settings(BaseSettings):
         ),
         json_schema_extra=_used_by("ingest"),
     )
+    pagerduty_token_secret: str | None = Field(
+        default=None,
+        validation_alias="TARSY_PAGERDUTY_TOKEN_SECRET",
+        description=(
+            "Secret Manager secret holding a PagerDuty REST API key (a name in this project, "
+            "or projects/P/secrets/S[/versions/V]), for the incident notes of "
+            "alert_sources.pagerduty.incident_notes. Unset, and PAGERDUTY_API_TOKEN unset: "
+            "no notes."
+        ),
+        json_schema_extra=_used_by("step", "api"),
+    )
+    pagerduty_api_token: SecretStr | None = Field(
+        default=None,
+        validation_alias="PAGERDUTY_API_TOKEN",
+        description="PagerDuty REST API key given directly, for local runs.",
+        json_schema_extra=_used_by("step", "api"),
+    )
+    pagerduty_from_email: str = Field(
+        default="",
+        validation_alias="TARSY_PAGERDUTY_FROM_EMAIL",
+        description=(
+            "The e-mail of a PagerDuty user, sent as the From header of every note "
+            "(PagerDuty requires it with an account-level API key). Empty: no notes."
+        ),
+        json_schema_extra=_used_by("step", "api"),
+    )
+    pagerduty_base_url: str | None = Field(
+        default=None,
+        validation_alias="TARSY_PAGERDUTY_BASE_URL",
+        description="PagerDuty REST API base URL override (a proxy, a local fake).",
+        json_schema_extra=_used_by("step", "api"),
+    )
     sns_endpoint_url: str | None = Field(
         default=None,
         validation_alias="TARSY_SNS_ENDPOINT_URL",

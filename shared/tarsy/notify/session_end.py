@@ -1,4 +1,4 @@
-"""What happens once when a session ends: the sessions-ended metric and the Slack message.
+"""What happens once when a session ends: the sessions-ended metric, Slack, the PagerDuty note.
 
 :func:`on_session_end` is the one call to make after anything that may have
 ended a session (a step's commit, a fan-in, a cancel, a timeout, a dead
@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from tarsy import telemetry
 from tarsy.log import fields
 from tarsy.models import ExecutionStatus
-from tarsy.notify import slack
+from tarsy.notify import pagerduty, slack
 from tarsy.notify.ledger import NotificationLedger, firestore_ledger
 from tarsy.notify.result import NotificationResult
 
@@ -39,6 +39,7 @@ class SessionEndReport(BaseModel):
     status: ExecutionStatus | None = None
     counted: bool = False
     slack: NotificationResult | None = None
+    pagerduty: NotificationResult | None = None
 
 
 async def on_session_end(
@@ -58,7 +59,8 @@ async def on_session_end(
     report = SessionEndReport(session_id=session_id)
     count = telemetry.exporting() or telemetry.metric_logs()
     announce = slack.token_configured(deps.settings)
-    if not (count or announce):
+    note = _notes_on(deps)
+    if not (count or announce or note):
         return report
     try:
         session = await deps.store.get_session(session_id)
@@ -93,7 +95,21 @@ async def on_session_end(
             logger.warning("Slack notification failed: %s", result.detail, extra=log)
         elif result.status == "sent":
             logger.info("Slack notification sent to %s", result.channel, extra=log)
+    if note:
+        noted = await pagerduty.notify_session_end(session, deps.settings, deps.config, ledger)
+        report.pagerduty = noted
+        if noted.status == "failed":
+            logger.warning("PagerDuty note failed: %s", noted.detail, extra=log)
+        elif noted.status == "sent":
+            logger.info("PagerDuty note added to %s", noted.incident_id, extra=log)
     return report
+
+
+def _notes_on(deps: Deps) -> bool:
+    """Whether PagerDuty incidents get notes (opted in and configured; no secret read)."""
+    return deps.config.alert_sources.pagerduty.incident_notes and pagerduty.configured(
+        deps.settings
+    )
 
 
 # Stale claims picked up per sweep; the rest wait for the next one.
@@ -105,12 +121,12 @@ async def retry_stale(
 ) -> list[str]:
     """Notify again the sessions whose claim's holder died, or whose attempt failed (sweeper).
 
-    Does nothing unless Slack is configured. Never raises.
+    Does nothing unless Slack or PagerDuty notes are configured. Never raises.
 
     Returns:
         The sessions notified again (each one's outcome is in its ledger entry).
     """
-    if not slack.token_configured(deps.settings):
+    if not (slack.token_configured(deps.settings) or _notes_on(deps)):
         return []
     try:
         ledger = ledger or firestore_ledger(deps.settings)
