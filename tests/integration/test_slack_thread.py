@@ -16,8 +16,9 @@ import hmac
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -28,10 +29,12 @@ from tarsy.app import Deps
 from tarsy.engine.steps import handle
 from tarsy.http.request import HttpRequest, HttpResponse
 from tarsy.intake import slack_events
-from tarsy.models import ExecutionStatus, Session, StepMessage
+from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.notify.ledger import FirestoreLedger
-from tarsy.notify.session_end import on_session_end
-from tarsy.notify.slack_thread import METADATA_EVENT
+from tarsy.notify.result import NotificationResult
+from tarsy.notify.session_end import on_session_end, retry_stale
+from tarsy.notify.slack import CLAIM_LEASE
+from tarsy.notify.slack_thread import ANSWER_PREFIX, METADATA_EVENT
 from tarsy_dev.fakes.bus import RecordingBus
 from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 from tests.fake_slack import FakeSlack, fake_slack
@@ -270,3 +273,72 @@ async def test_bots_and_messages_outside_a_sessions_thread_are_ignored(
     assert second.body["ignored"] == "not a session's thread"
     assert thread_posts(slack_api, thread_ts) == []
     assert await chats(local, session.session_id) == []
+
+
+class DyingLedger(FirestoreLedger):
+    """The Firestore ledger, dying once after an answer was posted, before it is recorded."""
+
+    def __init__(self, db: firestore.AsyncClient, clock: Callable[[], datetime]) -> None:
+        super().__init__(db, clock)
+        self.armed = False
+
+    async def record(
+        self,
+        session_id: str,
+        notifier: str,
+        result: NotificationResult,
+        *,
+        retry_after: timedelta | None = None,
+    ) -> None:
+        if self.armed and notifier.startswith(ANSWER_PREFIX):
+            self.armed = False
+            raise Crash(notifier)
+        await super().record(session_id, notifier, result, retry_after=retry_after)
+
+
+class Crash(BaseException):
+    """The process dies here (not an Exception: nothing catches it)."""
+
+
+async def test_an_answer_posted_by_a_process_that_died_is_found_not_posted_again(
+    local: Deps, slack_api: FakeSlack, fake_gemini: FakeGemini
+) -> None:
+    assert isinstance(local.bus, RecordingBus)
+    now = [utcnow()]
+    settings = local.settings
+    ledger = DyingLedger(
+        firestore.AsyncClient(project=settings.project_id, database=settings.firestore_database),
+        lambda: now[0],
+    )
+    session, thread_ts = await investigated(local, ledger, fake_gemini, slack_api)
+    fake_gemini.script(FakeReply(text="The rollout at 09:12 dropped DB_URL."))
+    before = len(local.bus.published)
+    await slack_events.handle(signed(question(thread_ts)), local, ledger=ledger)
+    [chat_id] = await chats(local, session.session_id)
+
+    # The chat runs with Slack unset (the engine's own session-end call, on the process's
+    # ledger, does nothing); then the call that posts the answer dies before its record.
+    silent = replace(local, settings=local.settings.model_copy(update={"slack_bot_token": None}))
+    pending = list(local.bus.published[before:])
+    while pending:
+        message = pending.pop(0)
+        published = len(local.bus.published)
+        await handle(message, silent)
+        pending.extend(local.bus.published[published:])
+    ledger.armed = True
+    with pytest.raises(Crash):
+        await on_session_end(session.session_id, local, ledger=ledger)
+    assert len(thread_posts(slack_api, thread_ts)) == 1  # posted, then the process died
+
+    # While the claim's lease runs nobody posts; once it has run out, the sweeper's
+    # call takes it over, finds the answer in the thread and records it.
+    assert await retry_stale(local, ledger=ledger) == []
+    now[0] += CLAIM_LEASE + timedelta(seconds=1)
+    assert await retry_stale(local, ledger=ledger) == [session.session_id]
+
+    [answer] = thread_posts(slack_api, thread_ts)
+    assert "The rollout at 09:12 dropped DB_URL." in answer["text"]
+    entry = (await ledger._ref(session.session_id, ANSWER_PREFIX + chat_id).get()).to_dict()
+    assert entry is not None
+    assert (entry["state"], entry["attempt"]) == ("sent", 2)
+    assert entry["result"]["detail"] == "posted by an earlier attempt"
