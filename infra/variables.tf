@@ -488,8 +488,10 @@ variable "access" {
   description = <<-EOT
     Who may use the api and its pages, by role: viewer (read sessions), responder
     (also chat, cancel, resume, re-score), admin (everything). Members as IAM writes
-    them: user:EMAIL, serviceAccount:EMAIL or domain:DOMAIN. Each passes Identity-Aware
-    Proxy and holds the highest role listed for them (TARSY_ACCESS_GRANTS).
+    them: user:EMAIL, serviceAccount:EMAIL, domain:DOMAIN or group:EMAIL. Each passes
+    Identity-Aware Proxy and holds the highest role listed for them (TARSY_ACCESS_GRANTS);
+    a group's members are looked up in Cloud Identity by the api and ingest service
+    accounts, which need the Groups Reader admin role (docs/deploy.md).
   EOT
   type = object({
     viewer    = optional(list(string), [])
@@ -501,9 +503,9 @@ variable "access" {
   validation {
     condition = alltrue([
       for m in concat(var.access.viewer, var.access.responder, var.access.admin) :
-      can(regex("^(user|serviceAccount|domain):[^\\s:]+$", m))
+      can(regex("^(user|serviceAccount|domain):[^\\s:]+$", m)) || can(regex("^group:[^\\s:@]+@[^\\s:@]+$", m))
     ])
-    error_message = "Each member is user:EMAIL, serviceAccount:EMAIL or domain:DOMAIN (group: is not supported: IAP's assertion carries no groups)."
+    error_message = "Each member is user:EMAIL, serviceAccount:EMAIL, domain:DOMAIN or group:EMAIL (a group's membership is looked up in Cloud Identity: docs/deploy.md)."
   }
 }
 

@@ -88,6 +88,15 @@ class Settings(BaseSettings):
         ),
         json_schema_extra=_used_by("ingest", "api"),
     )
+    cloud_identity_url: str = Field(
+        default="https://cloudidentity.googleapis.com",
+        validation_alias="TARSY_CLOUD_IDENTITY_URL",
+        description=(
+            "Cloud Identity Groups API base URL, asked who is in the group:EMAIL members of "
+            "TARSY_ACCESS_GRANTS (a local fake in tests)."
+        ),
+        json_schema_extra=_used_by("ingest", "api"),
+    )
     public_api_url: str = Field(
         default="",
         validation_alias="TARSY_PUBLIC_API_URL",

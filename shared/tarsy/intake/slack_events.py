@@ -19,7 +19,8 @@ and nothing is written or posted. Then:
   once (``slack-event-{event_id}`` in the ledger): Slack redelivers an event
   it thinks unanswered.
 * The asker's Slack user becomes an e-mail (``users.info``) and a role through
-  the same grants as the api (``TARSY_ACCESS_GRANTS``); chat needs responder.
+  the same grants as the api (``TARSY_ACCESS_GRANTS``, groups included); chat
+  needs responder.
   A refusal is answered in the thread, naming the role; so is a question the
   chat refuses (the investigation still running, an earlier question still
   being answered). Accepted, it is the session's chat (the api's own
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tarsy.access.audit import audit_event, audit_keys
-from tarsy.access.roles import Principal, parse_grants
+from tarsy.access.iap import principal_of
 from tarsy.api.handlers import ChatRequest, chat
 from tarsy.errors import ConfigError, ForbiddenError, InputError
 from tarsy.http.request import HttpRequest, HttpResponse
@@ -201,7 +202,7 @@ async def _question(callback: EventCallback, deps: Deps, ledger: FirestoreLedger
     if email is None:
         await say(f"<@{event.user}> I cannot tell who you are: Slack shows me no e-mail for you.")
         return _answer({"ok": True, "refused": "no e-mail", "session_id": session_id})
-    principal = Principal(email=email, role=parse_grants(settings.access_grants).role_of(email))
+    principal = await principal_of(email, settings)
     try:
         principal.require("chat")
         reply_to = ThreadReply(
