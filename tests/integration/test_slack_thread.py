@@ -21,6 +21,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 from google.cloud import firestore
 from pydantic import SecretStr
@@ -37,6 +38,7 @@ from tarsy.notify.slack import CLAIM_LEASE
 from tarsy.notify.slack_thread import ANSWER_PREFIX, METADATA_EVENT
 from tarsy_dev.fakes.bus import RecordingBus
 from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
+from tarsy_dev.localstack.stack import Stack
 from tests.fake_slack import FakeSlack, fake_slack
 from tests.integration.conftest import GRANTS, RESPONDER, VIEWER
 
@@ -342,3 +344,16 @@ async def test_an_answer_posted_by_a_process_that_died_is_found_not_posted_again
     assert entry is not None
     assert (entry["state"], entry["attempt"]) == ("sent", 2)
     assert entry["result"]["detail"] == "posted by an earlier attempt"
+
+
+def test_the_ingest_function_routes_slack_events_and_refuses_them_when_not_configured(
+    stack: Stack,
+) -> None:
+    # The stack's ingest process has no signing secret: the route exists, thread
+    # questions are off, and no signature is even looked at.
+    with httpx.Client(base_url=stack.ingest_url, timeout=10) as client:
+        response = client.post(
+            slack_events.PATH, json={"type": "url_verification", "challenge": "c"}
+        )
+    assert response.status_code == 404
+    assert "not configured" in response.json()["error"]["message"]
