@@ -10,10 +10,12 @@ then takes the claim over, and the test counts the incident's notes.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +24,8 @@ from pydantic import SecretStr
 
 from tarsy.app import Deps
 from tarsy.engine.steps import handle
+from tarsy.http.request import HttpRequest
+from tarsy.intake import ingest
 from tarsy.models import ErrorInfo, ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.notify.ledger import Claim, FirestoreLedger
 from tarsy.notify.pagerduty import CLAIM_LEASE, NOTIFIER, RETRY_AFTER
@@ -34,6 +38,7 @@ from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 from tests.fake_pagerduty import Failure, FakePagerDuty, fake_pagerduty
 
 INCIDENT = "Q1INCIDENT"
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "tarsy_dev" / "samples"
 PAGE = "https://api.example.test"
 
 
@@ -289,3 +294,44 @@ async def test_a_failed_investigation_writes_no_note(
 
     assert report.pagerduty is not None and report.pagerduty.status == "skipped"
     assert pagerduty_api.requests == []
+
+
+async def test_an_incident_sent_by_pagerdutys_webhook_gets_its_note_when_investigated(
+    deps: Deps, store: Store, fake_gemini: FakeGemini, pagerduty_api: FakePagerDuty
+) -> None:
+    sample = (SAMPLES / "pagerduty.json").read_bytes()
+    incident = json.loads(sample)["event"]["data"]["id"]
+    pagerduty_api.incidents.add(incident)
+    bus = RecordingBus()
+    local = with_notes(deps, pagerduty_api, bus=bus)
+    ledger = ledger_for(local.settings, Clock())
+    api_key = local.settings.api_key
+    assert api_key is not None
+    request = HttpRequest(
+        method="POST",
+        path="/alerts/pagerduty",
+        headers={
+            "content-type": "application/json",
+            "authorization": f"Bearer {api_key.get_secret_value()}",
+        },
+        body=sample,
+    )
+
+    accepted = await ingest.handle(request, local.settings, local.config, store, bus)
+
+    assert accepted.status == 202, accepted.body
+    [entry] = accepted.body["alerts"]
+    assert entry["outcome"] == "created"
+    session_id = str(entry["session_id"])
+    fake_gemini.script(
+        FakeReply(text="The payments pool is exhausted."), FakeReply(text="Scale it.")
+    )
+    pending = list(bus.published)
+    while pending:
+        message = pending.pop(0)
+        before = len(bus.published)
+        await handle(message, local)
+        await on_session_end(message.session_id, local, ledger=ledger)
+        pending.extend(bus.published[before:])
+    [note] = pagerduty_api.notes_of(incident)
+    assert "Scale it." in note["content"] and session_id in note["content"]
