@@ -60,6 +60,9 @@ PATH = "/slack/events"
 SIGNATURE_HEADER = "x-slack-signature"
 TIMESTAMP_HEADER = "x-slack-request-timestamp"
 EVENT_PREFIX = "slack-event-"
+# A reply also sent to the channel is a person's message like any other; edits,
+# deletions, joins and bots' messages carry other subtypes.
+QUESTION_SUBTYPES = frozenset({"thread_broadcast"})
 # A mention of someone (the bot, usually) opening the question is not part of it.
 _LEADING_MENTIONS = re.compile(r"^(\s*<@[A-Z0-9]+>\s*)+")
 
@@ -113,7 +116,7 @@ def ignored_because(event: MessageEvent) -> str | None:
     """Why a message event is no question for tarsy (pure); None: it may be one."""
     if event.type != "message":
         return f"event type {event.type!r}"
-    if event.subtype is not None:
+    if event.subtype is not None and event.subtype not in QUESTION_SUBTYPES:
         return f"message subtype {event.subtype!r}"
     if event.bot_id or event.app_id or not event.user:
         return "a bot's message"
