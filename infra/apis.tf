@@ -6,6 +6,7 @@ locals {
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
+    "cloudidentity.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtrace.googleapis.com",
     "compute.googleapis.com",

@@ -83,6 +83,24 @@ resource "google_firestore_field" "notification_leases" {
   }
 }
 
+# Slack thread questions (tarsy.intake.slack_events): the session whose Slack message opened
+# a thread, or was posted in it, is found by two collection-group equality queries on the
+# recorded result (FirestoreLedger.thread_session), which need their single-field indexes.
+resource "google_firestore_field" "notification_slack_threads" {
+  for_each = toset(["result.ts", "result.thread_ts"])
+
+  database   = google_firestore_database.main.name
+  collection = "notifications"
+  field      = each.value
+
+  index_config {
+    indexes {
+      order       = "ASCENDING"
+      query_scope = "COLLECTION_GROUP"
+    }
+  }
+}
+
 # The sweeper's deadline query (Store.overdue_sessions): equality on
 # status and a range on a timestamp need a composite index. Its due-time queries
 # (Store.due_executions, Store.due_sessions) filter one field: indexed by default.

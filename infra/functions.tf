@@ -42,7 +42,7 @@ resource "google_cloudfunctions2_function" "ingest" {
   #checkov:skip=CKV_GCP_124:Alert sources (Alertmanager, webhooks) call from anywhere; the app requires the API key on every request.
   name        = local.names.ingest
   location    = var.region
-  description = "TARSy ingest: POST /alerts and /alerts/{alertmanager,grafana,pagerduty,sns}"
+  description = "TARSy ingest: POST /alerts, /alerts/{alertmanager,grafana,pagerduty,sns} and /slack/events"
 
   build_config {
     runtime         = var.python_runtime
@@ -82,6 +82,8 @@ resource "google_cloudfunctions2_function" "ingest" {
   depends_on = [
     google_secret_manager_secret_iam_member.api_key,
     google_secret_manager_secret_iam_member.pagerduty_signing_secret,
+    google_secret_manager_secret_iam_member.slack_signing_secret,
+    google_secret_manager_secret_iam_member.slack_bot_token,
     google_project_iam_member.build,
   ]
 }
@@ -131,6 +133,7 @@ resource "google_cloudfunctions2_function" "step" {
     google_secret_manager_secret_iam_member.gemini_api_key,
     google_secret_manager_secret_iam_member.config_secret,
     google_secret_manager_secret_iam_member.slack_bot_token,
+    google_secret_manager_secret_iam_member.pagerduty_api_key,
     google_secret_manager_secret_iam_member.runbook_token,
     google_project_iam_member.build,
   ]
@@ -178,6 +181,7 @@ resource "google_cloudfunctions2_function" "api" {
 
   depends_on = [
     google_secret_manager_secret_iam_member.slack_bot_token,
+    google_secret_manager_secret_iam_member.pagerduty_api_key,
     google_project_iam_member.build,
   ]
 }
@@ -214,7 +218,11 @@ resource "google_cloudfunctions2_function" "dead_letter" {
     environment_variables            = { for k, v in local.function_env.step : k => v if v != null }
   }
 
-  depends_on = [google_secret_manager_secret_iam_member.slack_bot_token, google_project_iam_member.build]
+  depends_on = [
+    google_secret_manager_secret_iam_member.slack_bot_token,
+    google_secret_manager_secret_iam_member.pagerduty_api_key,
+    google_project_iam_member.build,
+  ]
 }
 
 # ─── who may invoke ───────────────────────────────────────────────────────────

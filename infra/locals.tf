@@ -39,6 +39,11 @@ locals {
       TARSY_TRACE_SAMPLE_RATIO    = tostring(var.trace_sample_ratio)
       TARSY_LOG_FORMAT            = "json"
       TARSY_LOG_LEVEL             = var.log_level
+
+      # Slack thread questions (/slack/events): the bot token, and the roles of the askers.
+      TARSY_SLACK_TOKEN_SECRET        = var.slack_thread_questions ? one(google_secret_manager_secret.slack_bot_token[*].secret_id) : null
+      TARSY_SLACK_SIGNING_SECRET_NAME = one(google_secret_manager_secret.slack_signing_secret[*].secret_id)
+      TARSY_ACCESS_GRANTS             = var.slack_thread_questions ? jsonencode(var.access) : null
     }
     step = {
       GOOGLE_CLOUD_PROJECT        = var.project_id
@@ -66,6 +71,11 @@ locals {
       TARSY_ALLOWED_RUNBOOK_DOMAINS = join(",", var.runbook_domains)
       TARSY_RUNBOOK_MAX_BYTES       = tostring(var.runbook_max_bytes)
       TARSY_RUNBOOK_TOKEN_SECRET    = one(google_secret_manager_secret.runbook_token[*].secret_id)
+      TARSY_MEMORY_RECALL           = tostring(var.memory_recall)
+
+      # PagerDuty incident notes (alert_sources.pagerduty.incident_notes).
+      TARSY_PAGERDUTY_TOKEN_SECRET = one(google_secret_manager_secret.pagerduty_api_key[*].secret_id)
+      TARSY_PAGERDUTY_FROM_EMAIL   = var.pagerduty_from_email != "" ? var.pagerduty_from_email : null
     }
     api = {
       GOOGLE_CLOUD_PROJECT        = var.project_id
@@ -90,6 +100,10 @@ locals {
       # People: Identity-Aware Proxy's signed header, its audience, and the roles (iap.tf).
       TARSY_IAP_AUDIENCE  = local.iap_audience
       TARSY_ACCESS_GRANTS = jsonencode(var.access)
+
+      # PagerDuty incident notes: a cancel or a sweep may end a session too.
+      TARSY_PAGERDUTY_TOKEN_SECRET = one(google_secret_manager_secret.pagerduty_api_key[*].secret_id)
+      TARSY_PAGERDUTY_FROM_EMAIL   = var.pagerduty_from_email != "" ? var.pagerduty_from_email : null
     }
   }
 

@@ -41,6 +41,28 @@ resource "google_secret_manager_secret" "slack_bot_token" {
   depends_on = [google_project_service.enabled]
 }
 
+# The Slack app's signing secret: read at run time through TARSY_SLACK_SIGNING_SECRET_NAME by
+# the ingest function, which verifies every Events API request with it.
+resource "google_secret_manager_secret" "slack_signing_secret" {
+  count     = var.slack_thread_questions ? 1 : 0
+  secret_id = "${var.name_prefix}-slack-signing-secret"
+  replication {
+    auto {}
+  }
+  depends_on = [google_project_service.enabled]
+}
+
+# A PagerDuty REST API key: read at run time through TARSY_PAGERDUTY_TOKEN_SECRET by the
+# functions that may end a session, to add the note to its incident.
+resource "google_secret_manager_secret" "pagerduty_api_key" {
+  count     = var.pagerduty_notes ? 1 : 0
+  secret_id = "${var.name_prefix}-pagerduty-api-key"
+  replication {
+    auto {}
+  }
+  depends_on = [google_project_service.enabled]
+}
+
 # A token sent with runbook fetches (a GitHub token that reads private runbook repositories):
 # read at run time through TARSY_RUNBOOK_TOKEN_SECRET by the step function, which fetches them.
 resource "google_secret_manager_secret" "runbook_token" {
@@ -93,13 +115,36 @@ resource "google_secret_manager_secret_iam_member" "pagerduty_signing_secret" {
 }
 
 resource "google_secret_manager_secret_iam_member" "slack_bot_token" {
-  for_each = var.slack_notifications ? {
+  for_each = var.slack_notifications ? merge({
+    step        = google_service_account.step.member
+    dead_letter = google_service_account.dead_letter.member
+    api         = google_service_account.api.member
+    }, var.slack_thread_questions ? {
+    # Thread questions: who asked (users.info), and a refusal answered in the thread.
+    ingest = google_service_account.ingest.member
+  } : {}) : {}
+
+  secret_id = google_secret_manager_secret.slack_bot_token[0].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = each.value
+}
+
+resource "google_secret_manager_secret_iam_member" "slack_signing_secret" {
+  count = var.slack_thread_questions ? 1 : 0
+
+  secret_id = google_secret_manager_secret.slack_signing_secret[0].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.ingest.member
+}
+
+resource "google_secret_manager_secret_iam_member" "pagerduty_api_key" {
+  for_each = var.pagerduty_notes ? {
     step        = google_service_account.step.member
     dead_letter = google_service_account.dead_letter.member
     api         = google_service_account.api.member
   } : {}
 
-  secret_id = google_secret_manager_secret.slack_bot_token[0].id
+  secret_id = google_secret_manager_secret.pagerduty_api_key[0].id
   role      = "roles/secretmanager.secretAccessor"
   member    = each.value
 }

@@ -246,6 +246,35 @@ variable "slack_channel" {
   default     = ""
 }
 
+variable "slack_thread_questions" {
+  description = "true: the ingest function serves Slack's Events API at /slack/events (the Slack app's Request URL): questions asked in a session's Slack thread are answered there, by people the access grants make responders. Verified with the app's signing secret kept in the secret <name_prefix>-slack-signing-secret (TARSY_SLACK_SIGNING_SECRET_NAME); needs slack_notifications."
+  type        = bool
+  default     = false
+}
+
+variable "pagerduty_notes" {
+  description = "true: the step, dead-letter and api functions may add a note to a PagerDuty incident when its session completes, with the REST API key kept in the secret <name_prefix>-pagerduty-api-key (TARSY_PAGERDUTY_TOKEN_SECRET). The configuration opts in per source (alert_sources.pagerduty.incident_notes); needs pagerduty_from_email."
+  type        = bool
+  default     = false
+}
+
+variable "pagerduty_from_email" {
+  description = "E-mail of the PagerDuty user the notes are written as (TARSY_PAGERDUTY_FROM_EMAIL, the From header an account-level API key needs). Empty: no notes."
+  type        = string
+  default     = ""
+}
+
+variable "memory_recall" {
+  description = "How many earlier sessions of the same alert an investigation is told of as history to verify (TARSY_MEMORY_RECALL); 0 turns memory off."
+  type        = number
+  default     = 3
+
+  validation {
+    condition     = var.memory_recall >= 0 && var.memory_recall <= 10 && floor(var.memory_recall) == var.memory_recall
+    error_message = "memory_recall must be a whole number from 0 to 10."
+  }
+}
+
 variable "telemetry" {
   description = "true: every function exports traces to Cloud Trace and metrics to Cloud Monitoring (TARSY_TELEMETRY_CLOUD), with the roles to write them."
   type        = bool
@@ -459,8 +488,10 @@ variable "access" {
   description = <<-EOT
     Who may use the api and its pages, by role: viewer (read sessions), responder
     (also chat, cancel, resume, re-score), admin (everything). Members as IAM writes
-    them: user:EMAIL, serviceAccount:EMAIL or domain:DOMAIN. Each passes Identity-Aware
-    Proxy and holds the highest role listed for them (TARSY_ACCESS_GRANTS).
+    them: user:EMAIL, serviceAccount:EMAIL, domain:DOMAIN or group:EMAIL. Each passes
+    Identity-Aware Proxy and holds the highest role listed for them (TARSY_ACCESS_GRANTS);
+    a group's members are looked up in Cloud Identity by the api and ingest service
+    accounts, which need the Groups Reader admin role (docs/deploy.md).
   EOT
   type = object({
     viewer    = optional(list(string), [])
@@ -472,9 +503,9 @@ variable "access" {
   validation {
     condition = alltrue([
       for m in concat(var.access.viewer, var.access.responder, var.access.admin) :
-      can(regex("^(user|serviceAccount|domain):[^\\s:]+$", m))
+      can(regex("^(user|serviceAccount|domain):[^\\s:]+$", m)) || can(regex("^group:[^\\s:@]+@[^\\s:@]+$", m))
     ])
-    error_message = "Each member is user:EMAIL, serviceAccount:EMAIL or domain:DOMAIN (group: is not supported: IAP's assertion carries no groups)."
+    error_message = "Each member is user:EMAIL, serviceAccount:EMAIL, domain:DOMAIN or group:EMAIL (a group's membership is looked up in Cloud Identity: docs/deploy.md)."
   }
 }
 

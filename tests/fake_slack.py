@@ -3,7 +3,10 @@
 ``chat.postMessage`` is recorded (and answered with a new ``ts``); what was
 posted shows in the channel as Slack shows it: ``conversations.history``
 answers with :attr:`FakeSlack.history` and the top-level posts, newest first;
-``conversations.replies`` with a thread's parent and its replies. A message's
+``conversations.replies`` with a thread's parent and its replies; ``users.info``
+with :attr:`FakeSlack.users` (``{"U...": "email"}``: the profile's e-mail, as
+with the ``users:read.email`` scope; an unknown user is ``user_not_found``). A
+message's
 ``metadata`` comes back only with ``include_all_metadata``, as Slack does. Any
 method can be made to fail with an HTTP status or with Slack's
 ``{"ok": false, "error": ...}``, before or after it took effect
@@ -25,6 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 POST_MESSAGE = "chat.postMessage"
 HISTORY = "conversations.history"
 REPLIES = "conversations.replies"
+USERS_INFO = "users.info"
 
 
 @dataclass
@@ -44,6 +48,7 @@ class FakeSlack:
     port: int = 0
     token: str = "xoxb-test-token"
     history: list[dict[str, Any]] = field(default_factory=list)
+    users: dict[str, str] = field(default_factory=dict)
     failures: dict[str, Failure] = field(default_factory=dict)
     posts: list[dict[str, Any]] = field(default_factory=list)
     history_requests: list[dict[str, str]] = field(default_factory=list)
@@ -96,6 +101,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "type": "message",
                     "ts": post["ts"],
                     "text": post.get("text", ""),
+                    "bot_id": "B0TARSY",
                     **({"thread_ts": post["thread_ts"]} if post.get("thread_ts") else {}),
                     **({"metadata": _json(post["metadata"])} if post.get("metadata") else {}),
                 }
@@ -149,6 +155,13 @@ class _Handler(BaseHTTPRequestHandler):
             ]
             thread.sort(key=lambda m: str(m["ts"]))  # oldest first, parent on top
             answer = {"ok": True, "messages": thread, "has_more": False}
+        elif method == USERS_INFO:
+            user = str(arguments.get("user"))
+            email = self.state.users.get(user)
+            if email is None:
+                self._answer(200, {"ok": False, "error": "user_not_found"})
+                return
+            answer = {"ok": True, "user": {"id": user, "profile": {"email": email}}}
         else:
             self._answer(404, {"ok": False, "error": "unknown_method"})
             return

@@ -11,6 +11,8 @@ from tarsy.http.request import read_request, to_framework_response
 from tarsy.intake import ingest as ingest_endpoint
 from tarsy.runtime import run_sync
 
+SLACK_EVENTS_PATH = "/slack/events"  # tarsy.intake.slack_events.PATH
+
 
 async def _serve(request: Request) -> tuple[str, int, dict[str, str]]:
     deps = await get_deps()
@@ -20,9 +22,15 @@ async def _serve(request: Request) -> tuple[str, int, dict[str, str]]:
     with telemetry.server_span(
         http_request.method, http_request.path.rstrip("/") or "/", incoming=http_request.headers
     ) as span:
-        response = await ingest_endpoint.handle(
-            http_request, deps.settings, deps.config, deps.store, deps.bus
-        )
+        if http_request.path.rstrip("/") == SLACK_EVENTS_PATH:
+            # Imported here: only Slack's requests load the chat path.
+            from tarsy.intake import slack_events
+
+            response = await slack_events.handle(http_request, deps)
+        else:
+            response = await ingest_endpoint.handle(
+                http_request, deps.settings, deps.config, deps.store, deps.bus
+            )
         session_id = response.body.get("session_id")
         span.set_response(response.status, session_id if isinstance(session_id, str) else None)
     return to_framework_response(response)
@@ -30,7 +38,7 @@ async def _serve(request: Request) -> tuple[str, int, dict[str, str]]:
 
 @functions_framework.http
 def ingest(request: Request) -> tuple[str, int, dict[str, str]]:
-    """Entry point: POST /alerts, GET /healthz."""
+    """Entry point: POST /alerts (and each source's route), POST /slack/events, GET /healthz."""
     try:
         return run_sync(_serve(request))
     finally:

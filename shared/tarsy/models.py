@@ -360,6 +360,18 @@ class SubAgentWait(_Model):
     deadline: datetime = Field(description="unanswered calls then get an error observation")
 
 
+class ThreadReply(_Model):
+    """Where a chat question was asked in Slack, and so where its answer goes.
+
+    See :mod:`tarsy.notify.slack_thread`.
+    """
+
+    channel: str
+    thread_ts: str
+    event_id: str
+    asked_by: str = Field(description="the asker's e-mail, as Slack gave it")
+
+
 class AgentExecution(_Model):
     """``executions/{execution_id}``: one agent's run inside one stage.
 
@@ -408,6 +420,8 @@ class AgentExecution(_Model):
     # Evidence first: the execution's next step is its gather phase (tarsy.evidence), which
     # runs the collectors and rewrites the opening before the first model call.
     gather_pending: bool = False
+    # A chat question asked in the session's Slack thread: its answer is posted there, once.
+    reply_to: ThreadReply | None = None
 
 
 # ─── conversation ─────────────────────────────────────────────────────────────

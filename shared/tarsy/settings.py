@@ -86,7 +86,16 @@ class Settings(BaseSettings):
             "[...]} of user:EMAIL, serviceAccount:EMAIL or domain:DOMAIN members "
             "(tarsy.access.roles). Terraform sets it from var.access."
         ),
-        json_schema_extra=_used_by("api"),
+        json_schema_extra=_used_by("ingest", "api"),
+    )
+    cloud_identity_url: str = Field(
+        default="https://cloudidentity.googleapis.com",
+        validation_alias="TARSY_CLOUD_IDENTITY_URL",
+        description=(
+            "Cloud Identity Groups API base URL, asked who is in the group:EMAIL members of "
+            "TARSY_ACCESS_GRANTS (a local fake in tests)."
+        ),
+        json_schema_extra=_used_by("ingest", "api"),
     )
     public_api_url: str = Field(
         default="",
@@ -135,6 +144,38 @@ class Settings(BaseSettings):
             "X-PagerDuty-Signature instead of the API key."
         ),
         json_schema_extra=_used_by("ingest"),
+    )
+    pagerduty_token_secret: str | None = Field(
+        default=None,
+        validation_alias="TARSY_PAGERDUTY_TOKEN_SECRET",
+        description=(
+            "Secret Manager secret holding a PagerDuty REST API key (a name in this project, "
+            "or projects/P/secrets/S[/versions/V]), for the incident notes of "
+            "alert_sources.pagerduty.incident_notes. Unset, and PAGERDUTY_API_TOKEN unset: "
+            "no notes."
+        ),
+        json_schema_extra=_used_by("step", "api"),
+    )
+    pagerduty_api_token: SecretStr | None = Field(
+        default=None,
+        validation_alias="PAGERDUTY_API_TOKEN",
+        description="PagerDuty REST API key given directly, for local runs.",
+        json_schema_extra=_used_by("step", "api"),
+    )
+    pagerduty_from_email: str = Field(
+        default="",
+        validation_alias="TARSY_PAGERDUTY_FROM_EMAIL",
+        description=(
+            "The e-mail of a PagerDuty user, sent as the From header of every note "
+            "(PagerDuty requires it with an account-level API key). Empty: no notes."
+        ),
+        json_schema_extra=_used_by("step", "api"),
+    )
+    pagerduty_base_url: str | None = Field(
+        default=None,
+        validation_alias="TARSY_PAGERDUTY_BASE_URL",
+        description="PagerDuty REST API base URL override (a proxy, a local fake).",
+        json_schema_extra=_used_by("step", "api"),
     )
     sns_endpoint_url: str | None = Field(
         default=None,
@@ -253,19 +294,38 @@ class Settings(BaseSettings):
             "Secret Manager secret holding the Slack bot token (a name in this project, or "
             "projects/P/secrets/S[/versions/V]). Unset, and SLACK_BOT_TOKEN unset: no Slack."
         ),
-        json_schema_extra=_used_by("step", "api"),
+        json_schema_extra=_used_by("ingest", "step", "api"),
     )
     slack_bot_token: SecretStr | None = Field(
         default=None,
         validation_alias="SLACK_BOT_TOKEN",
         description="Slack bot token (xoxb-...) given directly, for local runs.",
-        json_schema_extra=_used_by("step", "api"),
+        json_schema_extra=_used_by("ingest", "step", "api"),
     )
     slack_base_url: str | None = Field(
         default=None,
         validation_alias="TARSY_SLACK_BASE_URL",
         description="Slack Web API base URL override (a proxy, a local fake), ending in /api/.",
-        json_schema_extra=_used_by("step", "api"),
+        json_schema_extra=_used_by("ingest", "step", "api"),
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias="SLACK_SIGNING_SECRET",
+        description=(
+            "The Slack app's signing secret given directly, for local runs. With it (or "
+            "TARSY_SLACK_SIGNING_SECRET_NAME) and a bot token, ingest serves POST "
+            "/slack/events: questions asked in a session's Slack thread are answered there."
+        ),
+        json_schema_extra=_used_by("ingest"),
+    )
+    slack_signing_secret_name: str | None = Field(
+        default=None,
+        validation_alias="TARSY_SLACK_SIGNING_SECRET_NAME",
+        description=(
+            "Secret Manager secret holding the Slack app's signing secret (a name in this "
+            "project, or projects/P/secrets/S[/versions/V]): turns on thread questions."
+        ),
+        json_schema_extra=_used_by("ingest"),
     )
     allowed_runbook_domains: Annotated[tuple[str, ...], NoDecode] = Field(
         default=("github.com", "raw.githubusercontent.com"),

@@ -303,10 +303,22 @@ def test_publishers_and_secret_accessors_are_per_resource() -> None:
     assert sa_of(accessors["gemini_api_key"]["member"]) == "step"
     assert sa_of(accessors["pagerduty_signing_secret"]["member"]) == "ingest"
     assert sa_of(accessors["config_secret"]["member"]) == "step"
-    # Every function that may end a session reads the Slack token, at run time.
+    # Every function that may end a session reads the Slack token, at run time; ingest too
+    # when it takes questions asked in Slack threads (who asked, a refusal in the thread).
     slack = accessors["slack_bot_token"]
     assert slack["secret_id"] == "${google_secret_manager_secret.slack_bot_token[0].id}"
     assert set(re.findall(r"google_service_account\.(\w+)\.member", slack["for_each"])) == {
+        "step",
+        "dead_letter",
+        "api",
+        "ingest",
+    }
+    assert "var.slack_thread_questions ?" in slack["for_each"]
+    # Only ingest verifies Slack's events; the functions that may end a session write notes.
+    assert sa_of(accessors["slack_signing_secret"]["member"]) == "ingest"
+    pagerduty = accessors["pagerduty_api_key"]
+    assert pagerduty["secret_id"] == "${google_secret_manager_secret.pagerduty_api_key[0].id}"
+    assert set(re.findall(r"google_service_account\.(\w+)\.member", pagerduty["for_each"])) == {
         "step",
         "dead_letter",
         "api",

@@ -28,6 +28,7 @@ from google.auth import exceptions as google_auth_exceptions
 from google.auth import jwt as google_jwt
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
+from tarsy.access import groups
 from tarsy.access.roles import Grants, Principal, parse_grants
 from tarsy.errors import AuthError, InputError
 from tarsy.settings import Settings
@@ -178,6 +179,11 @@ async def authenticate(headers: Mapping[str, str], settings: Settings) -> Princi
         ConfigError: ``TARSY_ACCESS_GRANTS`` is invalid.
     """
     identity = await identify(headers, settings)
-    return Principal(
-        email=identity.email, role=_grants(settings.access_grants).role_of(identity.email)
-    )
+    return await principal_of(identity.email, settings)
+
+
+async def principal_of(email: str, settings: Settings) -> Principal:
+    """``email`` with the role the grants give it, by name, domain or group membership."""
+    grants = _grants(settings.access_grants)
+    role = await groups.role_of(grants, email, groups.directory_for(grants, settings))
+    return Principal(email=email, role=role)

@@ -2,13 +2,14 @@
 
 Design constraint: pure. The grants are read once from ``TARSY_ACCESS_GRANTS``
 (a JSON object ``{"viewer": [...], "responder": [...], "admin": [...]}`` of
-IAM-style members: ``user:EMAIL``, ``serviceAccount:EMAIL`` or ``domain:DOMAIN``),
-the same value Terraform turns into the proxy's access list, so who may pass
-the proxy and what they may do there come from one place. A person holds the
-highest role any member grants them; roles are ordered, each one containing
-the ones below it. ``group:`` members are refused at load: the proxy's
-assertion does not carry group memberships, and a grant that silently never
-matched would be worse than none.
+IAM-style members: ``user:EMAIL``, ``serviceAccount:EMAIL``, ``domain:DOMAIN``
+or ``group:EMAIL``), the same value Terraform turns into the proxy's access
+list, so who may pass the proxy and what they may do there come from one
+place. A person holds the highest role any member grants them; roles are
+ordered, each one containing the ones below it. :meth:`Grants.role_of` is the
+pure part (names and domains); the proxy's assertion carries no group
+memberships, so ``group:`` members are looked up in Cloud Identity by
+:func:`tarsy.access.groups.role_of`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tarsy.errors import ConfigError, ForbiddenError
 
-_MEMBER_KINDS = ("user", "serviceAccount", "domain")
+_MEMBER_KINDS = ("user", "serviceAccount", "domain", "group")
 
 
 class Role(StrEnum):
@@ -79,21 +80,18 @@ class Grants(BaseModel):
         normalized: list[str] = []
         for member in members:
             kind, sep, name = member.partition(":")
-            if kind == "group":
-                raise ValueError(
-                    f"{member!r}: group members are not supported (the proxy's assertion "
-                    "carries no group memberships); grant the role to each user:EMAIL, "
-                    "or to a domain:DOMAIN"
-                )
             if not sep or kind not in _MEMBER_KINDS or not name.strip():
                 raise ValueError(
-                    f"{member!r}: a member is user:EMAIL, serviceAccount:EMAIL or domain:DOMAIN"
+                    f"{member!r}: a member is user:EMAIL, serviceAccount:EMAIL, "
+                    "domain:DOMAIN or group:EMAIL"
                 )
+            if kind == "group" and "@" not in name:
+                raise ValueError(f"{member!r}: a group is named by its e-mail, group:EMAIL")
             normalized.append(f"{kind}:{name.strip().lower()}")
         return tuple(normalized)
 
     def role_of(self, email: str) -> Role | None:
-        """The highest role granted to ``email`` (None: no role at all)."""
+        """The highest role granted to ``email`` by name or domain (None: none; groups aside)."""
         address = email.strip().lower()
         domain = address.rpartition("@")[2]
         held = {f"user:{address}", f"serviceAccount:{address}", f"domain:{domain}"}
@@ -101,6 +99,16 @@ class Grants(BaseModel):
             if held & set(getattr(self, role.value)):
                 return role
         return None
+
+    def groups(self, role: Role) -> tuple[str, ...]:
+        """The e-mails of the groups granted exactly ``role``."""
+        prefix = "group:"
+        return tuple(m[len(prefix) :] for m in getattr(self, role.value) if m.startswith(prefix))
+
+    @property
+    def has_groups(self) -> bool:
+        """Whether any role is granted to a group (membership is then looked up)."""
+        return any(self.groups(role) for role in Role)
 
     def members(self) -> list[str]:
         """Every member granted any role, once each, sorted (the proxy's access list)."""

@@ -33,7 +33,7 @@ from tarsy.http.request import (
 )
 from tarsy.intake.sessions import new_session
 from tarsy.intake.sources.api import status_url
-from tarsy.models import ExecutionStatus, Feedback, StepMessage, utcnow
+from tarsy.models import ExecutionStatus, Feedback, StepMessage, ThreadReply, utcnow
 from tarsy.notify.session_end import on_session_end
 from tarsy.persistence.ports import SessionReader
 from tarsy.tools.masking import Masker
@@ -307,13 +307,16 @@ def alert_object(alert_data: str) -> object:
 MAX_QUESTION_CHARS = 100_000  # as TARSy accepts (its #194)
 
 
-async def chat(deps: Deps, session_id: str, request: ChatRequest) -> dict[str, Any]:
+async def chat(
+    deps: Deps, session_id: str, request: ChatRequest, *, reply_to: ThreadReply | None = None
+) -> dict[str, Any]:
     """Ask a question about a finished investigation; the answer lands in the timeline.
 
     Any finished session takes questions (completed, failed, timed out,
     cancelled); the chat sees the investigation and every earlier question and
     answer. One question at a time: another is refused with 409 until the
-    previous one is answered.
+    previous one is answered. ``reply_to``: the question came from the
+    session's Slack thread, and the answer goes there too.
     """
     if len(request.question) > MAX_QUESTION_CHARS:
         raise InputError(
@@ -331,7 +334,7 @@ async def chat(deps: Deps, session_id: str, request: ChatRequest) -> dict[str, A
             status=409,
         )
     with telemetry.in_session_trace(session.trace_context):
-        execution = await start_chat(session, request.question, deps)
+        execution = await start_chat(session, request.question, deps, reply_to=reply_to)
     await deps.store.update_session(session_id, transitions.keep_until_answered(session, utcnow()))
     return {"session_id": session_id, "execution_id": execution.execution_id}
 

@@ -53,6 +53,7 @@ from tarsy.models import (
     RecalledSession,
     Session,
     Stage,
+    ThreadReply,
     UserQuestionEvent,
     utcnow,
 )
@@ -454,8 +455,13 @@ async def chat_history(chats: list[AgentExecution], deps: Deps) -> str:
     return "\n\n".join(turns)
 
 
-async def start_chat(session: Session, question: str, deps: Deps) -> AgentExecution:
-    """Start a chat execution that answers ``question`` with the investigation as context."""
+async def start_chat(
+    session: Session, question: str, deps: Deps, *, reply_to: ThreadReply | None = None
+) -> AgentExecution:
+    """Start a chat execution that answers ``question`` with the investigation as context.
+
+    ``reply_to``: the Slack thread the question was asked in, where the answer goes.
+    """
     chain = deps.config.chain(session.chain_id)
     resolved = deps.config.resolve_role(session.chain_id, None, "chat")
     executions = await deps.store.list_executions(session.session_id)
@@ -476,6 +482,8 @@ async def start_chat(session: Session, question: str, deps: Deps) -> AgentExecut
         session, CHAT_STAGE, number, "chat", resolved,
         chat_id_for(session.session_id, number), _due(deps),
     )  # fmt: skip
+    if reply_to is not None:
+        execution = execution.model_copy(update={"reply_to": reply_to})
     asked = UserQuestionEvent(content=question, chat=number)
     if not await deps.store.create_execution(execution, opening, [asked]):
         raise ChatConflictError(f"another question on {session.session_id} is being started")

@@ -35,6 +35,9 @@ from tarsy.settings import Settings
 SESSIONS = "sessions"
 NOTIFICATIONS = "notifications"
 LEASE_FIELD = "lease_until"
+RESULT = "result"
+# Sessions looked at per query when a Slack thread is matched to its session.
+THREAD_MATCHES = 20
 
 
 class Claim(BaseModel):
@@ -143,7 +146,7 @@ class FirestoreLedger:
         await self._ref(session_id, notifier).set(
             {
                 "state": "retrying" if retry_after is not None else result.status,
-                "result": result.model_dump(mode="json", exclude_none=True),
+                RESULT: result.model_dump(mode="json", exclude_none=True),
                 "recorded_at": now,
                 LEASE_FIELD: now + retry_after if retry_after is not None else None,
             },
@@ -164,6 +167,33 @@ class FirestoreLedger:
             if session_id not in sessions:
                 sessions.append(session_id)
         return sessions
+
+    async def thread_session(self, notifier: str, channel: str, thread_ts: str) -> str | None:
+        """The session whose ``notifier`` message opened (or was posted in) a Slack thread.
+
+        Matches the recorded result's ``thread_ts`` (the message replied in the
+        alert's thread) or ``ts`` (the message is the thread's parent), in
+        ``channel``; the newest recorded wins when several sessions share one
+        alert's thread. Two collection-group equality queries (their single-field
+        indexes are declared in infra/firestore.tf).
+        """
+        newest: tuple[datetime, str] | None = None
+        for field in (f"{RESULT}.thread_ts", f"{RESULT}.ts"):
+            query = (
+                self._db.collection_group(NOTIFICATIONS)
+                .where(filter=firestore.FieldFilter(field, "==", thread_ts))
+                .limit(THREAD_MATCHES)
+            )
+            async for snap in query.stream():
+                data: dict[str, Any] = snap.to_dict() or {}
+                result = data.get(RESULT) or {}
+                if snap.id != notifier or result.get("channel") != channel:
+                    continue
+                recorded = data.get("recorded_at") or data.get("claimed_at")
+                session_id = str(snap.reference.parent.parent.id)
+                if isinstance(recorded, datetime) and (newest is None or recorded > newest[0]):
+                    newest = (recorded, session_id)
+        return newest[1] if newest is not None else None
 
 
 _ledger: FirestoreLedger | None = None

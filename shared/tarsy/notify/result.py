@@ -23,6 +23,8 @@ class NotificationResult(BaseModel):
     channel: str | None = None
     ts: str | None = Field(default=None, description="the posted message's Slack timestamp")
     thread_ts: str | None = Field(default=None, description="the thread it replied in, if any")
+    incident_id: str | None = Field(default=None, description="the PagerDuty incident noted")
+    note_id: str | None = Field(default=None, description="the PagerDuty note's id")
     attempt: int | None = Field(default=None, description="1, or more after a takeover or retry")
 
     @property

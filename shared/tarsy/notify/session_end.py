@@ -1,4 +1,7 @@
-"""What happens once when a session ends: the sessions-ended metric and the Slack message.
+"""What happens once when a session ends: the sessions-ended metric, Slack, the PagerDuty note.
+
+And once a question asked in the session's Slack thread has been answered (a
+chat, on an ended session), the answer in that thread (:mod:`tarsy.notify.slack_thread`).
 
 :func:`on_session_end` is the one call to make after anything that may have
 ended a session (a step's commit, a fan-in, a cancel, a timeout, a dead
@@ -13,14 +16,14 @@ sweeper through :func:`retry_stale`), and the session is as it was.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tarsy import telemetry
 from tarsy.log import fields
 from tarsy.models import ExecutionStatus
-from tarsy.notify import slack
+from tarsy.notify import pagerduty, slack, slack_thread
 from tarsy.notify.ledger import NotificationLedger, firestore_ledger
 from tarsy.notify.result import NotificationResult
 
@@ -39,6 +42,8 @@ class SessionEndReport(BaseModel):
     status: ExecutionStatus | None = None
     counted: bool = False
     slack: NotificationResult | None = None
+    pagerduty: NotificationResult | None = None
+    answers: list[NotificationResult] = Field(default_factory=list)
 
 
 async def on_session_end(
@@ -58,7 +63,8 @@ async def on_session_end(
     report = SessionEndReport(session_id=session_id)
     count = telemetry.exporting() or telemetry.metric_logs()
     announce = slack.token_configured(deps.settings)
-    if not (count or announce):
+    note = _notes_on(deps)
+    if not (count or announce or note):
         return report
     try:
         session = await deps.store.get_session(session_id)
@@ -87,13 +93,33 @@ async def on_session_end(
         except Exception:
             logger.warning("session end not counted", exc_info=True, extra=log)
     if announce:
-        result = await slack.notify_session_end(session, deps.settings, deps.config, ledger)
-        report.slack = result
-        if result.status == "failed":
-            logger.warning("Slack notification failed: %s", result.detail, extra=log)
-        elif result.status == "sent":
-            logger.info("Slack notification sent to %s", result.channel, extra=log)
+        report.slack = _logged(
+            await slack.notify_session_end(session, deps.settings, deps.config, ledger), log
+        )
+        answers = await slack_thread.answer_questions(session, deps.settings, deps.store, ledger)
+        report.answers = [_logged(answered, log) for answered in answers]
+    if note:
+        report.pagerduty = _logged(
+            await pagerduty.notify_session_end(session, deps.settings, deps.config, ledger), log
+        )
     return report
+
+
+def _logged(result: NotificationResult, log: dict[str, Any]) -> NotificationResult:
+    """Log what one notifier's attempt came to (a failure as a warning) and return it."""
+    where = result.channel or result.incident_id or ""
+    if result.status == "failed":
+        logger.warning("%s notification failed: %s", result.notifier, result.detail, extra=log)
+    elif result.status == "sent":
+        logger.info("%s notification sent (%s)", result.notifier, where, extra=log)
+    return result
+
+
+def _notes_on(deps: Deps) -> bool:
+    """Whether PagerDuty incidents get notes (opted in and configured; no secret read)."""
+    return deps.config.alert_sources.pagerduty.incident_notes and pagerduty.configured(
+        deps.settings
+    )
 
 
 # Stale claims picked up per sweep; the rest wait for the next one.
@@ -105,12 +131,12 @@ async def retry_stale(
 ) -> list[str]:
     """Notify again the sessions whose claim's holder died, or whose attempt failed (sweeper).
 
-    Does nothing unless Slack is configured. Never raises.
+    Does nothing unless Slack or PagerDuty notes are configured. Never raises.
 
     Returns:
         The sessions notified again (each one's outcome is in its ledger entry).
     """
-    if not slack.token_configured(deps.settings):
+    if not (slack.token_configured(deps.settings) or _notes_on(deps)):
         return []
     try:
         ledger = ledger or firestore_ledger(deps.settings)

@@ -374,7 +374,7 @@ def deliver(
             )
             thread_ts = find_thread(history.get("messages") or [], target.fingerprint)
         except Exception as exc:  # the message still goes out, unthreaded
-            logger.warning("Slack history of %s unreadable: %s", target.channel, _describe(exc))
+            logger.warning("Slack history of %s unreadable: %s", target.channel, describe(exc))
         if thread_ts is None:
             logger.info("no Slack message in %s carries the alert's fingerprint", target.channel)
     if check_posted is not None:
@@ -404,7 +404,7 @@ def deliver(
     )
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     """A one-line reason: Slack's error code when it gave one."""
     response = getattr(exc, "response", None)
     if response is not None:
@@ -450,7 +450,7 @@ async def notify_session_end(
     except Exception as exc:
         logger.warning("cannot claim the Slack notification of %s", session.session_id)
         return NotificationResult(
-            status="failed", channel=target.channel, detail=f"claim: {_describe(exc)}"
+            status="failed", channel=target.channel, detail=f"claim: {describe(exc)}"
         )
     if claim is None:
         return NotificationResult(status="duplicate", channel=target.channel)
@@ -464,7 +464,7 @@ async def notify_session_end(
     try:
         result = await asyncio.to_thread(deliver, target, message, settings, check_posted=check)
     except Exception as exc:
-        result = NotificationResult(status="failed", channel=target.channel, detail=_describe(exc))
+        result = NotificationResult(status="failed", channel=target.channel, detail=describe(exc))
     result = result.model_copy(update={"attempt": claim.attempt})
     retry = RETRY_AFTER if result.status == "failed" and claim.attempt < MAX_ATTEMPTS else None
     try:

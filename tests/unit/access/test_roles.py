@@ -68,7 +68,7 @@ def test_a_responder_may_act_and_read() -> None:
 @pytest.mark.parametrize(
     ("raw", "location"),
     [
-        ('{"viewer": ["group:sre@example.com"]}', "viewer"),
+        ('{"viewer": ["group:sre"]}', "viewer"),
         ('{"viewer": ["sre@example.com"]}', "viewer"),
         ('{"owner": ["user:a@example.com"]}', "owner"),
         ('{"admin": ["user:"]}', "admin"),

@@ -197,6 +197,12 @@ class PagerDutySourceConfig(SourceConfig):
         default_factory=list,
         description="names of the env variables / Secret Manager secrets holding signing secrets",
     )
+    incident_notes: bool = Field(
+        default=False,
+        description="when a session of a PagerDuty incident completes, add a note to the "
+        "incident with the executive summary and the session's link (needs a REST API key: "
+        "TARSY_PAGERDUTY_TOKEN_SECRET, and TARSY_PAGERDUTY_FROM_EMAIL)",
+    )
 
     @field_validator("signing_secrets")
     @classmethod
