@@ -231,14 +231,20 @@ def test_stop_all_skips_what_is_not_running() -> None:
 
 
 def test_interrupts_held_turns_ctrl_c_into_a_note() -> None:
-    notes: list[str] = []
-    with interrupts_held(lambda: notes.append("held")):
-        signal.raise_signal(signal.SIGINT)
-        signal.raise_signal(signal.SIGTERM)
-    assert notes == ["held", "held"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    with pytest.raises(KeyboardInterrupt):
-        signal.raise_signal(signal.SIGINT)
+    # Python's own Ctrl-C handler to begin with, whatever the runner inherited (a shell
+    # starts background jobs with SIGINT ignored); the inherited one is put back after.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        notes: list[str] = []
+        with interrupts_held(lambda: notes.append("held")):
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGTERM)
+        assert notes == ["held", "held"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 def test_stop_stack_keeps_the_state_files_while_something_may_run(tmp_path: Path) -> None:
