@@ -206,9 +206,17 @@ class Persistence(LeaseRenewal, SessionReader, ToolListCache, ProgressStore, Ale
         ...
 
     async def get_step_state(
-        self, execution_id: str, session_id: str, tool_servers: Sequence[str] = ()
+        self,
+        execution_id: str,
+        session_id: str,
+        tool_servers: Sequence[str] = (),
+        *,
+        conversation: bool = False,
     ) -> StepState:
-        """Read an execution, its session, its provider state and cached tool lists."""
+        """Read an execution, its session, its provider state and cached tool lists.
+
+        With ``conversation``, its messages too, in the same round trip.
+        """
         ...
 
     async def list_answers(self, execution_id: str, step: int) -> dict[str, SubAgentAnswer]:
