@@ -9,6 +9,7 @@ on MCP servers.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -126,14 +127,33 @@ def check_call(call: ToolCall, listing: ToolListing) -> tuple[ToolDefinition, di
     # and jsonschema is a sizeable share of their cold start.
     import jsonschema
 
-    try:
-        jsonschema.validate(arguments, tool.parameters)
-    except jsonschema.ValidationError as e:
-        where = ".".join(str(p) for p in e.absolute_path) or "arguments"
-        raise ValueError(f"invalid arguments for {call.name}: {where}: {e.message}") from e
-    except jsonschema.SchemaError:
-        pass  # the server's schema is broken; let the server judge the arguments
+    validator = _validator(json.dumps(tool.parameters, sort_keys=True))
+    if validator is None:
+        return tool, arguments  # the server's schema is broken; let the server judge
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "arguments"
+        raise ValueError(f"invalid arguments for {call.name}: {where}: {error.message}")
     return tool, arguments
+
+
+@functools.lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Any:
+    """A checked validator for one tool schema, or None if the schema is broken.
+
+    Cached by the schema's text: checking a schema against its meta-schema costs
+    more than validating the arguments, and a server lists the same schemas every
+    step. Derived from the schema alone, so nothing of an investigation is kept.
+    """
+    import jsonschema
+
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError:
+        return None
+    return cls(schema)
 
 
 def error_result(call: ToolCall, message: str, *, duration_ms: float = 0.0) -> ToolResult:
