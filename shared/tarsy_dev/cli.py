@@ -606,7 +606,7 @@ async def _replay(session_id: str, config_path: str | None, model: str | None) -
     """Read the session's records, then replay them (no I/O after the read)."""
     # Imported here: the replay loads the step engine, which no other command needs.
     from tarsy.config import load_config
-    from tarsy.llm import get_provider
+    from tarsy.llm.registry import get_provider
     from tarsy.settings import Settings
     from tarsy_dev.replay import LiveModel, RecordingSource, load_recording, replay
 

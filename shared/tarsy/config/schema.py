@@ -12,8 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, ConfigDict, Field, model_validator
 
+from tarsy._pydantic import DeferredModel
 from tarsy.config.routing import AlertRoute, route_errors
 from tarsy.errors import ConfigError, FailureKind
 from tarsy.evidence.catalog import (
@@ -62,7 +63,7 @@ ToolChoice = Annotated[str, Field(pattern=TOOL_CHOICE_PATTERN)]
 DEFAULT_LOOP_THRESHOLD = 3
 
 
-class _Strict(BaseModel):
+class _Strict(DeferredModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

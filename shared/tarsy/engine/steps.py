@@ -56,8 +56,9 @@ from tarsy.engine.roles import PauseScope, resolve_execution, rules
 from tarsy.engine.sub_agents import PendingTurn
 from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
 from tarsy.errors import ConfigError, LeaseHeldError, PermanentError, TransientError
-from tarsy.llm import LLMResult, get_provider
+from tarsy.llm.base import LLMResult
 from tarsy.llm.fallback import CallWrapper, Candidate, FallbackProvider
+from tarsy.llm.registry import get_provider
 from tarsy.log import fields
 from tarsy.models import (
     AgentExecution,

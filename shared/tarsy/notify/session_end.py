@@ -15,9 +15,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
-
 from tarsy import telemetry
+from tarsy._pydantic import DeferredModel
 from tarsy.log import fields
 from tarsy.models import ExecutionStatus
 from tarsy.notify import slack
@@ -32,7 +31,7 @@ logger = logging.getLogger(__name__)
 METRICS_NOTIFIER = "metrics"  # the ledger entry that makes tarsy.sessions.ended count once
 
 
-class SessionEndReport(BaseModel):
+class SessionEndReport(DeferredModel):
     """What :func:`on_session_end` did for one session."""
 
     session_id: str

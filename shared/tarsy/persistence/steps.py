@@ -17,8 +17,9 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.errors import LeaseHeldError
 from tarsy.models import (
     AgentExecution,
@@ -56,7 +57,7 @@ from tarsy.tools.base import CachedToolList
 logger = logging.getLogger(__name__)
 
 
-class Claim(BaseModel):
+class Claim(DeferredModel):
     """A step's hold on its execution: who, until when, and the write time to commit against."""
 
     owner: str
@@ -64,7 +65,7 @@ class Claim(BaseModel):
     update_time: datetime
 
 
-class NewConversation(BaseModel):
+class NewConversation(DeferredModel):
     """A sub-agent execution started by a step, with its opening messages and events."""
 
     execution: AgentExecution
@@ -72,7 +73,7 @@ class NewConversation(BaseModel):
     timeline: list[TimelineEvent] = Field(default_factory=list)
 
 
-class FollowUp(BaseModel):
+class FollowUp(DeferredModel):
     """A message to a sub-agent that answered before: it runs again from its next step."""
 
     execution_id: str
@@ -92,7 +93,7 @@ def follow_up_id(step: int) -> str:
     return f"{step - 1:04d}{FOLLOW_UP_SUFFIX}"
 
 
-class StepCommit(BaseModel):
+class StepCommit(DeferredModel):
     """Everything one step writes, applied atomically by :meth:`Store.commit_step`."""
 
     execution_id: str

@@ -15,13 +15,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.llm.base import ToolDefinition
 from tarsy.models import ToolCall
 
 
-class ToolListing(BaseModel):
+class ToolListing(DeferredModel):
     """The tools an agent may call this step, and the servers that could not be reached."""
 
     tools: list[ToolDefinition] = Field(default_factory=list)
@@ -37,7 +38,7 @@ class ToolListing(BaseModel):
         return [tool.name for tool in self.tools]
 
 
-class ToolResult(BaseModel):
+class ToolResult(DeferredModel):
     """What one tool call produced, as the model will see it (``content``) and in full."""
 
     call_id: str
@@ -62,7 +63,7 @@ class ToolResult(BaseModel):
         return self.name.rpartition(".")[2]
 
 
-class CachedToolList(BaseModel):
+class CachedToolList(DeferredModel):
     """``mcp_tool_lists/{server}``: a server's tools as last listed."""
 
     server: str
