@@ -12,19 +12,16 @@ import asyncio
 import atexit
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tarsy.access.roles import parse_grants
 from tarsy.bus import Publisher, get_bus
 from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
 from tarsy.log import configure_logging
+from tarsy.persistence.ports import Persistence
 from tarsy.persistence.store import Store, get_store
 from tarsy.settings import Settings, get_settings, unknown_tarsy_variables
-
-if TYPE_CHECKING:  # types only: the ports name every aggregate's records and their types
-    from tarsy.persistence.ports import Persistence
-    from tarsy.tools.base import ToolExecutor
+from tarsy.tools.base import ToolExecutor
 
 logger = logging.getLogger(__name__)
 
