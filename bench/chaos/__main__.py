@@ -54,6 +54,7 @@ from bench.chaos.stack_runs import (
     duplicates,
     fuzz,
     kill_step_function,
+    seed_finished_sessions,
     storm,
 )
 from tarsy.app import Deps
@@ -70,6 +71,9 @@ SCENARIO = "crashloop-bad-configmap"  # the demo cluster behind the kubernetes c
 SCENARIOS = ("crashes", "kill", "duplicates", "storm", "burst", "fuzz")
 # Recovery after a kill, at the deployed intervals: within two minutes (issue 26).
 RECOVERY_TARGET_S = 120.0
+# Finished sessions in Firestore while a kill is recovered (a few days' worth): the
+# sweep that recovers it must cost the same however many there are (issue 31).
+FINISHED_SESSIONS = 3000
 WIDTH = 160
 console = Console(stderr=True)
 
@@ -214,7 +218,8 @@ def table(results: Results) -> Table:
     for k in (r for r in (results.kill, results.kill_deployed) if r is not None):
         out.add_row(
             "step function process SIGKILLed mid model call, restarted (local stack, real time, "
-            f"a sweep every {k.sweep_every:g} s)",
+            f"a sweep every {k.sweep_every:g} s, {k.finished_sessions:,} finished sessions "
+            "in Firestore)",
             k.status + (f": {k.error}" if k.error else ""),
             f"{k.seconds_to_terminal:g} s from the kill to terminal\n"
             f"model calls {k.model_calls} (1 repeated expected), records {k.llm_records}, "
@@ -283,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storm", type=int, default=24, help="concurrent storm sessions")
     parser.add_argument("--burst", type=int, default=512, help="burst alerts")
     parser.add_argument("--fuzz", type=int, default=10_000, help="fuzzed bodies")
+    parser.add_argument("--finished", type=int, default=FINISHED_SESSIONS,
+                        help="finished sessions kept while a kill recovers")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="results file (default: "
                         "bench/reliability.json for a full run, none otherwise)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -323,12 +330,16 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 clear_firestore(stack.firestore_host, stack.project_id)
             if "kill" in only:
+                with console.status(f"seeding {args.finished:,} finished sessions"):
+                    seeded = seed_finished_sessions(stack.project_id, args.finished)
+                console.print(f"{args.finished:,} finished sessions written in {seeded:.1f} s")
                 with console.status("the step function killed in a model call, restarted"):
-                    results.kill = kill_step_function(driver, fake)
+                    results.kill = kill_step_function(driver, fake, finished_sessions=args.finished)
                 with console.status("killed again, sweeping at the deployed schedule (60 s)"):
                     results.kill_deployed = kill_step_function(
-                        driver, fake, sweep_every=DEPLOYED_SWEEP_EVERY_S
-                    )
+                        driver, fake, sweep_every=DEPLOYED_SWEEP_EVERY_S,
+                        finished_sessions=args.finished,
+                    )  # fmt: skip
             if "duplicates" in only:
                 with console.status(f"{args.sessions} sessions, every message delivered 3 times"):
                     results.duplicates = duplicates(driver, fake, args.sessions)

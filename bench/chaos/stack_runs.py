@@ -31,6 +31,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,8 +51,8 @@ from bench.chaos.common import (
     percentile,
     session_facts,
 )
-from tarsy.models import StepMessage
-from tarsy.persistence.store import Store
+from tarsy.models import AgentExecution, ExecutionStatus, Session, StepMessage, utcnow
+from tarsy.persistence.store import EXECUTIONS, SESSIONS, Store
 from tarsy_dev.client import KEEPALIVE_EXPIRY_S
 from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply
 from tarsy_dev.localstack.processes import http_ok, is_running, spawn, wait_until
@@ -548,6 +549,52 @@ def fuzz(
 # ─── a real process killed ────────────────────────────────────────────────────
 
 
+# Firestore takes at most 500 writes in one batch.
+_BATCH_WRITES = 500
+
+
+def seed_finished_sessions(project_id: str, count: int) -> float:
+    """Write ``count`` finished sessions, each with its completed execution; seconds taken.
+
+    As the product leaves them: completed an hour ago, due for retention (the
+    retention job has them all to stamp), nothing of them due for the sweeper.
+    Batched writes (500 a batch), so thousands take seconds.
+    """
+    watch = Stopwatch()
+    ended = utcnow() - timedelta(hours=1)
+    tag = uuid.uuid4().hex[:6]
+
+    async def write(store: Store) -> None:
+        db = store.client
+        documents: list[tuple[Any, BaseModel]] = []
+        for n in range(count):
+            session = Session(
+                session_id=f"finished-{tag}-{n:05d}", alert_type="chaos-finished",
+                alert_data="{}", chain_id="default", status=ExecutionStatus.COMPLETED,
+                created_at=ended, started_at=ended, completed_at=ended, retention_due=ended,
+                final_analysis="done",
+            )  # fmt: skip
+            execution = AgentExecution(
+                execution_id=f"{session.session_id}-0", session_id=session.session_id,
+                stage=0, agent="KubernetesAgent", strategy="single-call", provider="default",
+                status=ExecutionStatus.COMPLETED, step=2, iteration=1, due_at=None,
+            )  # fmt: skip
+            documents.append((db.collection(SESSIONS).document(session.session_id), session))
+            documents.append((db.collection(EXECUTIONS).document(execution.execution_id),
+                              execution))  # fmt: skip
+        batches = []
+        for start in range(0, len(documents), _BATCH_WRITES):
+            batch = db.batch()
+            for ref, model in documents[start : start + _BATCH_WRITES]:
+                batch.set(ref, model.model_dump(mode="python"))
+            batches.append(batch)
+        for batch in batches:
+            await batch.commit()
+
+    with_store(project_id, write)
+    return watch()
+
+
 class KillResults(BaseModel):
     status: str
     error: str | None
@@ -561,6 +608,7 @@ class KillResults(BaseModel):
     due_left: list[str]
     sweeper: dict[str, int]
     sweep_every: float  # seconds between sweeps while it recovered
+    finished_sessions: int = 0  # finished sessions in Firestore while it recovered
 
 
 class _SlowFirstCall:
@@ -603,7 +651,10 @@ def _restart(stack: Stack, name: str) -> None:
 
 
 def kill_step_function(
-    driver: StackDriver, fake: FakeGemini, sweep_every: float = SWEEP_EVERY_S
+    driver: StackDriver,
+    fake: FakeGemini,
+    sweep_every: float = SWEEP_EVERY_S,
+    finished_sessions: int = 0,
 ) -> KillResults:
     """The step function SIGKILLed in the middle of a model call, then restarted.
 
@@ -649,4 +700,5 @@ def kill_step_function(
         due_left=facts.due_left,
         sweeper=dict(driver.sweeps - sweeps_before),
         sweep_every=sweep_every,
+        finished_sessions=finished_sessions,
     )
