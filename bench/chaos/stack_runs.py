@@ -51,8 +51,8 @@ from bench.chaos.common import (
     percentile,
     session_facts,
 )
-from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.persistence.store import Store
+from tarsy.models import AgentExecution, ExecutionStatus, Session, StepMessage, utcnow
+from tarsy.persistence.store import EXECUTIONS, SESSIONS, Store
 from tarsy_dev.client import KEEPALIVE_EXPIRY_S
 from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply
 from tarsy_dev.localstack.processes import http_ok, is_running, spawn, wait_until
@@ -63,8 +63,6 @@ T = TypeVar("T")
 SWEEP_EVERY_S = 15.0
 # Terraform's sweep_schedule ("* * * * *"): the recovery bound is measured at it.
 DEPLOYED_SWEEP_EVERY_S = 60.0
-# Finished sessions written at once while seeding a busy Firestore (make chaos --finished).
-SEED_CONCURRENCY = 50
 POLL_S = 0.5
 TERMINAL = {"completed", "failed", "timed_out", "cancelled"}
 
@@ -551,6 +549,52 @@ def fuzz(
 # ─── a real process killed ────────────────────────────────────────────────────
 
 
+# Firestore takes at most 500 writes in one batch.
+_BATCH_WRITES = 500
+
+
+def seed_finished_sessions(project_id: str, count: int) -> float:
+    """Write ``count`` finished sessions, each with its completed execution; seconds taken.
+
+    As the product leaves them: completed an hour ago, due for retention (the
+    retention job has them all to stamp), nothing of them due for the sweeper.
+    Batched writes (500 a batch), so thousands take seconds.
+    """
+    watch = Stopwatch()
+    ended = utcnow() - timedelta(hours=1)
+    tag = uuid.uuid4().hex[:6]
+
+    async def write(store: Store) -> None:
+        db = store.client
+        documents: list[tuple[Any, BaseModel]] = []
+        for n in range(count):
+            session = Session(
+                session_id=f"finished-{tag}-{n:05d}", alert_type="chaos-finished",
+                alert_data="{}", chain_id="default", status=ExecutionStatus.COMPLETED,
+                created_at=ended, started_at=ended, completed_at=ended, retention_due=ended,
+                final_analysis="done",
+            )  # fmt: skip
+            execution = AgentExecution(
+                execution_id=f"{session.session_id}-0", session_id=session.session_id,
+                stage=0, agent="KubernetesAgent", strategy="single-call", provider="default",
+                status=ExecutionStatus.COMPLETED, step=2, iteration=1, due_at=None,
+            )  # fmt: skip
+            documents.append((db.collection(SESSIONS).document(session.session_id), session))
+            documents.append((db.collection(EXECUTIONS).document(execution.execution_id),
+                              execution))  # fmt: skip
+        batches = []
+        for start in range(0, len(documents), _BATCH_WRITES):
+            batch = db.batch()
+            for ref, model in documents[start : start + _BATCH_WRITES]:
+                batch.set(ref, model.model_dump(mode="python"))
+            batches.append(batch)
+        for batch in batches:
+            await batch.commit()
+
+    with_store(project_id, write)
+    return watch()
+
+
 class KillResults(BaseModel):
     status: str
     error: str | None
@@ -564,7 +608,7 @@ class KillResults(BaseModel):
     due_left: list[str]
     sweeper: dict[str, int]
     sweep_every: float  # seconds between sweeps while it recovered
-    finished_sessions: int = 0  # sessions that had ended before, in Firestore (seeded)
+    finished_sessions: int = 0  # finished sessions in Firestore while it recovered
 
 
 class _SlowFirstCall:
@@ -606,36 +650,11 @@ def _restart(stack: Stack, name: str) -> None:
     wait_until(http_ok(fresh.url + "/healthz"), timeout=60, what=f"{name} again", process=fresh)
 
 
-def seed_finished_sessions(project_id: str, count: int) -> None:
-    """``count`` finished sessions, spread over the last day, as a busy deployment keeps them.
-
-    Half carry the retention stamp (``expire_at``) and half still await the
-    retention job: the sweep must pay for neither, since recovering a step
-    must not wait behind sessions that ended.
-    """
-    now = utcnow()
-
-    def finished(n: int) -> Session:
-        created = now - timedelta(days=1) + timedelta(seconds=n * 86_400 / max(count, 1))
-        ended = created + timedelta(minutes=2)
-        return Session(
-            session_id=f"chaos-finished-{n:05d}", alert_type="chaos-finished", alert_data="{}",
-            chain_id="kubernetes", status=ExecutionStatus.COMPLETED,
-            final_analysis="Finished before the kill.", deadline=created + timedelta(minutes=30),
-            created_at=created, started_at=created, completed_at=ended,
-            retention_due=ended, expire_at=ended + timedelta(days=30) if n % 2 else None,
-        )  # fmt: skip
-
-    async def seed(store: Store) -> None:
-        for start in range(0, count, SEED_CONCURRENCY):
-            chunk = range(start, min(start + SEED_CONCURRENCY, count))
-            await asyncio.gather(*(store.create_session(finished(n)) for n in chunk))
-
-    with_store(project_id, seed)
-
-
 def kill_step_function(
-    driver: StackDriver, fake: FakeGemini, sweep_every: float = SWEEP_EVERY_S
+    driver: StackDriver,
+    fake: FakeGemini,
+    sweep_every: float = SWEEP_EVERY_S,
+    finished_sessions: int = 0,
 ) -> KillResults:
     """The step function SIGKILLed in the middle of a model call, then restarted.
 
@@ -681,4 +700,5 @@ def kill_step_function(
         due_left=facts.due_left,
         sweeper=dict(driver.sweeps - sweeps_before),
         sweep_every=sweep_every,
+        finished_sessions=finished_sessions,
     )

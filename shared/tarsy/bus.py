@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from google.cloud import pubsub_v1  # type: ignore[attr-defined]
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tarsy import telemetry
+from tarsy._pydantic import DeferredModel
 from tarsy.log import fields
 from tarsy.models import StepMessage
 from tarsy.settings import Settings
@@ -51,7 +52,7 @@ def decode(data: bytes) -> StepMessage:
     return StepMessage.model_validate_json(data)
 
 
-class PushedMessage(BaseModel):
+class PushedMessage(DeferredModel):
     """What a Pub/Sub push delivery carries: data, attributes and the message id."""
 
     data: bytes = b""

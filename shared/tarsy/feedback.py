@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
+from tarsy._pydantic import DeferredModel
 from tarsy.models import ROOT_CAUSE_CHARS, VERDICTS, Feedback, Verdict
 from tarsy.persistence.session_list import SessionSummary
 from tarsy.persistence.updates import SessionUpdate
@@ -31,7 +32,7 @@ VERDICT_LABELS: dict[Verdict, str] = {
 RECENT_CORRECTIONS = 10
 
 
-class FeedbackRequest(BaseModel):
+class FeedbackRequest(DeferredModel):
     """``POST /sessions/{id}/feedback`` body."""
 
     model_config = ConfigDict(extra="forbid")
@@ -74,7 +75,7 @@ def audit_detail(feedback: Feedback) -> str:
     return f"{label}: {feedback.root_cause}" if feedback.root_cause else label
 
 
-class Correction(BaseModel):
+class Correction(DeferredModel):
     """A session whose analysis a responder corrected: the cause they wrote."""
 
     session_id: str
@@ -85,7 +86,7 @@ class Correction(BaseModel):
     at: datetime
 
 
-class FeedbackSummary(BaseModel):
+class FeedbackSummary(DeferredModel):
     """What responders said of the analyses: counts per verdict, the latest corrections."""
 
     counts: dict[Verdict, int] = Field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))

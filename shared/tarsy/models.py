@@ -13,7 +13,6 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -23,6 +22,8 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+
+from tarsy._pydantic import DeferredModel
 
 # ─── statuses ─────────────────────────────────────────────────────────────────
 
@@ -68,7 +69,7 @@ Money = Annotated[
 ]
 
 
-class _Model(BaseModel):
+class _Model(DeferredModel):
     model_config = ConfigDict(extra="ignore", use_enum_values=False)
 
 
@@ -725,7 +726,10 @@ TimelineEvent = Annotated[
     Field(discriminator="type"),
 ]
 
-_TIMELINE_EVENT: TypeAdapter[TimelineEvent] = TypeAdapter(TimelineEvent)
+# Built on first use, like the models (tarsy._pydantic): ingest never reads a timeline.
+_TIMELINE_EVENT: TypeAdapter[TimelineEvent] = TypeAdapter(
+    TimelineEvent, config=ConfigDict(defer_build=True)
+)
 
 
 def timeline_event(document: Mapping[str, Any]) -> TimelineEvent:

@@ -59,8 +59,9 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.models import TokenUsage
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ TRACE_CONTEXT_KEYS = ("traceparent", "tracestate")
 # ─── configuration and setup ──────────────────────────────────────────────────
 
 
-class TelemetryConfig(BaseModel):
+class TelemetryConfig(DeferredModel):
     """Where a function's telemetry goes, from its settings."""
 
     model_config = ConfigDict(frozen=True)

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, assert_never
 
 from markdown_it import MarkdownIt
 from rich import box
@@ -49,9 +49,14 @@ from tarsy.models import (
     ExecutiveSummaryEvent,
     Feedback,
     FinalAnalysisEvent,
+    LLMResponseEvent,
+    LLMThinkingEvent,
+    LLMToolCallEvent,
     MCPToolCallEvent,
+    MCPToolSummaryEvent,
     RecalledSession,
     TimelineEvent,
+    UserQuestionEvent,
     timeline_event,
 )
 from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
@@ -98,17 +103,28 @@ CONNECTION_FLAGS = (
     ("--user", "TARSY_USER"),
 )
 
-_EVENT_STYLE = {
-    "llm_thinking": "dim italic",
-    "llm_response": "white",
-    "llm_tool_call": "cyan",
-    "mcp_tool_call": "cyan",
-    "mcp_tool_summary": "blue",
-    "final_analysis": "bold green",
-    "user_question": "magenta",
-    "executive_summary": "bold yellow",
-    "detection": "bold red",
-}
+
+def event_style(event: TimelineEvent) -> str:
+    """The Rich style of an event's heading: one per event model (mypy checks every one)."""
+    match event:
+        case LLMThinkingEvent():
+            return "dim italic"
+        case LLMResponseEvent():
+            return "white"
+        case LLMToolCallEvent() | MCPToolCallEvent():
+            return "cyan"
+        case MCPToolSummaryEvent():
+            return "blue"
+        case FinalAnalysisEvent():
+            return "bold green"
+        case UserQuestionEvent():
+            return "magenta"
+        case ExecutiveSummaryEvent():
+            return "bold yellow"
+        case DetectionEvent():
+            return "bold red"
+        case _:
+            assert_never(event)
 
 
 class UsageError(Exception):
@@ -606,7 +622,7 @@ async def _replay(session_id: str, config_path: str | None, model: str | None) -
     """Read the session's records, then replay them (no I/O after the read)."""
     # Imported here: the replay loads the step engine, which no other command needs.
     from tarsy.config import load_config
-    from tarsy.llm import get_provider
+    from tarsy.llm.registry import get_provider
     from tarsy.settings import Settings
     from tarsy_dev.replay import LiveModel, RecordingSource, load_recording, replay
 
@@ -692,8 +708,7 @@ def print_event(console: Console, event: dict[str, Any], told: set[str] | None =
     """
     # When it was written is not printed (events come in the api's order): not read either.
     typed = timeline_event({k: v for k, v in event.items() if k != "created_at"})
-    kind = typed.type.value
-    style = _EVENT_STYLE.get(kind, "white")
+    style = event_style(typed)
     where = f"{stage_label(event.get('stage'))} · {event.get('agent')}"
     label = _event_label(typed)
     console.print(f"[{style}]● {escape(label)}[/] [dim]{escape(where)}[/]")

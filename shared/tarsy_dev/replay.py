@@ -497,7 +497,7 @@ class LiveModel:
 
     Attributes:
         provider: The provider for an execution's (possibly overridden) config,
-            e.g. ``lambda config: tarsy.llm.get_provider(config, settings)``.
+            e.g. ``lambda config: tarsy.llm.registry.get_provider(config, settings)``.
         model: A model name to use instead of the configured one, if any.
     """
 

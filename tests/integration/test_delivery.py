@@ -156,6 +156,46 @@ async def new_session(store: Store) -> Session:
     return session
 
 
+async def test_a_step_reads_its_conversation_in_the_round_trip_that_reads_its_state(
+    deps: Deps, store: Store
+) -> None:
+    session = await new_session(store)
+    bus = RecordingBus()
+    await handle(
+        StepMessage(session_id=session.session_id, kind="start_session"), replace(deps, bus=bus)
+    )
+    [iterate] = bus.published
+    trips, rpcs = store.round_trips.count, store.round_trips.rpcs
+
+    state = await store.get_step_state(iterate.execution_id, session.session_id, conversation=True)
+
+    assert (store.round_trips.count - trips, store.round_trips.rpcs - rpcs) == (1, 2)
+    assert state.conversation is not None
+    assert state.conversation == await store.load_messages(iterate.execution_id)
+    assert [m.role for m in state.conversation] == ["system", "user"]
+
+
+async def test_a_step_makes_one_round_trip_before_its_claim_and_one_after(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    """The state and the conversation together, the claim, the commit; then the summary's start."""
+    session = await new_session(store)
+    bus = RecordingBus()
+    local = replace(deps, bus=bus)
+    await handle(StepMessage(session_id=session.session_id, kind="start_session"), local)
+    [iterate] = bus.published
+    script_session(fake_gemini)
+    kinds = dict(store.round_trips.by_kind)
+
+    await handle(iterate, local)
+
+    spent = {k: n - kinds.get(k, 0) for k, n in store.round_trips.by_kind.items()}
+    # No query of the conversation after the claim: it came with the state.
+    assert spent["get_all"] == 1
+    assert spent["query"] == 1
+    assert spent["update"] == 1  # the claim
+
+
 async def test_two_concurrent_deliveries_one_llm_call(
     deps: Deps, store: Store, fake_gemini: FakeGemini
 ) -> None:

@@ -518,9 +518,19 @@ def test_resolve_falls_back_to_agent_then_defaults() -> None:
         ("gemini-2.5-flash-001", "gemini-2.5-flash"),
         ("gemini-3-pro-preview", "gemini-3-pro"),
         ("claude-3", None),
+        ("gpt-5", "gpt-5"),
+        ("gpt-5-2025-08-07", "gpt-5"),
+        ("gpt-5.2", None),
+        ("gpt-5.4-mini-2026-03-17", "gpt-5.4-mini"),
+        ("grok-4.20-beta", "grok-4.20"),
+        ("grok-4.2", None),
+        ("claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),
+        ("gemini-3-prototype", None),
     ],
 )
-def test_price_for_longest_prefix(model: str, price_key: str | None) -> None:
+def test_price_for_longest_prefix_ending_at_a_name_boundary(
+    model: str, price_key: str | None
+) -> None:
     config = load()
     expected = config.pricing[price_key] if price_key else None
     assert config.price_for(model) == expected

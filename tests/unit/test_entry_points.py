@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,3 +36,52 @@ def test_every_entry_point_is_under_fifty_lines(entry_point: Path) -> None:
 )
 def test_a_spans_route_never_carries_the_session_id(path: str, route: str) -> None:
     assert span_route(path) == route
+
+
+# Imports one entry point as the functions framework does, then names the modules loaded.
+_LOADED = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("main", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+# What each function's import must not load (its path never uses it): the step engine,
+# the model providers and their SDKs, the session list.
+_NOT_LOADED = {
+    "ingest": [
+        "tarsy.engine",
+        "tarsy.llm.registry",
+        "tarsy.llm.backends",
+        "tarsy.persistence.session_list",
+        "tarsy.api",
+        "google.genai",
+        "jsonschema",
+    ],
+    "api": ["tarsy.engine.steps", "tarsy.llm.registry", "tarsy.llm.backends", "google.genai"],
+    "step": ["tarsy.api", "tarsy.persistence.session_list", "langchain_core", "openai"],
+}
+
+
+def _loaded_by(function: str) -> set[str]:
+    entry_point = ROOT / "functions" / function / "main.py"
+    result = subprocess.run(
+        [sys.executable, "-c", _LOADED, str(entry_point)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    loaded: list[str] = json.loads(result.stdout.splitlines()[-1])
+    return set(loaded)
+
+
+@pytest.mark.parametrize("function", sorted(_NOT_LOADED))
+def test_a_function_imports_only_what_its_path_uses(function: str) -> None:
+    loaded = _loaded_by(function)
+    assert [m for m in _NOT_LOADED[function] if m in loaded] == []
+
+
+def test_the_import_check_sees_what_an_entry_point_loads() -> None:
+    assert {"tarsy.engine.steps", "tarsy.engine.delivery"} <= _loaded_by("step")

@@ -10,8 +10,8 @@ from typing import Any
 from tarsy.agent.strategies.base import IterationOutcome
 from tarsy.engine.iteration import ModelCall, Ports, ToolRun, run_tools
 from tarsy.engine.steps import build_commit
-from tarsy.llm import get_provider
 from tarsy.llm.base import LLMResult
+from tarsy.llm.registry import get_provider
 from tarsy.models import LLMInteraction, StepMessage, TokenUsage, ToolCall
 from tarsy.settings import Settings
 from tarsy.tools.base import CachedToolList, ToolListing, ToolResult

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tarsy.persistence.steps import conversation_is_current
 from tarsy.persistence.store import record_id, stage_id
 
 
@@ -38,3 +40,14 @@ def test_stage_id(index: int, expected: str) -> None:
 
 def test_stage_ids_sort_in_order() -> None:
     assert sorted(stage_id(i) for i in (10, 2, 0, 1, 99)) == ["00", "01", "02", "10", "99"]
+
+
+def test_a_conversation_read_after_the_execution_was_last_written_is_the_claimed_one() -> None:
+    written = datetime(2026, 11, 28, 0, 0, 0, tzinfo=UTC)
+    assert conversation_is_current(written, written)
+    assert conversation_is_current(written, written + timedelta(microseconds=1))
+
+
+def test_a_conversation_read_before_the_execution_was_last_written_is_read_again() -> None:
+    written = datetime(2026, 11, 28, 0, 0, 0, tzinfo=UTC)
+    assert not conversation_is_current(written, written - timedelta(microseconds=1))

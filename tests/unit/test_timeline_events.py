@@ -44,6 +44,7 @@ from tarsy.models import (
 )
 from tarsy.settings import Settings
 from tarsy.tools.base import ToolListing, ToolResult
+from tarsy_dev.cli import event_style
 from tests.unit.timeline_events import expect
 
 AT = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
@@ -287,3 +288,11 @@ def test_decide_notes_the_setup_on_a_copy_and_changes_no_event_it_was_given() ->
     assert (first.unavailable_servers, first.runbook_error) == (None, None)
     assert outcome.timeline[0] is first
     assert decide(turn, call, ToolRun()) == decided
+
+
+def test_the_cli_styles_every_event_type_by_its_own_rule() -> None:
+    """``event_style`` matches on the models and ends in ``assert_never`` (mypy's check)."""
+    styles = {kind: event_style(timeline_event(doc)) for kind, doc in OLD_DOCUMENTS.items()}
+    assert set(styles) == set(TimelineEventType)
+    assert styles[TimelineEventType.DETECTION] == "bold red"
+    assert styles[TimelineEventType.FINAL_ANALYSIS] == "bold green"

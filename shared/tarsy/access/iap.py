@@ -26,8 +26,9 @@ from functools import lru_cache
 import httpx
 from google.auth import exceptions as google_auth_exceptions
 from google.auth import jwt as google_jwt
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
+from tarsy._pydantic import DeferredModel
 from tarsy.access import groups
 from tarsy.access.roles import Grants, Principal, parse_grants
 from tarsy.errors import AuthError, InputError
@@ -47,10 +48,10 @@ CLOCK_SKEW_S = 30
 REFETCH_MIN_INTERVAL_S = 30.0
 _FETCH_TIMEOUT_S = 5.0
 
-_CERTS = TypeAdapter(dict[str, str])
+_CERTS = TypeAdapter(dict[str, str], config=ConfigDict(defer_build=True))  # built on first use
 
 
-class IapIdentity(BaseModel):
+class IapIdentity(DeferredModel):
     """A verified assertion: who the proxy says is asking."""
 
     model_config = ConfigDict(frozen=True)

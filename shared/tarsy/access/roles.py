@@ -18,8 +18,9 @@ import json
 from enum import StrEnum
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from tarsy._pydantic import DeferredModel
 from tarsy.errors import ConfigError, ForbiddenError
 
 _MEMBER_KINDS = ("user", "serviceAccount", "domain", "group")
@@ -65,7 +66,7 @@ REQUIRED_ROLE: dict[Action, Role] = {
 }
 
 
-class Grants(BaseModel):
+class Grants(DeferredModel):
     """Members granted each role (``TARSY_ACCESS_GRANTS``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -134,7 +135,7 @@ def parse_grants(raw: str) -> Grants:
         ) from e
 
 
-class Principal(BaseModel):
+class Principal(DeferredModel):
     """Who made a request, as verified, and the role they hold."""
 
     model_config = ConfigDict(frozen=True)

@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import assert_never
 
-from pydantic import BaseModel
-
+from tarsy._pydantic import DeferredModel
 from tarsy.models import (
     AgentExecution,
     DetectionEvent,
@@ -40,7 +39,7 @@ START_MARKER = "<!-- Analysis Result START -->"
 END_MARKER = "<!-- Analysis Result END -->"
 
 
-class ExecutionRecord(BaseModel):
+class ExecutionRecord(DeferredModel):
     """One execution with its timeline, as the formatter reads it."""
 
     execution: AgentExecution

@@ -6,8 +6,7 @@ explicit delimiters and the system prompt says they are data, never instructions
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
+from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import ResolvedAgentConfig
 from tarsy.memory import HISTORY_HEAD, history_text
 from tarsy.models import ConversationMessage, Session
@@ -20,7 +19,7 @@ UNTRUSTED_NOTICE = (
 )
 
 
-class EvidenceBrief(BaseModel):
+class EvidenceBrief(DeferredModel):
     """What the gather phase hands the model: the findings, and the evidence, as text."""
 
     findings: str = ""

@@ -21,8 +21,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from tarsy._pydantic import DeferredModel
 from tarsy.agent.prompts import UNTRUSTED_NOTICE, delimit
 from tarsy.models import (
     ExecutiveSummaryEvent,
@@ -85,7 +86,7 @@ class JudgeReplyError(ValueError):
     """The judge's reply is not a valid score (not JSON, fields missing, out of range)."""
 
 
-class _Model(BaseModel):
+class _Model(DeferredModel):
     model_config = ConfigDict(extra="ignore")
 
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel
-
+from tarsy._pydantic import DeferredModel
 from tarsy.models import ConversationMessage
 from tarsy.tools.base import estimate_tokens
 
@@ -35,7 +34,7 @@ ELIDED = (
 )
 
 
-class Fitted(BaseModel):
+class Fitted(DeferredModel):
     """The messages to send and how many tool results were elided to fit."""
 
     messages: list[ConversationMessage]

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tarsy import telemetry
+from tarsy._pydantic import DeferredModel
 from tarsy.access.audit import audit_event, audit_keys
 from tarsy.access.iap import authenticate
 from tarsy.access.roles import Principal, RecordedAction
@@ -50,7 +51,7 @@ _EXECUTION_CANCEL_PATH = re.compile(
 )
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(DeferredModel):
     """``POST /sessions/{id}/chat`` body."""
 
     model_config = ConfigDict(extra="forbid")
@@ -58,7 +59,7 @@ class ChatRequest(BaseModel):
     question: str = Field(min_length=1)
 
 
-class ResumeRequest(BaseModel):
+class ResumeRequest(DeferredModel):
     """``POST /sessions/{id}/resume`` body (optional)."""
 
     extra_iterations: int | None = Field(default=None, ge=1, le=200)

@@ -37,14 +37,15 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from tarsy._pydantic import DeferredModel
 from tarsy.evidence.alert import first_alert
 
 NAME_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_\-]*$"
 
 
-class AlertRoute(BaseModel):
+class AlertRoute(DeferredModel):
     """One rule: alerts whose labels meet every condition go to ``chain``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

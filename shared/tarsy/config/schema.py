@@ -12,8 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, ConfigDict, Field, model_validator
 
+from tarsy._pydantic import DeferredModel
 from tarsy.config.routing import AlertRoute, route_errors
 from tarsy.errors import ConfigError, FailureKind
 from tarsy.evidence.catalog import (
@@ -62,7 +63,7 @@ ToolChoice = Annotated[str, Field(pattern=TOOL_CHOICE_PATTERN)]
 DEFAULT_LOOP_THRESHOLD = 3
 
 
-class _Strict(BaseModel):
+class _Strict(DeferredModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -181,6 +182,20 @@ class LLMProviderConfig(_Strict):
     def is_google(self) -> bool:
         """Whether a Google type (Gemini API or Vertex AI) serves this provider."""
         return self.type in GOOGLE_TYPES
+
+
+# Where a model name's part ends: a price keyed by a prefix applies to names that go on
+# from here (``gemini-2.5-flash`` → ``gemini-2.5-flash-001``, ``claude-sonnet-4-5@2025…``).
+_NAME_BOUNDARIES = ("-", "@")
+
+
+def _names_family(prefix: str, model: str) -> bool:
+    """Whether the pricing key ``prefix`` is ``model`` or a whole-part prefix of it."""
+    if model == prefix:
+        return True
+    if not model.startswith(prefix):
+        return False
+    return prefix.endswith(_NAME_BOUNDARIES) or model[len(prefix)] in _NAME_BOUNDARIES
 
 
 class ModelPrice(_Strict):
@@ -493,8 +508,13 @@ class TarsyConfig(_Strict):
     evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
 
     def price_for(self, model: str) -> ModelPrice | None:
-        """The price of ``model``: exact name, else the longest matching prefix."""
-        matches = [name for name in self.pricing if model.startswith(name)]
+        """The price of ``model``: exact name, else the longest prefix ending at a boundary.
+
+        A prefix names a family only where a name part ends (``-``, or ``@`` before a
+        Vertex AI version): ``gpt-5`` prices ``gpt-5-2025-08-07`` but not ``gpt-5.2``,
+        a different model at a different price.
+        """
+        matches = [name for name in self.pricing if _names_family(name, model)]
         return self.pricing[max(matches, key=len)] if matches else None
 
     def reference_errors(self) -> list[tuple[str, str]]:

@@ -28,7 +28,6 @@ from tarsy.evidence.catalog import applicable
 from tarsy.evidence.gather import Gathered, gather
 from tarsy.evidence.snapshot import AlertFacts, Detection, Snapshot
 from tarsy.evidence.targets import targets_of
-from tarsy.llm.backends import capabilities_of
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
@@ -90,6 +89,9 @@ def evidence_brief(
     config: TarsyConfig, agent: ResolvedAgentConfig, gathered: Gathered
 ) -> EvidenceBrief:
     """The findings and the compact evidence, sized to the budget and the model's window."""
+    # Imported here: the api imports this module (a resumed chain) but calls no model.
+    from tarsy.llm.backends import capabilities_of
+
     settings = config.evidence
     window = capabilities_of(agent.provider).context_window
     budget = brief.brief_chars(settings.brief_tokens, window, settings.brief_window_share)

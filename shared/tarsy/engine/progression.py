@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal, assert_never
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.agent.prompts import delimit, system_prompt
 from tarsy.agent.scoring import SessionScore
 from tarsy.agent.strategies.base import budget_crossed
@@ -48,7 +49,7 @@ from tarsy.models import (
 )
 
 
-class Next(BaseModel):
+class Next(DeferredModel):
     """What follows an ending: the writes besides the execution's own, then one message.
 
     ``stage`` ends the stage, ``session`` moves the session, ``create`` (with its
@@ -63,7 +64,7 @@ class Next(BaseModel):
     publish: StepMessage | None = None
 
 
-class FanIn(BaseModel):
+class FanIn(DeferredModel):
     """The decision needs the store: it is taken by the fan-in, after the commit."""
 
     reason: Literal["parallel_stage", "sub_agent_answer", "judge_after_summary"]

@@ -56,8 +56,9 @@ from tarsy.engine.roles import PauseScope, resolve_execution, rules
 from tarsy.engine.sub_agents import PendingTurn
 from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
 from tarsy.errors import ConfigError, LeaseHeldError, PermanentError, TransientError
-from tarsy.llm import LLMResult, get_provider
+from tarsy.llm.base import LLMResult
 from tarsy.llm.fallback import CallWrapper, Candidate, FallbackProvider
+from tarsy.llm.registry import get_provider
 from tarsy.log import fields
 from tarsy.models import (
     AgentExecution,
@@ -122,9 +123,11 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
     """Run step ``message.step`` of execution ``message.execution_id``."""
     # Model attempts, retries and summaries share this deadline (Settings.step_budget_seconds).
     budget = time.monotonic() + deps.settings.step_budget_seconds
+    # The conversation is read alongside the state: the claim then needs no read after it.
     state = await deps.store.get_step_state(
-        message.execution_id, message.session_id, list(deps.config.mcp_servers)
-    )
+        message.execution_id, message.session_id, list(deps.config.mcp_servers),
+        conversation=True,
+    )  # fmt: skip
     execution, session = state.execution, state.session
     if execution is None or session is None or state.update_time is None:
         logger.error("execution %s or its session is missing; dropping", message.execution_id)
@@ -428,7 +431,9 @@ async def prepare_turn(
     )
     if strategy.uses_tools:
         listing = sub_agents.with_message_agent(listing, execution, config, deps.config.agents)
-    messages = await deps.store.load_messages(execution.execution_id)
+    messages = state.conversation
+    if messages is None:  # written since it was read alongside the state: read it as claimed
+        messages = await deps.store.load_messages(execution.execution_id)
     return build_turn(
         execution, session, config, strategy, messages, state.provider_state, listing, budget
     )

@@ -27,8 +27,9 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
+from tarsy._pydantic import DeferredModel
 from tarsy.agent.prompts import delimit, system_prompt
 from tarsy.config.schema import AgentDefinition, ResolvedAgentConfig
 from tarsy.llm.base import ToolDefinition
@@ -107,7 +108,7 @@ def message_agent_tool(
     )
 
 
-class MessageAgentArguments(BaseModel):
+class MessageAgentArguments(DeferredModel):
     """``message_agent``'s arguments: a new conversation (agent_name) or a follow-up."""
 
     model_config = ConfigDict(extra="forbid")
@@ -123,7 +124,7 @@ class MessageAgentArguments(BaseModel):
         return self
 
 
-class DispatchPlan(BaseModel):
+class DispatchPlan(DeferredModel):
     """A turn's ``message_agent`` calls: those sent, and those refused with a reason."""
 
     dispatches: list[Dispatch] = Field(default_factory=list)

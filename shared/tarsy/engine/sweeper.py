@@ -27,9 +27,10 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tarsy import telemetry
+from tarsy._pydantic import DeferredModel
 from tarsy.app import Deps
 from tarsy.engine.lifecycle import time_out
 from tarsy.engine.messages import iterate_message, start_stage_message
@@ -39,7 +40,7 @@ from tarsy.notify.session_end import on_session_end, retry_stale
 logger = logging.getLogger(__name__)
 
 
-class SweepReport(BaseModel):
+class SweepReport(DeferredModel):
     """What one sweep did."""
 
     republished: list[str] = Field(default_factory=list, description="execution ids")

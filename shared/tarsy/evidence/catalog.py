@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.evidence.snapshot import AlertFacts
 
 _TEMPLATE = re.compile(r"\{([a-zA-Z_][\w.]*)\}")
@@ -44,7 +45,7 @@ Measure = Literal[
 ]
 
 
-class _Strict(BaseModel):
+class _Strict(DeferredModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -20,8 +20,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.evidence import parse
 from tarsy.evidence.catalog import Collector, EvidenceSettings
 from tarsy.evidence.detections import detect
@@ -33,7 +34,7 @@ from tarsy.tools.base import ToolExecutor, ToolListing, ToolResult, error_result
 logger = logging.getLogger(__name__)
 
 
-class PlannedCall(BaseModel):
+class PlannedCall(DeferredModel):
     """One call a collector asks for: ``server.tool`` with its rendered arguments."""
 
     collector: str
@@ -53,7 +54,7 @@ class PlannedCall(BaseModel):
         return f"{self.name} {json.dumps(self.arguments, sort_keys=True)}"
 
 
-class GatheredCall(BaseModel):
+class GatheredCall(DeferredModel):
     """A call the gather phase made, with its collector, round and result."""
 
     collector: str
@@ -61,7 +62,7 @@ class GatheredCall(BaseModel):
     result: ToolResult
 
 
-class Gathered(BaseModel):
+class Gathered(DeferredModel):
     """What the gather phase produced: the calls, the snapshot, the detections."""
 
     calls: list[GatheredCall] = Field(default_factory=list)

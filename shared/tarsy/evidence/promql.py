@@ -23,7 +23,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 from urllib.parse import parse_qs, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
+
+from tarsy._pydantic import DeferredModel
 
 # The window an alert's metrics are read over: the hour before it started, when the
 # change that caused it happened, and a little after, to see whether it held.
@@ -39,7 +41,7 @@ _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _COMPARISONS = (">=", "<=", "==", "!=", ">", "<")
 
 
-class PromSample(BaseModel):
+class PromSample(DeferredModel):
     """One series of a query result: its labels and its value (vector) or values (matrix)."""
 
     model_config = ConfigDict(extra="ignore")
@@ -54,7 +56,7 @@ class PromSample(BaseModel):
         return [(t, v) for t, text in raw if (v := number(text)) is not None]
 
 
-class PrometheusResult(BaseModel):
+class PrometheusResult(DeferredModel):
     """The ``data`` of a Prometheus query answer, as prometheus-mcp-server returns it."""
 
     model_config = ConfigDict(extra="ignore")

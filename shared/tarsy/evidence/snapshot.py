@@ -20,10 +20,12 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from tarsy._pydantic import DeferredModel
 
 
-class ObjectRef(BaseModel):
+class ObjectRef(DeferredModel):
     """A Kubernetes object by kind, namespace (empty for cluster-scoped) and name."""
 
     model_config = ConfigDict(frozen=True)
@@ -37,7 +39,7 @@ class ObjectRef(BaseModel):
         return f"{self.kind} {where}{self.name}"
 
 
-class KubeObject(BaseModel):
+class KubeObject(DeferredModel):
     """One object as the API served it, and the gathered call it came from."""
 
     kind: str
@@ -78,7 +80,7 @@ class KubeObject(BaseModel):
         return value if isinstance(value, dict) else {}
 
 
-class KubeEvent(BaseModel):
+class KubeEvent(DeferredModel):
     """One Kubernetes event, as ``events_list`` prints it, normalized."""
 
     namespace: str = ""
@@ -91,7 +93,7 @@ class KubeEvent(BaseModel):
     source: str
 
 
-class PodLog(BaseModel):
+class PodLog(DeferredModel):
     """The tail of one container's log (``previous``: its last terminated run)."""
 
     namespace: str
@@ -102,7 +104,7 @@ class PodLog(BaseModel):
     source: str
 
 
-class Usage(BaseModel):
+class Usage(DeferredModel):
     """A pod's or node's current CPU and memory, from the metrics API (``*_top``)."""
 
     ref: ObjectRef
@@ -111,7 +113,7 @@ class Usage(BaseModel):
     source: str
 
 
-class ListedRow(BaseModel):
+class ListedRow(DeferredModel):
     """One row of a list tool's table (``resources_list``, ``pods_list_in_namespace``).
 
     ``columns`` maps the table's header (``READY``, ``STATUS``, ``RESTARTS``,
@@ -139,7 +141,7 @@ class ListedRow(BaseModel):
         return {key: value for key, _, value in pairs}
 
 
-class AlertFacts(BaseModel):
+class AlertFacts(DeferredModel):
     """What the alert itself says: its name, labels, annotations, when it started, its rule.
 
     ``expression`` is the PromQL of the rule that fired, when the alert carries
@@ -153,7 +155,7 @@ class AlertFacts(BaseModel):
     expression: str = ""
 
 
-class MetricSeries(BaseModel):
+class MetricSeries(DeferredModel):
     """One series of a metric query's answer, and what the query measures.
 
     ``measures`` is the collector call's word for the query (``alert``,
@@ -181,7 +183,7 @@ class MetricSeries(BaseModel):
         )
 
 
-class Snapshot(BaseModel):
+class Snapshot(DeferredModel):
     """Everything gathered for one alert: objects by kind, events, logs, usage, metric series.
 
     ``rows`` are objects seen in list tables (possibly not fetched in full);
@@ -233,7 +235,7 @@ def _seen(event: KubeEvent) -> float:
     return event.last_seen.timestamp() if event.last_seen is not None else 0.0
 
 
-class Detection(BaseModel):
+class Detection(DeferredModel):
     """One finding of plain code over the snapshot: one sentence, with its evidence.
 
     ``check`` names the detection that found it (``crash_loop``, ``oom_killed``,

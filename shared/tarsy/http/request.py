@@ -10,8 +10,9 @@ import hmac
 import json
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import Field, SecretStr
 
+from tarsy._pydantic import DeferredModel
 from tarsy.errors import AuthError, InputError
 from tarsy.http.json_body import JsonValue, parse_json_body
 from tarsy.settings import Settings
@@ -20,7 +21,7 @@ from tarsy.settings import Settings
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 
-class HttpRequest(BaseModel):
+class HttpRequest(DeferredModel):
     """An incoming request. Header names are lower-case.
 
     ``max_body_bytes`` is the limit the body was read under: :func:`read_json`
@@ -36,7 +37,7 @@ class HttpRequest(BaseModel):
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 
 
-class HttpResponse(BaseModel):
+class HttpResponse(DeferredModel):
     """An outgoing JSON response."""
 
     status: int

@@ -40,8 +40,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from tarsy._pydantic import DeferredModel
 from tarsy.bus import Publisher
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import InputError, TransientError
@@ -68,7 +69,7 @@ MAX_CLAIM_ROUNDS = 4
 NO_SESSION = "no session of tarsy belongs to this alert (resolved before it fired here?)"
 
 
-class AlertOutcome(BaseModel):
+class AlertOutcome(DeferredModel):
     """What became of one alert of a notification (one entry of the 202 answer)."""
 
     model_config = ConfigDict(frozen=True)

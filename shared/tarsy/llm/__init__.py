@@ -1,37 +1,7 @@
-"""LLM providers behind one streaming interface (seed 000, seed 003 GenerateRequest/Response)."""
+"""LLM providers behind one streaming interface (seed 000, seed 003 GenerateRequest/Response).
 
-from tarsy.llm.base import (
-    Capabilities,
-    Chunk,
-    CodeExecutionChunk,
-    FinalChunk,
-    GenerateRequest,
-    LLMProvider,
-    LLMResult,
-    TextChunk,
-    ThinkingChunk,
-    ToolCallChunk,
-    ToolDefinition,
-    UsageChunk,
-    assemble,
-)
-from tarsy.llm.provider import StreamingProvider
-from tarsy.llm.registry import get_provider
-
-__all__ = [
-    "Capabilities",
-    "Chunk",
-    "CodeExecutionChunk",
-    "FinalChunk",
-    "GenerateRequest",
-    "LLMProvider",
-    "LLMResult",
-    "StreamingProvider",
-    "TextChunk",
-    "ThinkingChunk",
-    "ToolCallChunk",
-    "ToolDefinition",
-    "UsageChunk",
-    "assemble",
-    "get_provider",
-]
+The package re-exports nothing: its modules are imported by name
+(``tarsy.llm.base`` for the types, ``tarsy.llm.registry`` for ``get_provider``),
+so a function that needs only the request and tool types (ingest, the api) does
+not import the providers, their retry policy or the backend tables with them.
+"""

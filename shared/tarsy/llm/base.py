@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
+from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import LLMProviderConfig, ToolChoice
 from tarsy.llm.tool_names import is_canonical
 from tarsy.models import ConversationMessage, TokenUsage, ToolCall
 
 
-class ToolDefinition(BaseModel):
+class ToolDefinition(DeferredModel):
     """A tool offered to the model. ``name`` is canonical ``server.tool`` (or a built-in's)."""
 
     model_config = ConfigDict(frozen=True)
@@ -29,7 +30,7 @@ class ToolDefinition(BaseModel):
         return name
 
 
-class GenerateRequest(BaseModel):
+class GenerateRequest(DeferredModel):
     """Everything one LLM call needs; providers keep no conversation state."""
 
     execution_id: str
@@ -49,7 +50,7 @@ class GenerateRequest(BaseModel):
     response_schema: dict[str, Any] | None = None
 
 
-class Capabilities(BaseModel):
+class Capabilities(DeferredModel):
     """What a model can do on its backend (seed 002's ``Supports``), checked before use.
 
     The flags are what strategies may require; ``context_window`` and
@@ -110,21 +111,21 @@ def finish_reason(raw: str | None) -> FinishReason | None:
 # ─── streamed chunks ──────────────────────────────────────────────────────────
 
 
-class TextChunk(BaseModel):
+class TextChunk(DeferredModel):
     """A piece of the model's answer text."""
 
     type: Literal["text"] = "text"
     text: str
 
 
-class ThinkingChunk(BaseModel):
+class ThinkingChunk(DeferredModel):
     """A piece of the model's native reasoning."""
 
     type: Literal["thinking"] = "thinking"
     text: str
 
 
-class ToolCallChunk(BaseModel):
+class ToolCallChunk(DeferredModel):
     """A complete tool call (arguments are never streamed piecewise)."""
 
     type: Literal["tool_call"] = "tool_call"
@@ -133,7 +134,7 @@ class ToolCallChunk(BaseModel):
     arguments: str
 
 
-class CodeExecutionChunk(BaseModel):
+class CodeExecutionChunk(DeferredModel):
     """Code the model ran in the provider's sandbox, and its result."""
 
     type: Literal["code_execution"] = "code_execution"
@@ -142,14 +143,14 @@ class CodeExecutionChunk(BaseModel):
     output: str = ""
 
 
-class UsageChunk(BaseModel):
+class UsageChunk(DeferredModel):
     """Token usage of the call."""
 
     type: Literal["usage"] = "usage"
     usage: TokenUsage
 
 
-class FinalChunk(BaseModel):
+class FinalChunk(DeferredModel):
     """The last chunk of an attempt: provider state to persist, and provider notes."""
 
     type: Literal["final"] = "final"
@@ -192,7 +193,7 @@ class LLMProvider(Protocol):
 # ─── collecting a stream ──────────────────────────────────────────────────────
 
 
-class LLMResult(BaseModel):
+class LLMResult(DeferredModel):
     """A whole response, assembled from its chunks."""
 
     text: str = ""

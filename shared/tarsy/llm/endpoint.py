@@ -8,15 +8,16 @@ endpoint, so two providers with different keys never share a client.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import ConfigDict, SecretStr
 
 from tarsy import secrets
+from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import LLMProviderConfig
 from tarsy.errors import ConfigError
 from tarsy.settings import Settings
 
 
-class Endpoint(BaseModel):
+class Endpoint(DeferredModel):
     """Gemini API (``api_key`` set) or Vertex AI (``project``/``location``)."""
 
     model_config = ConfigDict(frozen=True)

@@ -18,8 +18,9 @@ import httpx
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import LLMProviderConfig
 from tarsy.errors import LLMError
 from tarsy.llm.base import (
@@ -121,7 +122,7 @@ def thinking_config(config: LLMProviderConfig) -> types.ThinkingConfig | None:
 # step, in another process, puts them back.
 
 
-class TurnSignatures(BaseModel):
+class TurnSignatures(DeferredModel):
     """The signatures of one model turn, by position in the stored message."""
 
     text: str | None = None

@@ -26,8 +26,8 @@ from typing import Any, Protocol
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
-from pydantic import BaseModel
 
+from tarsy._pydantic import DeferredModel
 from tarsy.models import utcnow
 from tarsy.notify.result import NotificationResult
 from tarsy.settings import Settings
@@ -40,7 +40,7 @@ RESULT = "result"
 THREAD_MATCHES = 20
 
 
-class Claim(BaseModel):
+class Claim(DeferredModel):
     """A notification this caller holds: which attempt it is (1, then 2, ... on takeovers)."""
 
     attempt: int = 1

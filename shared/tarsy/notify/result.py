@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from tarsy._pydantic import DeferredModel
 
 NotificationStatus = Literal["sent", "failed", "skipped", "duplicate"]
 
 
-class NotificationResult(BaseModel):
+class NotificationResult(DeferredModel):
     """The outcome of notifying about one session's end.
 
     ``sent``: delivered. ``failed``: tried and not delivered (``detail`` says

@@ -18,9 +18,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tarsy import telemetry
+from tarsy._pydantic import DeferredModel
 from tarsy.log import fields
 from tarsy.models import ExecutionStatus
 from tarsy.notify import pagerduty, slack, slack_thread
@@ -35,7 +36,7 @@ logger = logging.getLogger(__name__)
 METRICS_NOTIFIER = "metrics"  # the ledger entry that makes tarsy.sessions.ended count once
 
 
-class SessionEndReport(BaseModel):
+class SessionEndReport(DeferredModel):
     """What :func:`on_session_end` did for one session."""
 
     session_id: str

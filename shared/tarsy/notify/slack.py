@@ -38,9 +38,10 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tarsy import secrets
+from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import SecretRef, TarsyConfig
 from tarsy.models import ExecutionStatus, Session
 from tarsy.notify.ledger import NotificationLedger
@@ -80,14 +81,14 @@ _WHITESPACE = re.compile(r"\s+")
 # ─── what to send, where ──────────────────────────────────────────────────────
 
 
-class SlackTarget(BaseModel):
+class SlackTarget(DeferredModel):
     """Where one session's notification goes."""
 
     channel: str
     fingerprint: str | None = None
 
 
-class SlackMessage(BaseModel):
+class SlackMessage(DeferredModel):
     """A message as chat.postMessage takes it: fallback text, Block Kit blocks, metadata."""
 
     text: str

@@ -91,14 +91,21 @@ def usage_increments(prefix: str, usage: TokenUsage) -> dict[str, Any]:
 
 @dataclass
 class RoundTrips:
-    """Counts Firestore RPCs made by this process (the benchmark reads it)."""
+    """Counts the Firestore round trips and RPCs made by this process (the benchmark reads it).
+
+    A round trip is one wait for Firestore; RPCs sent together (``alongside``) share
+    one. ``by_kind`` counts RPCs.
+    """
 
     count: int = 0
+    rpcs: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
 
-    def add(self, kind: str) -> None:
-        """Count one round trip of ``kind``."""
-        self.count += 1
+    def add(self, kind: str, *, alongside: bool = False) -> None:
+        """Count one RPC of ``kind``; a new round trip unless sent alongside the previous one."""
+        if not alongside:
+            self.count += 1
+        self.rpcs += 1
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
 
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from tarsy.llm.base import ToolDefinition
 from tarsy.models import (
     AgentExecution,
     AlertFingerprint,
@@ -28,13 +27,16 @@ from tarsy.models import (
     TimelineEvent,
 )
 from tarsy.persistence.progress import ProgressSnapshot, ProgressStore
-from tarsy.persistence.retention import RetentionReport
-from tarsy.persistence.session_list import SessionPage, SessionQuery
 from tarsy.persistence.store import Claim, StepCommit, StepState
 from tarsy.persistence.turns import PendingTurn, SubAgentAnswer
 from tarsy.persistence.updates import ExecutionUpdate, SessionUpdate, StageUpdate
 from tarsy.settings import Settings
 from tarsy.tools.base import CachedToolList
+
+if TYPE_CHECKING:  # annotations only: ingest lists no sessions and calls no model
+    from tarsy.llm.base import ToolDefinition
+    from tarsy.persistence.retention import RetentionReport
+    from tarsy.persistence.session_list import SessionPage, SessionQuery
 
 __all__ = [
     "AlertIntake",
@@ -206,9 +208,17 @@ class Persistence(LeaseRenewal, SessionReader, ToolListCache, ProgressStore, Ale
         ...
 
     async def get_step_state(
-        self, execution_id: str, session_id: str, tool_servers: Sequence[str] = ()
+        self,
+        execution_id: str,
+        session_id: str,
+        tool_servers: Sequence[str] = (),
+        *,
+        conversation: bool = False,
     ) -> StepState:
-        """Read an execution, its session, its provider state and cached tool lists."""
+        """Read an execution, its session, its provider state and cached tool lists.
+
+        With ``conversation``, its messages too, in the same round trip.
+        """
         ...
 
     async def list_answers(self, execution_id: str, step: int) -> dict[str, SubAgentAnswer]:

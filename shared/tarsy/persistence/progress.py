@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from pydantic import BaseModel
-
+from tarsy._pydantic import DeferredModel
 from tarsy.llm.base import Chunk, TextChunk, ThinkingChunk
 
 
@@ -31,7 +30,7 @@ FLUSH_INTERVAL_S = 1.0
 TAIL_CHARS = 20_000
 
 
-class ProgressSnapshot(BaseModel):
+class ProgressSnapshot(DeferredModel):
     """``executions/{eid}/progress/current``: the call streaming right now, so far."""
 
     step: int

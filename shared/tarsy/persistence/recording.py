@@ -8,8 +8,9 @@ without Firestore (:mod:`tarsy_dev.replay`).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
@@ -24,7 +25,7 @@ from tarsy.tools.base import CachedToolList
 OPENING_STEP = 0  # the records an execution was created with, before any step ran
 
 
-class RecordedFollowUp(BaseModel):
+class RecordedFollowUp(DeferredModel):
     """A message a sub-agent got from its parent after it had answered: the conversation goes on."""
 
     call_id: str
@@ -32,7 +33,7 @@ class RecordedFollowUp(BaseModel):
     events: list[TimelineEvent] = Field(default_factory=list)
 
 
-class RecordedExecution(BaseModel):
+class RecordedExecution(DeferredModel):
     """One execution and everything its steps wrote, by step number."""
 
     execution: AgentExecution
@@ -68,7 +69,7 @@ class RecordedExecution(BaseModel):
         return sorted(self.llm_interactions)
 
 
-class SessionRecording(BaseModel):
+class SessionRecording(DeferredModel):
     """A session with its executions' records, and the MCP tool lists cached when read."""
 
     session: Session

@@ -45,8 +45,9 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.field_path import FieldPath
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.log import fields
 from tarsy.models import AgentExecution, utcnow
 from tarsy.notify.ledger import NOTIFICATIONS
@@ -107,7 +108,7 @@ WRITES_PER_BATCH = 450
 RECHECK_AFTER = timedelta(minutes=5)
 
 
-class RetentionReport(BaseModel):
+class RetentionReport(DeferredModel):
     """What one pass stamped."""
 
     stamped: list[str] = Field(default_factory=list, description="sessions done with")

@@ -20,8 +20,9 @@ import binascii
 import json
 from datetime import UTC, datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from tarsy._pydantic import DeferredModel
 from tarsy.access.audit import audit_key
 from tarsy.access.roles import RecordedAction
 from tarsy.models import ErrorInfo, ExecutionStatus, Feedback, Money, TokenUsage, Verdict
@@ -36,7 +37,7 @@ ORDER_FIELD = "created_at"
 AUDIT_FIELD = "audit_keys"
 
 
-class SessionCursor(BaseModel):
+class SessionCursor(DeferredModel):
     """Where a page ended: the last row's creation time and id (the next page starts after)."""
 
     model_config = ConfigDict(frozen=True)
@@ -77,7 +78,7 @@ def _as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-class SessionQuery(BaseModel):
+class SessionQuery(DeferredModel):
     """The filters, page size and starting point of one listing request."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -127,7 +128,7 @@ class SessionQuery(BaseModel):
         return {name: value for name, value in values.items() if value is not None}
 
 
-class SessionSummary(BaseModel):
+class SessionSummary(DeferredModel):
     """One row of a listing: what a person scans for, without the alert or the analysis."""
 
     model_config = ConfigDict(extra="ignore")
@@ -166,7 +167,7 @@ class SessionSummary(BaseModel):
 SUMMARY_FIELDS = tuple(SessionSummary.model_fields)
 
 
-class SessionPage(BaseModel):
+class SessionPage(DeferredModel):
     """One page of a listing; ``next_cursor`` is None on the last page."""
 
     sessions: list[SessionSummary]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
@@ -29,14 +30,10 @@ from tarsy.persistence._firestore import (
     firestore_fields,
     record_id,
 )
-from tarsy.persistence.session_list import (
-    SUMMARY_FIELDS,
-    SessionPage,
-    SessionQuery,
-    SessionSummary,
-    page_of,
-)
 from tarsy.persistence.updates import SessionUpdate, StageUpdate
+
+if TYPE_CHECKING:
+    from tarsy.persistence.session_list import SessionPage, SessionQuery
 
 
 class SessionRecords(FirestoreBase):
@@ -74,6 +71,9 @@ class SessionRecords(FirestoreBase):
         holds to know whether a next page exists. Each equality filter has a
         composite index ``(field, created_at DESC)``; Firestore merges them.
         """
+        # Imported here: only the api lists sessions (ingest and step never import it).
+        from tarsy.persistence.session_list import SUMMARY_FIELDS, SessionSummary, page_of
+
         self.round_trips.add("query")
         listing = self._db.collection(SESSIONS).select(SUMMARY_FIELDS)
         filters = query.equality_filters()

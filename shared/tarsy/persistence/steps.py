@@ -8,6 +8,7 @@ nothing is written. Contention-free: no transaction holds locks while the LLM ru
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,8 +17,9 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.errors import LeaseHeldError
 from tarsy.models import (
     AgentExecution,
@@ -55,7 +57,7 @@ from tarsy.tools.base import CachedToolList
 logger = logging.getLogger(__name__)
 
 
-class Claim(BaseModel):
+class Claim(DeferredModel):
     """A step's hold on its execution: who, until when, and the write time to commit against."""
 
     owner: str
@@ -63,7 +65,7 @@ class Claim(BaseModel):
     update_time: datetime
 
 
-class NewConversation(BaseModel):
+class NewConversation(DeferredModel):
     """A sub-agent execution started by a step, with its opening messages and events."""
 
     execution: AgentExecution
@@ -71,7 +73,7 @@ class NewConversation(BaseModel):
     timeline: list[TimelineEvent] = Field(default_factory=list)
 
 
-class FollowUp(BaseModel):
+class FollowUp(DeferredModel):
     """A message to a sub-agent that answered before: it runs again from its next step."""
 
     execution_id: str
@@ -91,7 +93,7 @@ def follow_up_id(step: int) -> str:
     return f"{step - 1:04d}{FOLLOW_UP_SUFFIX}"
 
 
-class StepCommit(BaseModel):
+class StepCommit(DeferredModel):
     """Everything one step writes, applied atomically by :meth:`Store.commit_step`."""
 
     execution_id: str
@@ -133,8 +135,8 @@ class StepState:
     """What a step reads before it runs, in one round trip.
 
     The execution (with its update time, for the claim's precondition), its
-    session, its provider state, and the cached tool lists of the MCP servers
-    the step may use.
+    session, its provider state, the cached tool lists of the MCP servers the
+    step may use, and (when asked) its conversation.
     """
 
     execution: AgentExecution | None = None
@@ -142,19 +144,73 @@ class StepState:
     session: Session | None = None
     provider_state: dict[str, str] = field(default_factory=dict)
     tool_lists: dict[str, CachedToolList] = field(default_factory=dict)
+    # The conversation as it stands under a claim made with ``update_time``; None when
+    # not asked for, or when the execution was written after the conversation was read
+    # (the step then reads it again once claimed).
+    conversation: list[ConversationMessage] | None = None
+
+
+def conversation_is_current(execution_written: datetime, conversation_read: datetime) -> bool:
+    """Whether a conversation read at ``conversation_read`` is the one a claim will hold.
+
+    Every write of an execution's messages writes the execution document in the
+    same batch, and the claim is conditional on the execution's update time
+    (``execution_written``): if that write is no later than the conversation's
+    read time, no message changed between the read and the claim.
+    """
+    return execution_written <= conversation_read
 
 
 class StepRecords(FirestoreBase):
     """A step's claim, lease, commit and publish records."""
 
     async def get_step_state(
-        self, execution_id: str, session_id: str, tool_servers: Sequence[str] = ()
+        self,
+        execution_id: str,
+        session_id: str,
+        tool_servers: Sequence[str] = (),
+        *,
+        conversation: bool = False,
     ) -> StepState:
         """Read an execution, its session, its provider state and cached tool lists.
 
         One round trip for all the documents (``tool_servers`` names the lists).
+        With ``conversation``, the execution's messages are queried alongside, in
+        the same round trip (a second RPC sent at once), and kept when they are
+        current (:func:`conversation_is_current`): the step then makes no query
+        of its own after its claim.
         """
         self.round_trips.add("get_all")
+        documents = self._step_documents(execution_id, session_id, tool_servers)
+        if not conversation:
+            return await documents
+        self.round_trips.add("query", alongside=True)
+        state, (messages, read_at) = await asyncio.gather(
+            documents, self._conversation(execution_id)
+        )
+        if (
+            state.update_time is not None
+            and read_at is not None
+            and conversation_is_current(state.update_time, read_at)
+        ):
+            state.conversation = messages
+        return state
+
+    async def _conversation(
+        self, execution_id: str
+    ) -> tuple[list[ConversationMessage], datetime | None]:
+        """An execution's messages in order, and the time they were read (None: no message)."""
+        query = self._execution(execution_id).collection(MESSAGES).order_by("__name__")
+        messages: list[ConversationMessage] = []
+        read_at: datetime | None = None
+        async for snap in query.stream():
+            read_at = snap.read_time if read_at is None else read_at
+            messages.append(ConversationMessage.model_validate(await self._read(snap)))
+        return messages, read_at
+
+    async def _step_documents(
+        self, execution_id: str, session_id: str, tool_servers: Sequence[str]
+    ) -> StepState:
         exec_ref, session_ref = self._execution(execution_id), self._session(session_id)
         state_ref = self._db.collection(THOUGHT_SIGNATURES).document(execution_id)
         list_refs = [self._db.collection(TOOL_LISTS).document(s) for s in tool_servers]

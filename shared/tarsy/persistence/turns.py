@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.llm.base import LLMResult
 from tarsy.models import ExecutionStatus
 from tarsy.tools.base import ToolResult
@@ -20,7 +21,7 @@ from tarsy.tools.base import ToolResult
 __all__ = ["Dispatch", "PendingTurn", "SubAgentAnswer"]
 
 
-class Dispatch(BaseModel):
+class Dispatch(DeferredModel):
     """One ``message_agent`` call that goes to a sub-agent."""
 
     call_id: str
@@ -30,7 +31,7 @@ class Dispatch(BaseModel):
     new: bool = Field(description="starts the conversation (else a follow-up)")
 
 
-class PendingTurn(BaseModel):
+class PendingTurn(DeferredModel):
     """``executions/{eid}/sub_agent_turns/{step}``: a turn that waits for its sub-agents.
 
     Holds what the turn's next step needs to finish it as if every tool had
@@ -43,7 +44,7 @@ class PendingTurn(BaseModel):
     dispatches: list[Dispatch] = Field(default_factory=list)
 
 
-class SubAgentAnswer(BaseModel):
+class SubAgentAnswer(DeferredModel):
     """``.../sub_agent_turns/{step}/answers/{call_id}``: a sub-agent's answer to one call."""
 
     call_id: str

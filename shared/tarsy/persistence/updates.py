@@ -12,8 +12,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from tarsy._pydantic import DeferredModel
 from tarsy.models import (
     ErrorInfo,
     ExecutionStatus,
@@ -27,7 +28,7 @@ from tarsy.models import (
 __all__ = ["ExecutionUpdate", "SessionUpdate", "StageUpdate"]
 
 
-class _Update(BaseModel):
+class _Update(DeferredModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     def written(self) -> set[str]:

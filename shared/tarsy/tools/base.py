@@ -9,18 +9,20 @@ on MCP servers.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.llm.base import ToolDefinition
 from tarsy.models import ToolCall
 
 
-class ToolListing(BaseModel):
+class ToolListing(DeferredModel):
     """The tools an agent may call this step, and the servers that could not be reached."""
 
     tools: list[ToolDefinition] = Field(default_factory=list)
@@ -36,7 +38,7 @@ class ToolListing(BaseModel):
         return [tool.name for tool in self.tools]
 
 
-class ToolResult(BaseModel):
+class ToolResult(DeferredModel):
     """What one tool call produced, as the model will see it (``content``) and in full."""
 
     call_id: str
@@ -61,7 +63,7 @@ class ToolResult(BaseModel):
         return self.name.rpartition(".")[2]
 
 
-class CachedToolList(BaseModel):
+class CachedToolList(DeferredModel):
     """``mcp_tool_lists/{server}``: a server's tools as last listed."""
 
     server: str
@@ -126,14 +128,33 @@ def check_call(call: ToolCall, listing: ToolListing) -> tuple[ToolDefinition, di
     # and jsonschema is a sizeable share of their cold start.
     import jsonschema
 
-    try:
-        jsonschema.validate(arguments, tool.parameters)
-    except jsonschema.ValidationError as e:
-        where = ".".join(str(p) for p in e.absolute_path) or "arguments"
-        raise ValueError(f"invalid arguments for {call.name}: {where}: {e.message}") from e
-    except jsonschema.SchemaError:
-        pass  # the server's schema is broken; let the server judge the arguments
+    validator = _validator(json.dumps(tool.parameters, sort_keys=True))
+    if validator is None:
+        return tool, arguments  # the server's schema is broken; let the server judge
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "arguments"
+        raise ValueError(f"invalid arguments for {call.name}: {where}: {error.message}")
     return tool, arguments
+
+
+@functools.lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Any:
+    """A checked validator for one tool schema, or None if the schema is broken.
+
+    Cached by the schema's text: checking a schema against its meta-schema costs
+    more than validating the arguments, and a server lists the same schemas every
+    step. Derived from the schema alone, so nothing of an investigation is kept.
+    """
+    import jsonschema
+
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError:
+        return None
+    return cls(schema)
 
 
 def error_result(call: ToolCall, message: str, *, duration_ms: float = 0.0) -> ToolResult:

@@ -33,7 +33,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from tarsy._pydantic import DeferredModel
 
 PatternGroup = Literal["kubernetes_secrets", "tokens", "certificates", "passwords"]
 BUILTIN_GROUPS: tuple[PatternGroup, ...] = get_args(PatternGroup)
@@ -53,7 +55,7 @@ def _is_masked(value: str) -> bool:
 # ─── configuration ────────────────────────────────────────────────────────────
 
 
-class CustomPattern(BaseModel):
+class CustomPattern(DeferredModel):
     """A site-specific pattern; its group named ``secret``, if any, is what gets replaced."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -81,7 +83,7 @@ class CustomPattern(BaseModel):
         return self.replacement if self.replacement is not None else mask_token(self.name)
 
 
-class MaskingConfig(BaseModel):
+class MaskingConfig(DeferredModel):
     """Which secrets to mask: built-in groups and custom patterns."""
 
     model_config = ConfigDict(extra="forbid")

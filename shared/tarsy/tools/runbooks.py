@@ -32,8 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from pydantic import BaseModel
-
+from tarsy._pydantic import DeferredModel
 from tarsy.errors import ConfigError, RunbookError
 from tarsy.models import Session
 from tarsy.settings import Settings
@@ -164,7 +163,7 @@ def fetch_timeout(step_budget_seconds: float) -> float:
     return max(1.0, min(FETCH_TIMEOUT_CAP, step_budget_seconds / 2))
 
 
-class RunbookFetch(BaseModel):
+class RunbookFetch(DeferredModel):
     """What fetching a session's runbook URL gave: its text, or why there is none."""
 
     url: str

@@ -20,8 +20,9 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.agent.prompts import delimit
 from tarsy.config.schema import LLMProviderConfig, MCPServerConfig
 from tarsy.errors import LLMError
@@ -51,7 +52,7 @@ DEFAULT_THRESHOLD_TOKENS = MCPServerConfig.model_fields["max_result_tokens"].def
 RECORD_TEXT_CHARS = 64 * 1024
 
 
-class Shrunk(BaseModel):
+class Shrunk(DeferredModel):
     """Tool results as the model will see them, and what shrinking them cost."""
 
     results: list[ToolResult]
@@ -89,7 +90,7 @@ def truncated(result: ToolResult, limit: int, failure: str | None = None) -> Too
     return result.model_copy(update={"content": text, "shown_as": "truncated"})
 
 
-class _Summary(BaseModel):
+class _Summary(DeferredModel):
     result: ToolResult
     interaction: LLMInteraction
     event: TimelineEvent | None = None

@@ -19,8 +19,9 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.access.iap import authenticate
 from tarsy.access.roles import Principal, Role
 from tarsy.api.session_list import parse_query
@@ -53,7 +54,7 @@ _SESSION_DATA = re.compile(r"^/ui/data/sessions/(?P<session_id>[\w\-]+)$")
 _ASSET = re.compile(r"^/ui/static/(?P<name>[\w\-.]+)$")
 
 
-class WebResponse(BaseModel):
+class WebResponse(DeferredModel):
     """A response of the browser routes: any content type, security headers added."""
 
     status: int

@@ -17,8 +17,9 @@ import binascii
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
+from tarsy._pydantic import DeferredModel
 from tarsy.errors import InputError, NotFoundError
 from tarsy.models import AgentExecution, ExecutionStatus, Session, Stage, TimelineEvent
 from tarsy.persistence.ports import Persistence
@@ -30,7 +31,7 @@ PATH_SEPARATOR = " \u203a "
 STAGE_LABELS = {-1: "executive summary", -2: "chat", -3: "scoring"}
 
 
-class CursorEntry(BaseModel):
+class CursorEntry(DeferredModel):
     """Where the page is in one execution's timeline."""
 
     model_config = ConfigDict(frozen=True)
@@ -40,7 +41,7 @@ class CursorEntry(BaseModel):
     final: bool = Field(description="the execution had ended: nothing more will come")
 
 
-class TimelineCursor(BaseModel):
+class TimelineCursor(DeferredModel):
     """The page's place in every execution's timeline, as an opaque token."""
 
     executions: dict[str, CursorEntry] = Field(default_factory=dict)
@@ -66,7 +67,7 @@ class TimelineCursor(BaseModel):
             raise InputError("invalid timeline cursor", status=422) from e
 
 
-class ShownEvent(BaseModel):
+class ShownEvent(DeferredModel):
     """An event the page does not show yet."""
 
     execution_id: str
@@ -74,7 +75,7 @@ class ShownEvent(BaseModel):
     event: TimelineEvent
 
 
-class ExecutionNode(BaseModel):
+class ExecutionNode(DeferredModel):
     """An execution in the page's tree, with the sub-agents it messaged."""
 
     execution: AgentExecution
@@ -82,7 +83,7 @@ class ExecutionNode(BaseModel):
     children: list[ExecutionNode] = Field(default_factory=list)
 
 
-class SessionUpdate(BaseModel):
+class SessionUpdate(DeferredModel):
     """Everything a poll tells the page."""
 
     session: Session

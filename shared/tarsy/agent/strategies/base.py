@@ -12,8 +12,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import ResolvedAgentConfig
 from tarsy.llm.base import Capabilities, CodeExecutionChunk, GenerateRequest, LLMResult
 from tarsy.models import (
@@ -37,7 +38,7 @@ NextAction = Literal["continue", "complete", "fail", "pause"]
 ConclusionReason = Literal["max_iterations", "loop_detected", "budget"]
 
 
-class IterationState(BaseModel):
+class IterationState(DeferredModel):
     """What an iteration knows: the execution, its config and its conversation so far."""
 
     execution: AgentExecution
@@ -69,7 +70,7 @@ class IterationState(BaseModel):
         return self.config.loop_detection_threshold
 
 
-class IterationOutcome(BaseModel):
+class IterationOutcome(DeferredModel):
     """What an iteration produced and what happens next."""
 
     messages: list[ConversationMessage] = Field(default_factory=list)
@@ -234,7 +235,7 @@ def looped_in(
     return looped
 
 
-class LoopHit(BaseModel):
+class LoopHit(DeferredModel):
     """A call of this turn that is not run because it repeats an earlier one."""
 
     repeats: int = Field(description="how many times this call has now been made")

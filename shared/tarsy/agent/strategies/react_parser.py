@@ -38,8 +38,9 @@ from collections.abc import Collection
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.llm.tool_names import is_canonical
 
 Section = Literal["thought", "action", "action_input", "final_answer"]
@@ -95,7 +96,7 @@ _EMPTY_INPUTS = frozenset({"", "{}", "none", "null", "n/a", "-"})
 _TOOL_NAME_EXAMPLE = "kubernetes-server.resources_get"
 
 
-class ReActResult(BaseModel):
+class ReActResult(DeferredModel):
     """The parsed form of one ReAct response.
 
     Attributes:

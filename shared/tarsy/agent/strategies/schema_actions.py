@@ -33,8 +33,8 @@ from hashlib import sha256
 from typing import Any, Literal
 
 import jsonschema
-from pydantic import BaseModel
 
+from tarsy._pydantic import DeferredModel
 from tarsy.agent.strategies import answers
 from tarsy.agent.strategies.base import (
     ConclusionReason,
@@ -83,7 +83,7 @@ Reply with exactly one JSON object and nothing else:
 "answer": "<your final analysis in Markdown>"}"""
 
 
-class Action(BaseModel):
+class Action(DeferredModel):
     """A reply that matched the schema."""
 
     action: Literal["call_tool", "final_answer"]

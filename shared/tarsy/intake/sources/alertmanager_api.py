@@ -46,6 +46,7 @@ from typing import Any
 
 from pydantic import (
     AwareDatetime,
+    ConfigDict,
     Field,
     TypeAdapter,
     ValidationError,
@@ -149,7 +150,10 @@ class PostableAlert(Tolerant):
         return self.endsAt is not None and self.endsAt <= now
 
 
-_ALERTS: TypeAdapter[list[PostableAlert]] = TypeAdapter(list[PostableAlert])
+# Built on first use (tarsy._pydantic): only an Alertmanager API post reads it.
+_ALERTS: TypeAdapter[list[PostableAlert]] = TypeAdapter(
+    list[PostableAlert], config=ConfigDict(defer_build=True)
+)
 
 
 def parse_alertmanager_api(body: bytes | str) -> list[PostableAlert]:

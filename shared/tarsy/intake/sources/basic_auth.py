@@ -23,12 +23,13 @@ import binascii
 import hmac
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import ConfigDict, SecretStr
 
+from tarsy._pydantic import DeferredModel
 from tarsy.intake.sources.errors import BasicAuthRequired, CredentialsError
 
 
-class BasicCredentials(BaseModel):
+class BasicCredentials(DeferredModel):
     """Decoded ``Authorization: Basic`` credentials."""
 
     model_config = ConfigDict(frozen=True)

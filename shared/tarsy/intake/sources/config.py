@@ -29,13 +29,13 @@ from typing import Annotated, ClassVar
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
 )
 
+from tarsy._pydantic import DeferredModel
 from tarsy.intake.sources.normalized import SourceName
 
 ALERT_TYPE_PATTERN = r"^[\w.\-/: ]+$"
@@ -86,7 +86,7 @@ TopicArn = Annotated[str, AfterValidator(_check_topic_arn)]
 SecretName = Annotated[str, AfterValidator(_check_secret_name)]
 
 
-class _Strict(BaseModel):
+class _Strict(DeferredModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

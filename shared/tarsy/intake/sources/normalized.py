@@ -29,8 +29,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.models import MCPSelection
 
 SourceName = Literal["alertmanager", "grafana", "pagerduty", "sns"]
@@ -59,7 +60,7 @@ def source_digest(source: str, key: str) -> str:
     return f"{source}-{digest}"
 
 
-class NormalizedAlert(BaseModel):
+class NormalizedAlert(DeferredModel):
     """One alert of one notification, in the shape the ingest route consumes."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from tarsy._pydantic import DeferredModel
 from tarsy.intake.sources.errors import (
     MalformedBodyError,
     PayloadShapeError,
@@ -32,7 +33,7 @@ from tarsy.intake.sources.errors import (
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-class Tolerant(BaseModel):
+class Tolerant(DeferredModel):
     """Base of every sender payload model: unknown fields are accepted and ignored.
 
     Senders add fields over time; a new field must not turn their

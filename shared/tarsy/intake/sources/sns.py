@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.intake.sources.alert_type import derive_alert_type
 from tarsy.intake.sources.cloudwatch import looks_like_alarm, normalize_alarm
 from tarsy.intake.sources.config import SnsSourceConfig
@@ -93,7 +94,7 @@ MESSAGE_TYPES: dict[str, type[SnsMessage]] = {
 }
 
 
-class _Outcome(BaseModel):
+class _Outcome(DeferredModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     topic_arn: str

@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import LLMProviderConfig, ProviderType
 from tarsy.llm.base import Capabilities, LLMProvider
 from tarsy.settings import Settings
@@ -38,7 +39,7 @@ COMMON_SETTINGS = frozenset(
 )
 
 
-class NoSettings(BaseModel):
+class NoSettings(DeferredModel):
     """A type with no settings beyond the common ones."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import Backend as ClientLibrary
 from tarsy.config.schema import LLMProviderConfig, NativeTool, ProviderType
 from tarsy.llm.backends.base import Backend
@@ -49,7 +50,7 @@ _GOOGLE_MODEL = re.compile(
 )
 
 
-class GoogleSettings(BaseModel):
+class GoogleSettings(DeferredModel):
     """Settings of the Google types (the keys of LLMProviderConfig that only they take)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import LLMProviderConfig, ProviderType
 from tarsy.llm.backends.base import Backend
 from tarsy.llm.backends.families import OPENAI_FALLBACK, OPENAI_FAMILIES, lookup
@@ -22,7 +23,7 @@ from tarsy.settings import Settings
 _OPENAI_MODEL = re.compile(r"^(?:ft:)?(?:gpt-|chatgpt-|o\d)[A-Za-z0-9.:\-_]*$")
 
 
-class OpenAISettings(BaseModel):
+class OpenAISettings(DeferredModel):
     """Settings of the ``openai`` type."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import LLMProviderConfig, ProviderType
 from tarsy.llm.backends.base import Backend
 from tarsy.llm.base import Capabilities, LLMProvider
 from tarsy.settings import Settings
 
 
-class CompatibleSettings(BaseModel):
+class CompatibleSettings(DeferredModel):
     """What the served model can do, when it differs from the type's assumptions."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
