@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any
 
+from pydantic import SecretStr
+
 from tarsy.config.schema import SecretRef
 from tarsy.errors import ConfigError
 from tarsy.settings import Settings
@@ -49,6 +51,20 @@ def resolve(value: str | SecretRef, settings: Settings) -> str:
         return resolved
     assert value.secret is not None
     return _secret(secret_version_name(value.secret, settings.project_id))
+
+
+def credential(value: SecretStr | None, secret: str | None, settings: Settings, what: str) -> str:
+    """A credential set directly (an environment variable), else read from its named secret.
+
+    Raises:
+        ConfigError: The secret cannot be read.
+        ValueError: Neither is configured (``what`` names the credential).
+    """
+    if value is not None:
+        return value.get_secret_value()
+    if secret:
+        return resolve(SecretRef(secret=secret), settings)
+    raise ValueError(f"no {what} is configured")
 
 
 def resolve_name(name: str, settings: Settings) -> str:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from tarsy import secrets
-from tarsy.config.schema import SecretRef, TarsyConfig
+from tarsy.config.schema import TarsyConfig
 from tarsy.models import ExecutionStatus, Session
 from tarsy.notify.ledger import NotificationLedger
 from tarsy.notify.result import NotificationResult
@@ -75,11 +75,10 @@ def api_token(settings: Settings) -> str:
         ConfigError: The secret cannot be read.
         ValueError: Neither is configured.
     """
-    if settings.pagerduty_api_token is not None:
-        return settings.pagerduty_api_token.get_secret_value()
-    if settings.pagerduty_token_secret:
-        return secrets.resolve(SecretRef(secret=settings.pagerduty_token_secret), settings)
-    raise ValueError("no PagerDuty API key is configured")
+    return secrets.credential(
+        settings.pagerduty_api_token, settings.pagerduty_token_secret, settings,
+        "PagerDuty API key",
+    )  # fmt: skip
 
 
 def incident_of(session: Session) -> str | None:

@@ -42,7 +42,7 @@ from pydantic import Field
 
 from tarsy import secrets
 from tarsy._pydantic import DeferredModel
-from tarsy.config.schema import SecretRef, TarsyConfig
+from tarsy.config.schema import TarsyConfig
 from tarsy.models import ExecutionStatus, Session
 from tarsy.notify.ledger import NotificationLedger
 from tarsy.notify.result import NotificationResult
@@ -108,11 +108,9 @@ def bot_token(settings: Settings) -> str:
         ConfigError: The secret cannot be read.
         ValueError: Neither is configured.
     """
-    if settings.slack_bot_token is not None:
-        return settings.slack_bot_token.get_secret_value()
-    if settings.slack_token_secret:
-        return secrets.resolve(SecretRef(secret=settings.slack_token_secret), settings)
-    raise ValueError("no Slack bot token is configured")
+    return secrets.credential(
+        settings.slack_bot_token, settings.slack_token_secret, settings, "Slack bot token"
+    )
 
 
 def fingerprint_of(session: Session) -> str | None:

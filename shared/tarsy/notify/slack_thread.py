@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tarsy import secrets
-from tarsy.config.schema import SecretRef
 from tarsy.models import AgentExecution, ExecutionStatus, Session
 from tarsy.notify import slack
 from tarsy.notify.ledger import NotificationLedger
@@ -51,11 +50,10 @@ def signing_secret(settings: Settings) -> str:
         ConfigError: The secret cannot be read.
         ValueError: Neither is configured.
     """
-    if settings.slack_signing_secret is not None:
-        return settings.slack_signing_secret.get_secret_value()
-    if settings.slack_signing_secret_name:
-        return secrets.resolve(SecretRef(secret=settings.slack_signing_secret_name), settings)
-    raise ValueError("no Slack signing secret is configured")
+    return secrets.credential(
+        settings.slack_signing_secret, settings.slack_signing_secret_name, settings,
+        "Slack signing secret",
+    )  # fmt: skip
 
 
 def user_email(user: str, settings: Settings) -> str | None:
