@@ -12,15 +12,15 @@ every call answer that status.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from tests.json_handler import JsonHandler
 
 CHECK_PATH = re.compile(r"^/v1/groups/(?P<id>[^/]+)/memberships:checkTransitiveMembership$")
 QUERY = re.compile(r"^member_key_id\s*==\s*'(?P<email>[^'\\]+)'$")
@@ -58,19 +58,8 @@ def _group_id(email: str) -> str:
     return email.replace("@", "-at-").replace(".", "-")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     state: FakeCloudIdentity
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-    def _answer(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _error(self, status: int, reason: str) -> None:
         self._answer(status, {"error": {"code": status, "message": reason, "status": reason}})

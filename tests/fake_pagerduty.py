@@ -34,6 +34,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.json_handler import JsonHandler
+
 NOTES_PATH = re.compile(r"^/incidents/(?P<incident>[A-Za-z0-9]+)/notes/?$")
 Method = Literal["GET", "POST"]
 
@@ -72,19 +74,8 @@ class FakePagerDuty:
             return list(self.notes.get(incident, []))
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     state: FakePagerDuty
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-    def _answer(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _error(self, status: int, message: str) -> None:
         self._answer(status, {"error": {"message": message, "code": 2000 + status}})

@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.json_handler import JsonHandler
+
 POST_MESSAGE = "chat.postMessage"
 HISTORY = "conversations.history"
 REPLIES = "conversations.replies"
@@ -67,19 +69,8 @@ class FakeSlack:
             return list(self.posts)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     state: FakeSlack
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-    def _answer(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _arguments(self) -> dict[str, Any]:
         url = urlsplit(self.path)
