@@ -14,75 +14,24 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from google.cloud import firestore
 from pydantic import SecretStr
 
 from tarsy.app import Deps
 from tarsy.engine.sweeper import sweep
 from tarsy.models import ExecutionStatus, Session, utcnow
 from tarsy.notify import session_end
-from tarsy.notify.ledger import Claim, FirestoreLedger
-from tarsy.notify.result import NotificationResult
+from tarsy.notify.ledger import FirestoreLedger
 from tarsy.notify.session_end import on_session_end, retry_stale
 from tarsy.notify.slack import CLAIM_LEASE, MAX_ATTEMPTS, METADATA_EVENT, RETRY_AFTER
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings
 from tests.fake_slack import HISTORY, POST_MESSAGE, Failure, FakeSlack, fake_slack
+from tests.integration.crashing_ledger import Clock, Crash, CrashingLedger, crashing_ledger
 
 FINGERPRINT_TS = "1600000000.000100"
-
-
-class Crash(BaseException):
-    """The process dies here (not an Exception: nothing catches it)."""
-
-
-class Clock:
-    """The ledger's clock, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, by: timedelta) -> None:
-        self.now += by + timedelta(seconds=1)
-
-
-class CrashingLedger(FirestoreLedger):
-    """The Firestore ledger, dying once at ``crash_at``: after a claim, or instead of a record."""
-
-    def __init__(self, db: firestore.AsyncClient, clock: Clock, crash_at: str | None) -> None:
-        super().__init__(db, clock)
-        self.crash_at = crash_at
-
-    def _crash(self, point: str) -> None:
-        if self.crash_at == point:
-            self.crash_at = None
-            raise Crash(point)
-
-    async def claim(
-        self, session_id: str, notifier: str, *, lease: timedelta | None = None
-    ) -> Claim | None:
-        claim = await super().claim(session_id, notifier, lease=lease)
-        if claim is not None and notifier == "slack":
-            self._crash("after the claim")
-        return claim
-
-    async def record(
-        self,
-        session_id: str,
-        notifier: str,
-        result: NotificationResult,
-        *,
-        retry_after: timedelta | None = None,
-    ) -> None:
-        self._crash("after the post, before the record")
-        await super().record(session_id, notifier, result, retry_after=retry_after)
 
 
 @pytest.fixture
@@ -97,8 +46,13 @@ def clock() -> Clock:
 
 
 def ledger_for(settings: Settings, clock: Clock, crash_at: str | None = None) -> CrashingLedger:
-    db = firestore.AsyncClient(project=settings.project_id, database=settings.firestore_database)
-    return CrashingLedger(db, clock, crash_at)
+    return crashing_ledger(
+        settings,
+        clock,
+        crash_at,
+        notifier="slack",
+        before_record="after the post, before the record",
+    )
 
 
 def with_slack(deps: Deps, slack_api: FakeSlack) -> Deps:

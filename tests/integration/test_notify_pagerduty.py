@@ -14,12 +14,10 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from google.cloud import firestore
 from pydantic import SecretStr
 
 from tarsy.app import Deps
@@ -27,69 +25,19 @@ from tarsy.engine.steps import handle
 from tarsy.http.request import HttpRequest
 from tarsy.intake import ingest
 from tarsy.models import ErrorInfo, ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.notify.ledger import Claim, FirestoreLedger
+from tarsy.notify.ledger import FirestoreLedger
 from tarsy.notify.pagerduty import CLAIM_LEASE, NOTIFIER, RETRY_AFTER
-from tarsy.notify.result import NotificationResult
 from tarsy.notify.session_end import on_session_end, retry_stale
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings
 from tarsy_dev.fakes.bus import RecordingBus
 from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 from tests.fake_pagerduty import Failure, FakePagerDuty, fake_pagerduty
+from tests.integration.crashing_ledger import Clock, Crash, CrashingLedger, crashing_ledger
 
 INCIDENT = "Q1INCIDENT"
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "tarsy_dev" / "samples"
 PAGE = "https://api.example.test"
-
-
-class Crash(BaseException):
-    """The process dies here (not an Exception: nothing catches it)."""
-
-
-class Clock:
-    """The ledger's clock, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, by: timedelta) -> None:
-        self.now += by + timedelta(seconds=1)
-
-
-class CrashingLedger(FirestoreLedger):
-    """The Firestore ledger, dying once at ``crash_at`` in the PagerDuty note's path."""
-
-    def __init__(self, db: firestore.AsyncClient, clock: Clock, crash_at: str | None) -> None:
-        super().__init__(db, clock)
-        self.crash_at = crash_at
-
-    def _crash(self, point: str) -> None:
-        if self.crash_at == point:
-            self.crash_at = None
-            raise Crash(point)
-
-    async def claim(
-        self, session_id: str, notifier: str, *, lease: timedelta | None = None
-    ) -> Claim | None:
-        claim = await super().claim(session_id, notifier, lease=lease)
-        if claim is not None and notifier == NOTIFIER:
-            self._crash("after the claim")
-        return claim
-
-    async def record(
-        self,
-        session_id: str,
-        notifier: str,
-        result: NotificationResult,
-        *,
-        retry_after: timedelta | None = None,
-    ) -> None:
-        if notifier == NOTIFIER:
-            self._crash("after the note, before the record")
-        await super().record(session_id, notifier, result, retry_after=retry_after)
 
 
 @pytest.fixture
@@ -101,8 +49,13 @@ def pagerduty_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakePagerDuty]:
 
 
 def ledger_for(settings: Settings, clock: Clock, crash_at: str | None = None) -> CrashingLedger:
-    db = firestore.AsyncClient(project=settings.project_id, database=settings.firestore_database)
-    return CrashingLedger(db, clock, crash_at)
+    return crashing_ledger(
+        settings,
+        clock,
+        crash_at,
+        notifier=NOTIFIER,
+        before_record="after the note, before the record",
+    )
 
 
 def with_notes(
