@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from tests.json_handler import JsonHandler
+from tests.json_handler import JsonHandler, serving
 
 CHECK_PATH = re.compile(r"^/v1/groups/(?P<id>[^/]+)/memberships:checkTransitiveMembership$")
 QUERY = re.compile(r"^member_key_id\s*==\s*'(?P<email>[^'\\]+)'$")
@@ -100,13 +100,6 @@ def fake_cloud_identity(token_ok: Callable[[str], bool]) -> Iterator[FakeCloudId
     """Serve a :class:`FakeCloudIdentity` on 127.0.0.1 in a thread for the duration of the block."""
     state = FakeCloudIdentity(token_ok=token_ok)
     server = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_Handler,), {"state": state}))
-    state.port = server.server_address[1]
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    try:
+    with serving(server) as port:
+        state.port = port
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()

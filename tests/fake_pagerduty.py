@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.json_handler import JsonHandler
+from tests.json_handler import JsonHandler, serving
 
 NOTES_PATH = re.compile(r"^/incidents/(?P<incident>[A-Za-z0-9]+)/notes/?$")
 Method = Literal["GET", "POST"]
@@ -186,14 +186,9 @@ def fake_pagerduty() -> Iterator[FakePagerDuty]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert_path, key_path)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    state.port = server.server_address[1]
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
     try:
-        yield state
+        with serving(server) as port:
+            state.port = port
+            yield state
     finally:
-        server.shutdown()
-        server.server_close()
         directory.cleanup()

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.json_handler import JsonHandler
+from tests.json_handler import JsonHandler, serving
 
 POST_MESSAGE = "chat.postMessage"
 HISTORY = "conversations.history"
@@ -190,13 +190,6 @@ def fake_slack() -> Iterator[FakeSlack]:
     """Serve a :class:`FakeSlack` on 127.0.0.1 in a thread for the duration of the block."""
     state = FakeSlack()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.port = server.server_address[1]
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    try:
+    with serving(server) as port:
+        state.port = port
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()

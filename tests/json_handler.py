@@ -1,9 +1,12 @@
-"""The request handler the loopback fakes of vendors' REST APIs share: quiet, JSON answers."""
+"""What the loopback fakes of vendors' REST APIs share: a quiet JSON handler, a served server."""
 
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
@@ -20,3 +23,17 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+@contextmanager
+def serving(server: ThreadingHTTPServer) -> Iterator[int]:
+    """Serve ``server`` in a thread for the block; yield its port; shut it down after."""
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
