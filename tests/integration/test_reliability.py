@@ -8,6 +8,7 @@ test waits for a real sweep interval.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import replace
 from datetime import timedelta
@@ -17,15 +18,18 @@ import pytest
 from tarsy.app import Deps
 from tarsy.engine.steps import handle
 from tarsy.engine.sweeper import sweep
-from tarsy.engine.transitions import SessionUpdate
+from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate
 from tarsy.errors import LeaseHeldError
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings
+from tarsy.tools.mcp_client import MCPToolExecutor
+from tarsy_dev.demo_cluster import load_scenario
 from tarsy_dev.fakes.bus import RecordingBus
 from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 
 from . import in_process
+from .conftest import SCENARIO
 from .polling import until
 
 
@@ -90,6 +94,33 @@ async def test_a_publish_lost_after_a_commit_is_healed_by_the_sweeper(
     assert all(e.due_at is None for e in await store.list_executions(session.session_id))
 
 
+async def test_an_overdue_step_is_republished_once_per_due_interval_however_many_sweeps_run(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    """Under a backlog longer than the due time, the queued message is not copied at each sweep."""
+    fake_gemini.responder = lambda call: FakeReply(text="analysis")
+    _, first, _ = await started(deps, store)
+    lost = DroppingBus()
+    await handle(first, replace(deps, bus=lost))
+    [summary_start] = lost.published
+    summary = await store.get_execution(summary_start.execution_id)
+    assert summary is not None and summary.due_at is not None
+    late = summary.due_at + timedelta(seconds=1)
+
+    sweeper_bus = RecordingBus()
+    reports = await asyncio.gather(
+        *(sweep(replace(deps, bus=sweeper_bus), now=late) for _ in range(3))
+    )
+    assert sum(summary.execution_id in r.republished for r in reports) == 1
+    again = await sweep(replace(deps, bus=sweeper_bus), now=late + timedelta(seconds=1))
+    assert summary.execution_id not in again.republished  # its due time moved on
+    interval = timedelta(seconds=deps.settings.step_due_seconds)
+    next_interval = await sweep(replace(deps, bus=sweeper_bus), now=late + interval * 2)
+    assert summary.execution_id in next_interval.republished  # still not claimed: again
+    copies = [m for m in sweeper_bus.published if m.execution_id == summary.execution_id]
+    assert copies == [summary_start, summary_start]
+
+
 async def test_a_lost_start_session_is_healed_by_the_sweeper(deps: Deps, store: Store) -> None:
     session = await new_session(store)
     # As ingest writes it: the start is awaited; its message never arrives.
@@ -113,6 +144,39 @@ async def test_a_duplicate_of_a_committed_step_republishes_only_when_overdue(
     for _ in range(3):  # duplicates of the committed step: nothing is published again
         await handle(first, replace(deps, bus=bus))
     assert bus.published == []
+
+
+async def test_duplicates_of_a_committed_step_republish_an_overdue_next_step_only_once(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    """Each copy would be a duplicate of the next step in turn: ungated, copies multiply."""
+    # An agent that gathers evidence first: its first step commits and the agent goes on.
+    deps = replace(deps, tools=MCPToolExecutor(deps.config, deps.settings, deps.store))
+    alert = load_scenario(SCENARIO).alert.data  # it names a pod: there is evidence to gather
+    session = await in_process.new_session(
+        store, alert_data=json.dumps(alert), chain_id="kubernetes"
+    )
+    start = RecordingBus()
+    await handle(
+        StepMessage(session_id=session.session_id, kind="start_session"), replace(deps, bus=start)
+    )
+    [first] = start.published
+    lost = DroppingBus()
+    await handle(first, replace(deps, bus=lost))
+    [second] = lost.published
+    assert (second.execution_id, second.step) == (first.execution_id, first.step + 1)
+    # The next step's message is queued past its due time (or lost).
+    overdue = utcnow() - timedelta(seconds=1)
+    await store.update_execution(first.execution_id, ExecutionUpdate(due_at=overdue))
+
+    bus = RecordingBus()
+    await asyncio.gather(*(handle(first, replace(deps, bus=bus)) for _ in range(4)))
+    assert bus.published == [second]
+    await handle(first, replace(deps, bus=bus))  # a later duplicate: the due time moved on
+    assert bus.published == [second]
+    execution = await store.get_execution(first.execution_id)
+    assert execution is not None and execution.due_at is not None
+    assert execution.due_at > utcnow()
 
 
 async def test_a_step_killed_mid_model_call_is_rerun_after_its_short_lease(

@@ -134,7 +134,7 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
         return
     fate = triage(message, execution, session, utcnow())
     if fate != "run":
-        await _settle(fate, message, execution, session, deps)
+        await _settle(fate, message, execution, state.update_time, session, deps)
         return
     if execution.awaiting is not None:
         await collect_answers(message, state, execution.awaiting, budget, deps)
@@ -254,13 +254,21 @@ def triage(
 
 
 async def _settle(
-    fate: Fate, message: StepMessage, execution: AgentExecution, session: Session, deps: Deps
+    fate: Fate,
+    message: StepMessage,
+    execution: AgentExecution,
+    read_time: datetime,
+    session: Session,
+    deps: Deps,
 ) -> None:
-    """Everything but running: heal, fan in, cancel, time out, or wait for the lease."""
+    """Everything but running: heal, fan in, cancel, time out, or wait for the lease.
+
+    ``read_time`` is when ``execution`` was last written, as the step read it.
+    """
     if fate == "fan_in":
         await chains.after_execution(execution, deps)  # the fan-in may not have run
     elif fate == "heal":
-        await _heal_publish(execution, deps, utcnow())
+        await _heal_publish(execution, read_time, deps, utcnow())
     elif fate == "ahead":
         logger.warning(
             "message for step %s but execution %s is at step %s; dropping",
@@ -281,12 +289,19 @@ async def _settle(
         )
 
 
-async def _heal_publish(execution: AgentExecution, deps: Deps, now: datetime) -> None:
+async def _heal_publish(
+    execution: AgentExecution, read_time: datetime, deps: Deps, now: datetime
+) -> None:
     """Re-publish the execution's current step if its message is overdue.
 
     A duplicate of a committed step arrives while the next step's message is
     most likely still on its way: publishing again on every duplicate would
-    only multiply messages. Once the next step is overdue, it was lost.
+    only multiply messages. Once the next step is overdue, it may have been
+    lost, or it may only be queued behind a backlog longer than the due time;
+    so the re-publish first moves the due time on, under a precondition on
+    the execution as this step read it, and only the one duplicate (or sweep)
+    whose write wins publishes. Each copy is a duplicate of the next step in
+    turn: without the gate, every one of them would publish again.
     """
     if execution.status.is_terminal or execution.status == ExecutionStatus.PAUSED:
         return
@@ -294,6 +309,10 @@ async def _heal_publish(execution: AgentExecution, deps: Deps, now: datetime) ->
         return
     if execution.due_at is not None and execution.due_at > now:
         return
+    if not await deps.store.postpone_execution(
+        execution.execution_id, read_time=read_time, until=now + _due(deps)
+    ):
+        return  # the step was claimed, or someone else re-published it
     logger.info(
         "re-publishing step %s of %s (its message may have been lost)",
         execution.step,

@@ -19,13 +19,16 @@ same however many sessions have finished, and a slow stamp never delays a
 recovery.
 
 Each action is idempotent (the step's claim and the deterministic creates
-absorb duplicates), so overlapping sweeps are harmless.
+absorb duplicates), so overlapping sweeps are harmless. A re-publish first
+moves the due time on by one interval, under a precondition on the document's
+update time, and goes out only if that write wins: under a backlog longer than
+the due time, a message still queued is not copied again at every sweep.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import Field
 
@@ -80,15 +83,26 @@ async def sweep(deps: Deps, now: datetime | None = None) -> SweepReport:
         await on_session_end(session.session_id, deps)
         report.timed_out.append(session.session_id)
     traces: dict[str, dict[str, str]] = {}
-    for execution in await deps.store.due_executions(now):
+    next_due = now + timedelta(seconds=deps.settings.step_due_seconds)
+    for due in await deps.store.due_executions(now):
+        execution = due.execution
         if execution.session_id in report.timed_out:
             continue
+        if not await deps.store.postpone_execution(
+            execution.execution_id, read_time=due.update_time, until=next_due
+        ):
+            continue  # a step claimed it, or another sweep or a heal re-published it
         carrier = await _trace_of(execution.session_id, traces, deps)
         with telemetry.in_session_trace(carrier):
             await deps.bus.publish(message_for_due(execution))
         report.republished.append(execution.execution_id)
-    for session in await deps.store.due_sessions(now):
+    for due_session in await deps.store.due_sessions(now):
+        session = due_session.session
         if session.status.is_terminal or session.session_id in report.timed_out:
+            continue
+        if not await deps.store.postpone_session(
+            session.session_id, read_time=due_session.update_time, until=next_due
+        ):
             continue
         telemetry.link_current_span(session.trace_context)
         with telemetry.in_session_trace(session.trace_context):

@@ -28,6 +28,7 @@ from tarsy.models import (
 )
 from tarsy.persistence.progress import ProgressSnapshot, ProgressStore
 from tarsy.persistence.store import Claim, StepCommit, StepState
+from tarsy.persistence.sweeps import DueExecution, DueSession
 from tarsy.persistence.turns import PendingTurn, SubAgentAnswer
 from tarsy.persistence.updates import ExecutionUpdate, SessionUpdate, StageUpdate
 from tarsy.settings import Settings
@@ -183,12 +184,24 @@ class Persistence(LeaseRenewal, SessionReader, ToolListCache, ProgressStore, Ale
         """Create an execution with its opening messages (and events); False if it exists."""
         ...
 
-    async def due_executions(self, now: datetime, limit: int = 100) -> list[AgentExecution]:
+    async def due_executions(self, now: datetime, limit: int = 100) -> list[DueExecution]:
         """Executions whose next step (or fan-in) should have been claimed by now."""
         ...
 
-    async def due_sessions(self, now: datetime, limit: int = 100) -> list[Session]:
+    async def due_sessions(self, now: datetime, limit: int = 100) -> list[DueSession]:
         """Sessions whose awaited stage start should have run by now."""
+        ...
+
+    async def postpone_execution(
+        self, execution_id: str, *, read_time: datetime, until: datetime
+    ) -> bool:
+        """Move an overdue execution's due time on, unless written since; True if this won."""
+        ...
+
+    async def postpone_session(
+        self, session_id: str, *, read_time: datetime, until: datetime
+    ) -> bool:
+        """Move an overdue stage start's due time on, unless written since; True if this won."""
         ...
 
     async def end_execution(self, execution: AgentExecution, update: ExecutionUpdate) -> None:
