@@ -9,6 +9,7 @@ Each aggregate's records are a mixin of their own module; the one
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -20,6 +21,7 @@ from pydantic import BaseModel
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
+    LLMInteraction,
     TokenUsage,
 )
 from tarsy.persistence.chunking import CHUNKED_FIELD, CHUNKS, chunk_id, restore, spill
@@ -61,6 +63,30 @@ def stage_id(index: int) -> str:
 
 def document_of(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="python")
+
+
+def llm_interaction_document(interaction: LLMInteraction) -> dict[str, Any]:
+    """An LLM call's record as stored: its request as one JSON string.
+
+    The request holds the conversation and every tool's schema. Firestore's client
+    encodes a nested map value by value: a 16 KB request cost a step's commit about
+    5 ms, its largest share. As a string it is one value, and a request past the
+    inline limit is spilled into chunks like any long text (as a map, it could only
+    fail the write at Firestore's 1 MiB).
+    """
+    document = document_of(interaction)
+    document["request"] = json.dumps(
+        interaction.request, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    return document
+
+
+def llm_interaction_of(document: dict[str, Any]) -> LLMInteraction:
+    """Read an LLM call's record: its request is JSON text, or a map if written earlier."""
+    request = document.get("request")
+    if isinstance(request, str):
+        document = {**document, "request": json.loads(request)}
+    return LLMInteraction.model_validate(document)
 
 
 def firestore_fields(update: ExecutionUpdate | SessionUpdate | StageUpdate) -> dict[str, Any]:

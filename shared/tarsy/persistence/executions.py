@@ -27,6 +27,7 @@ from tarsy.persistence._firestore import (
     FirestoreBase,
     document_of,
     firestore_fields,
+    llm_interaction_of,
     record_id,
 )
 from tarsy.persistence.progress import ProgressSnapshot
@@ -134,7 +135,7 @@ class ExecutionRecords(FirestoreBase):
         """Return an execution's LLM interaction records in step order."""
         self.round_trips.add("query")
         query = self._execution(execution_id).collection(LLM_INTERACTIONS).order_by("__name__")
-        return [LLMInteraction.model_validate(await self._read(s)) async for s in query.stream()]
+        return [llm_interaction_of(await self._read(s)) async for s in query.stream()]
 
     async def list_mcp_interactions(self, execution_id: str) -> list[MCPInteraction]:
         """Return an execution's MCP interaction records in order."""

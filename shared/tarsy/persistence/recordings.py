@@ -7,7 +7,6 @@ from typing import Any
 
 from tarsy.models import (
     ConversationMessage,
-    LLMInteraction,
     MCPInteraction,
     TimelineEvent,
     UserQuestionEvent,
@@ -20,6 +19,7 @@ from tarsy.persistence._firestore import (
     SUB_AGENT_TURNS,
     TIMELINE,
     Record,
+    llm_interaction_of,
 )
 from tarsy.persistence.answers import SubAgentRecords
 from tarsy.persistence.executions import ExecutionRecords
@@ -95,9 +95,7 @@ class RecordingReads(SessionRecords, ExecutionRecords, SubAgentRecords, ToolList
         executions: list[RecordedExecution] = []
         for execution in await self.list_executions(session_id):
             ref = self._execution(execution.execution_id)
-            calls = await self._step_records(
-                ref.collection(LLM_INTERACTIONS), LLMInteraction.model_validate
-            )
+            calls = await self._step_records(ref.collection(LLM_INTERACTIONS), llm_interaction_of)
             own = [(i, call) for i, call in calls if "-" not in i]
             messages, events, follow_ups = _split_follow_ups(
                 await self._step_records(

@@ -47,9 +47,11 @@ from tarsy.persistence._firestore import (
     FirestoreBase,
     document_of,
     firestore_fields,
+    llm_interaction_document,
     record_id,
     usage_increments,
 )
+from tarsy.persistence.tool_lists import tool_list_of
 from tarsy.persistence.turns import PendingTurn
 from tarsy.persistence.updates import ExecutionUpdate, SessionUpdate, StageUpdate
 from tarsy.tools.base import CachedToolList
@@ -227,7 +229,7 @@ class StepRecords(FirestoreBase):
                 stored = (snap.to_dict() or {}).get("state", {})
                 result.provider_state = {str(k): str(v) for k, v in stored.items()}
             else:
-                cached = CachedToolList.model_validate(await self._read(snap))
+                cached = tool_list_of(await self._read(snap))
                 result.tool_lists[cached.server] = cached
         return result
 
@@ -333,11 +335,11 @@ class StepRecords(FirestoreBase):
             self._write(batch, ref, document_of(event))
         if commit.llm_interaction is not None:
             ref = exec_ref.collection(LLM_INTERACTIONS).document(f"{commit.step:04d}")
-            self._write(batch, ref, document_of(commit.llm_interaction))
+            self._write(batch, ref, llm_interaction_document(commit.llm_interaction))
         for n, summary in enumerate(commit.summary_interactions):
             summary_id = f"{commit.step:04d}-summary-{n:02d}"
             ref = exec_ref.collection(LLM_INTERACTIONS).document(summary_id)
-            self._write(batch, ref, document_of(summary))
+            self._write(batch, ref, llm_interaction_document(summary))
         # The real records replace the live progress of the call.
         batch.delete(exec_ref.collection(PROGRESS).document("current"))
         if commit.finished_status is not None and commit.stage_index is not None:
