@@ -31,8 +31,28 @@ resource "google_firestore_field" "alert_fingerprints_ttl" {
   index_config {}
 }
 
+# Fields stored as JSON text that no query reads: an LLM call's request and a server's
+# tool list (shared/tarsy/persistence: llm_interaction_document, tool_list_document).
+# Each is one long string per document; indexing it would only cost writes.
+locals {
+  unindexed_json_fields = {
+    llm_interactions = "request"
+    mcp_tool_lists   = "tools"
+  }
+}
+
+resource "google_firestore_field" "unindexed_json" {
+  for_each = local.unindexed_json_fields
+
+  database   = google_firestore_database.main.name
+  collection = each.key
+  field      = each.value
+
+  index_config {}
+}
+
 # Retention: a finished session and every document of it carry expire_at (stamped by
-# the sweeper, var.retention_days after the session ended; shared/tarsy/persistence/retention.py).
+# the retention job, var.retention_days after the session ended; shared/tarsy/persistence/retention.py).
 # TTL never cascades to subcollections, so every collection group a session's
 # documents live in has its own policy. Deletion usually follows within a day.
 locals {

@@ -16,6 +16,7 @@ import shutil
 import tomllib
 import zipfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -26,9 +27,12 @@ import pytest
 from hcl2 import SerializationOptions
 from pydantic import SecretStr
 
-from tarsy.models import AgentExecution, AlertFingerprint, Session
+from tarsy.models import AgentExecution, AlertFingerprint, LLMInteraction, Session
+from tarsy.persistence._firestore import LLM_INTERACTIONS, TOOL_LISTS, llm_interaction_document
 from tarsy.persistence.store import ALERT_FINGERPRINTS, EXECUTIONS, SESSIONS, THOUGHT_SIGNATURES
+from tarsy.persistence.tool_lists import tool_list_document
 from tarsy.settings import ALL_FUNCTIONS, Settings, env_names, functions_reading
+from tarsy.tools.base import CachedToolList
 from tarsy_dev.localstack.stack import push_ack_deadline, step_function_timeout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -487,6 +491,23 @@ def test_thought_signatures_expire_by_ttl() -> None:
     ]
     assert "expire_at" in (ROOT / "shared" / "tarsy" / "persistence" / "steps.py").read_text()
     assert "expire_at" in AlertFingerprint.model_fields
+
+
+def test_the_fields_stored_as_json_text_are_not_indexed() -> None:
+    exempt = resources("google_firestore_field")["unindexed_json"]
+    assert exempt["for_each"] == "${local.unindexed_json_fields}"
+    assert (exempt["collection"], exempt["field"]) == ("${each.key}", "${each.value}")
+    assert exempt["index_config"] == [{}] and "ttl_config" not in exempt
+    # The fields the persistence layer writes as one JSON string, by their collections.
+    interaction = LLMInteraction(step=1, model="m", provider="p", request={"messages": []})
+    tools = CachedToolList(server="s", tools=[], fetched_at=datetime(2026, 11, 28, tzinfo=UTC))
+    as_text = {
+        LLM_INTERACTIONS: [k for k, v in llm_interaction_document(interaction).items()
+                           if isinstance(v, str) and v.startswith("{")],
+        TOOL_LISTS: [k for k, v in tool_list_document(tools).items()
+                     if isinstance(v, str) and v.startswith("[")],
+    }  # fmt: skip
+    assert locals_()["unindexed_json_fields"] == {c: f for c, [f] in as_text.items()}
 
 
 def _store_queries() -> list[tuple[str, tuple[str, ...]]]:
