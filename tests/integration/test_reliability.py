@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from pydantic import SecretStr
 
 from tarsy.app import Deps
 from tarsy.engine.steps import handle
@@ -21,6 +22,7 @@ from tarsy.engine.sweeper import sweep
 from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate
 from tarsy.errors import LeaseHeldError
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
+from tarsy.notify import slack
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings
 from tarsy.tools.mcp_client import MCPToolExecutor
@@ -177,6 +179,32 @@ async def test_duplicates_of_a_committed_step_republish_an_overdue_next_step_onl
     execution = await store.get_execution(first.execution_id)
     assert execution is not None and execution.due_at is not None
     assert execution.due_at > utcnow()
+
+
+async def test_a_step_that_goes_on_to_the_next_reads_no_session_to_announce_its_end(
+    deps: Deps, store: Store
+) -> None:
+    """With a session-end notifier configured, only a step that may end a session reads it."""
+    announcing = replace(
+        deps,
+        settings=deps.settings.model_copy(update={"slack_bot_token": SecretStr("xoxb-test")}),
+        tools=MCPToolExecutor(deps.config, deps.settings, deps.store),
+    )
+    assert slack.token_configured(announcing.settings)
+    alert = load_scenario(SCENARIO).alert.data
+    session = await in_process.new_session(
+        store, alert_data=json.dumps(alert), chain_id="kubernetes"
+    )
+    bus = RecordingBus()
+    start = StepMessage(session_id=session.session_id, kind="start_session")
+    await handle(start, replace(announcing, bus=bus))
+    [gather] = bus.published
+    gets = store.round_trips.by_kind.get("get", 0)
+
+    await handle(gather, replace(announcing, bus=bus))  # gathers, commits, publishes step 2
+
+    assert [m.step for m in bus.published] == [gather.step, gather.step + 1]
+    assert store.round_trips.by_kind.get("get", 0) == gets
 
 
 async def test_a_step_killed_mid_model_call_is_rerun_after_its_short_lease(

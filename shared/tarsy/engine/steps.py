@@ -92,13 +92,16 @@ async def handle(message: StepMessage, deps: Deps) -> None:
     """Run one step message, mapping errors once.
 
     Raises TransientError when the message must be redelivered; records
-    everything else from the error tree on the execution and session.
+    everything else from the error tree on the execution and session. The
+    session's end is announced after any message that may have ended it: a
+    step that only went on to the next one skips that read of the session.
     """
     log = fields(session_id=message.session_id, execution_id=message.execution_id)
     logger.info("step %s %s", message.kind, message.step or message.stage, extra=log)
+    may_have_ended = True
     try:
         if message.runs_step:
-            await iterate(message, deps)
+            may_have_ended = await iterate(message, deps)
         else:
             await chains.start_stage(message.session_id, message.stage, deps)
     except TransientError:
@@ -107,7 +110,8 @@ async def handle(message: StepMessage, deps: Deps) -> None:
         await lifecycle.fail(message, ErrorInfo(message=str(error), code="configuration"), deps)
     except PermanentError as error:
         await lifecycle.fail(message, ErrorInfo(message=str(error), code="permanent"), deps)
-    await on_session_end(message.session_id, deps)
+    if may_have_ended:
+        await on_session_end(message.session_id, deps)
 
 
 async def handle_dead_letter(message: StepMessage, deps: Deps, *, delivery_attempts: str) -> None:
@@ -119,8 +123,12 @@ async def handle_dead_letter(message: StepMessage, deps: Deps, *, delivery_attem
 # ─── one iteration, top to bottom ─────────────────────────────────────────────
 
 
-async def iterate(message: StepMessage, deps: Deps) -> None:
-    """Run step ``message.step`` of execution ``message.execution_id``."""
+async def iterate(message: StepMessage, deps: Deps) -> bool:
+    """Run step ``message.step`` of execution ``message.execution_id``.
+
+    Returns False when the session cannot have ended here (the step went on to
+    the next, or the message was a duplicate); True whenever it may have.
+    """
     # Model attempts, retries and summaries share this deadline (Settings.step_budget_seconds).
     budget = time.monotonic() + deps.settings.step_budget_seconds
     # The conversation is read alongside the state: the claim then needs no read after it.
@@ -131,19 +139,18 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
     execution, session = state.execution, state.session
     if execution is None or session is None or state.update_time is None:
         logger.error("execution %s or its session is missing; dropping", message.execution_id)
-        return
+        return False
     fate = triage(message, execution, session, utcnow())
     if fate != "run":
         await _settle(fate, message, execution, state.update_time, session, deps)
-        return
+        return fate not in ("heal", "ahead")
     if execution.awaiting is not None:
         await collect_answers(message, state, execution.awaiting, budget, deps)
-        return
+        return True
     claim = await claim_step(message, state.update_time, deps)
     running = execution.model_copy(update={"status": ExecutionStatus.ACTIVE})
     if execution.gather_pending:
-        await gather_step(message, running, session, state, claim, budget, deps)
-        return
+        return await gather_step(message, running, session, state, claim, budget, deps)
     async with Heartbeat(
         deps.store, message.execution_id, claim, _lease(deps),
         deps.settings.step_cancel_poll_seconds,
@@ -164,18 +171,19 @@ async def iterate(message: StepMessage, deps: Deps) -> None:
             done = await heartbeat.unless_cancelled(run_iteration(turn, message.step, ports))
     if done is None:  # cancelled while the model or the tools ran: end it now
         await after_lost_commit(message, deps)
-        return
+        return True
     call, tools, outcome = done.call, done.tools, done.outcome
     if tools.dispatches:
         await wait_for_sub_agents(message, turn, call, tools, outcome, heartbeat.claim, deps)
-        return
+        return True
     commit, decision = build_commit(
         message, turn, call, tools, outcome, heartbeat.claim, deps.config, _due(deps)
     )
     if not await deps.store.commit_step(commit):
         await after_lost_commit(message, deps)
-        return
+        return True
     await publish_next(message, turn, outcome, commit, decision, deps)
+    return outcome.next != "continue"
 
 
 async def gather_step(
@@ -186,8 +194,11 @@ async def gather_step(
     claim: Claim,
     budget: float,
     deps: Deps,
-) -> None:
-    """Run the execution's gather phase (tarsy.engine.gathering), commit it, publish step 2."""
+) -> bool:
+    """Run the execution's gather phase (tarsy.engine.gathering), commit it, publish step 2.
+
+    Returns whether the session may have ended (a cancel that came meanwhile).
+    """
     config = resolve_execution(deps.config, session, execution)
     async with Heartbeat(
         deps.store, message.execution_id, claim, _lease(deps),
@@ -198,7 +209,7 @@ async def gather_step(
         gathered = await heartbeat.unless_cancelled(work)
     if gathered is None:  # cancelled while gathering
         await after_lost_commit(message, deps)
-        return
+        return True
     stage = execution.stage
     context = await chains.previous_context(session, stage, deps) if stage > 0 else ""
     opening = gathering.opening_with_evidence(deps.config, config, session, context, gathered)
@@ -208,9 +219,10 @@ async def gather_step(
     )  # fmt: skip
     if not await deps.store.commit_step(commit):
         await after_lost_commit(message, deps)
-        return
+        return True
     done = execution.model_copy(update={"gather_pending": False})
     await deps.bus.publish(iterate_message(done, message.step + 1))
+    return False
 
 
 async def _agent_listing(
