@@ -404,6 +404,9 @@ class AgentExecution(_Model):
     # When the next step must have been claimed (or the running step renewed its
     # lease); None once nothing more is due. The sweeper re-publishes past it.
     due_at: datetime | None = None
+    # Re-publishes of the current step since it was last claimed (by the sweeper or a
+    # duplicate's heal); each waits twice as long as the one before. Reset by a claim.
+    republished: int = 0
     final_analysis: str | None = None
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)

@@ -96,7 +96,7 @@ async def test_a_publish_lost_after_a_commit_is_healed_by_the_sweeper(
     assert all(e.due_at is None for e in await store.list_executions(session.session_id))
 
 
-async def test_an_overdue_step_is_republished_once_per_due_interval_however_many_sweeps_run(
+async def test_an_overdue_step_is_republished_once_per_wait_however_many_sweeps_run(
     deps: Deps, store: Store, fake_gemini: FakeGemini
 ) -> None:
     """Under a backlog longer than the due time, the queued message is not copied at each sweep."""
@@ -116,11 +116,31 @@ async def test_an_overdue_step_is_republished_once_per_due_interval_however_many
     assert sum(summary.execution_id in r.republished for r in reports) == 1
     again = await sweep(replace(deps, bus=sweeper_bus), now=late + timedelta(seconds=1))
     assert summary.execution_id not in again.republished  # its due time moved on
+
+    # Still not claimed one interval later: again, and the next copy waits two intervals.
     interval = timedelta(seconds=deps.settings.step_due_seconds)
-    next_interval = await sweep(replace(deps, bus=sweeper_bus), now=late + interval * 2)
-    assert summary.execution_id in next_interval.republished  # still not claimed: again
+    second = late + interval + timedelta(seconds=1)
+    assert (
+        summary.execution_id
+        in (await sweep(replace(deps, bus=sweeper_bus), now=second)).republished
+    )
+    early = await sweep(
+        replace(deps, bus=sweeper_bus), now=second + interval + timedelta(seconds=1)
+    )
+    assert summary.execution_id not in early.republished
+    third = second + interval * 2 + timedelta(seconds=1)
+    assert (
+        summary.execution_id in (await sweep(replace(deps, bus=sweeper_bus), now=third)).republished
+    )
     copies = [m for m in sweeper_bus.published if m.execution_id == summary.execution_id]
-    assert copies == [summary_start, summary_start]
+    assert copies == [summary_start] * 3
+    counted = await store.get_execution(summary.execution_id)
+    assert counted is not None and counted.republished == 3
+
+    # Its claim resets the count: the step runs, and the next one is due one interval on.
+    await handle(summary_start, replace(deps, bus=RecordingBus()))
+    ran = await store.get_execution(summary.execution_id)
+    assert ran is not None and ran.republished == 0
 
 
 async def test_a_lost_start_session_is_healed_by_the_sweeper(deps: Deps, store: Store) -> None:

@@ -7,7 +7,7 @@ overwrites or finds what its first delivery wrote instead of duplicating it.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from tarsy.config.schema import ResolvedAgentConfig
 from tarsy.engine.roles import rules
@@ -57,6 +57,21 @@ def iterate_message(execution: AgentExecution, step: int) -> StepMessage:
         step=step,
         kind="gather" if execution.gather_pending else "iterate",
     )
+
+
+# A re-publish waits 1, 2, 4, then 8 due intervals before the next one (6 min at 45 s).
+MAX_REPUBLISH_DOUBLINGS = 3
+
+
+def due_after_republish(execution: AgentExecution, now: datetime, due: timedelta) -> datetime:
+    """When an execution re-published now is due again (pure).
+
+    A message re-published once and still not claimed an interval later is more
+    likely queued behind a backlog than lost again: each further copy waits twice
+    as long, so a long queue is not filled with copies of the same step.
+    """
+    doublings: int = min(execution.republished, MAX_REPUBLISH_DOUBLINGS)
+    return now + due * (1 << doublings)
 
 
 def start_stage_message(session_id: str, stage: int) -> StepMessage:

@@ -50,7 +50,7 @@ from tarsy.engine.iteration import (
     cost_of,
     run_iteration,
 )
-from tarsy.engine.messages import FIRST_ITERATION_STEP, iterate_message
+from tarsy.engine.messages import FIRST_ITERATION_STEP, due_after_republish, iterate_message
 from tarsy.engine.progression import Decision, FanIn, Next
 from tarsy.engine.roles import PauseScope, resolve_execution, rules
 from tarsy.engine.sub_agents import PendingTurn
@@ -322,7 +322,9 @@ async def _heal_publish(
     if execution.due_at is not None and execution.due_at > now:
         return
     if not await deps.store.postpone_execution(
-        execution.execution_id, read_time=read_time, until=now + _due(deps)
+        execution.execution_id,
+        read_time=read_time,
+        until=due_after_republish(execution, now, _due(deps)),
     ):
         return  # the step was claimed, or someone else re-published it
     logger.info(

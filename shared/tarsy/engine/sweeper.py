@@ -20,9 +20,11 @@ recovery.
 
 Each action is idempotent (the step's claim and the deterministic creates
 absorb duplicates), so overlapping sweeps are harmless. A re-publish first
-moves the due time on by one interval, under a precondition on the document's
-update time, and goes out only if that write wins: under a backlog longer than
-the due time, a message still queued is not copied again at every sweep.
+moves the due time on, under a precondition on the document's update time, and
+goes out only if that write wins; each further re-publish of the same step
+waits twice as long (:func:`tarsy.engine.messages.due_after_republish`): under a
+backlog longer than the due time, a message still queued is not copied again
+at every sweep.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from tarsy import telemetry
 from tarsy._pydantic import DeferredModel
 from tarsy.app import Deps
 from tarsy.engine.lifecycle import time_out
-from tarsy.engine.messages import iterate_message, start_stage_message
+from tarsy.engine.messages import due_after_republish, iterate_message, start_stage_message
 from tarsy.models import AgentExecution, StepMessage, utcnow
 from tarsy.notify.session_end import on_session_end, retry_stale
 
@@ -83,13 +85,15 @@ async def sweep(deps: Deps, now: datetime | None = None) -> SweepReport:
         await on_session_end(session.session_id, deps)
         report.timed_out.append(session.session_id)
     traces: dict[str, dict[str, str]] = {}
-    next_due = now + timedelta(seconds=deps.settings.step_due_seconds)
+    interval = timedelta(seconds=deps.settings.step_due_seconds)
     for due in await deps.store.due_executions(now):
         execution = due.execution
         if execution.session_id in report.timed_out:
             continue
         if not await deps.store.postpone_execution(
-            execution.execution_id, read_time=due.update_time, until=next_due
+            execution.execution_id,
+            read_time=due.update_time,
+            until=due_after_republish(execution, now, interval),
         ):
             continue  # a step claimed it, or another sweep or a heal re-published it
         carrier = await _trace_of(execution.session_id, traces, deps)
@@ -101,7 +105,7 @@ async def sweep(deps: Deps, now: datetime | None = None) -> SweepReport:
         if session.status.is_terminal or session.session_id in report.timed_out:
             continue
         if not await deps.store.postpone_session(
-            session.session_id, read_time=due_session.update_time, until=next_due
+            session.session_id, read_time=due_session.update_time, until=now + interval
         ):
             continue
         telemetry.link_current_span(session.trace_context)

@@ -258,6 +258,7 @@ class StepRecords(FirestoreBase):
                     "due_at": until,
                     "status": ExecutionStatus.ACTIVE.value,
                     "published_step": step,
+                    "republished": 0,
                 },
                 option=option,
             )

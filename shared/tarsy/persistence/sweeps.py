@@ -87,9 +87,12 @@ class SweepQueries(FirestoreBase):
         Call it before re-publishing the execution's step: only the caller
         whose write wins publishes. A step that claims the execution meanwhile
         voids the postpone (nothing is owed), and a postpone that wins voids a
-        claim made on an older read (Pub/Sub redelivers that message).
+        claim made on an older read (Pub/Sub redelivers that message). The
+        execution's ``republished`` count goes up by one (a claim resets it).
         """
-        return await self._postpone(self._execution(execution_id), read_time, until)
+        return await self._postpone(
+            self._execution(execution_id), read_time, until, republished=True
+        )
 
     async def postpone_session(
         self, session_id: str, *, read_time: datetime, until: datetime
@@ -97,12 +100,15 @@ class SweepQueries(FirestoreBase):
         """Move an overdue stage start's due time to ``until``; False if written since."""
         return await self._postpone(self._session(session_id), read_time, until)
 
-    async def _postpone(self, ref: Any, read_time: datetime, until: datetime) -> bool:
+    async def _postpone(
+        self, ref: Any, read_time: datetime, until: datetime, *, republished: bool = False
+    ) -> bool:
+        fields: dict[str, Any] = {"due_at": until}
+        if republished:
+            fields["republished"] = firestore.Increment(1)
         self.round_trips.add("update")
         try:
-            await ref.update(
-                {"due_at": until}, option=self._db.write_option(last_update_time=read_time)
-            )
+            await ref.update(fields, option=self._db.write_option(last_update_time=read_time))
         except gexc.FailedPrecondition:
             return False
         return True
