@@ -48,7 +48,9 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 # What each function's import must not load (its path never uses it): the step engine,
-# the model providers and their SDKs, the session list.
+# the model providers and their SDKs, the session list; in the api, what only some routes
+# use (the chains of a chat or a judge, the sweep, the notifiers, the gather step's
+# detections) and httpx, whose import brings its CLI (rich, pygments).
 _NOT_LOADED = {
     "ingest": [
         "tarsy.engine",
@@ -59,7 +61,24 @@ _NOT_LOADED = {
         "google.genai",
         "jsonschema",
     ],
-    "api": ["tarsy.engine.steps", "tarsy.llm.registry", "tarsy.llm.backends", "google.genai"],
+    "api": [
+        "tarsy.engine.steps",
+        "tarsy.engine.chains",
+        "tarsy.engine.sweeper",
+        "tarsy.llm.registry",
+        "tarsy.llm.backends",
+        "tarsy.notify.session_end",
+        "tarsy.notify.slack",
+        "tarsy.notify.pagerduty",
+        "tarsy.evidence.detections",
+        "tarsy.memory",
+        "google.genai",
+        "jsonschema",
+        "httpx",
+        "rich",
+        "pygments",
+        "zstandard",
+    ],
     "step": ["tarsy.api", "tarsy.persistence.session_list", "langchain_core", "openai"],
 }
 
