@@ -60,6 +60,14 @@ _NOT_LOADED = {
         "tarsy.api",
         "google.genai",
         "jsonschema",
+        # A native sender's parser is imported when its route is first posted to.
+        "tarsy.intake.sources.alertmanager",
+        "tarsy.intake.sources.alertmanager_api",
+        "tarsy.intake.sources.grafana",
+        "tarsy.intake.sources.pagerduty",
+        "tarsy.intake.sources.sns",
+        "httpx",
+        "rich",
     ],
     "api": [
         "tarsy.engine.steps",
@@ -79,7 +87,18 @@ _NOT_LOADED = {
         "pygments",
         "zstandard",
     ],
-    "step": ["tarsy.api", "tarsy.persistence.session_list", "langchain_core", "openai"],
+    "step": [
+        "tarsy.api",
+        "tarsy.persistence.session_list",
+        "langchain_core",
+        "openai",
+        # Only an agent of the schema-actions strategy validates against a schema.
+        "jsonschema",
+        # A notifier is imported when a session ends with it configured.
+        "tarsy.notify.slack",
+        "tarsy.notify.pagerduty",
+        "rich",
+    ],
 }
 
 
