@@ -68,6 +68,9 @@ _NOT_LOADED = {
         "tarsy.intake.sources.sns",
         "httpx",
         "rich",
+        # Routing reads the alert's labels; the facts and their PromQL are the gather step's.
+        "tarsy.evidence.snapshot",
+        "tarsy.evidence.promql",
     ],
     "api": [
         "tarsy.engine.steps",
@@ -79,6 +82,8 @@ _NOT_LOADED = {
         "tarsy.notify.slack",
         "tarsy.notify.pagerduty",
         "tarsy.evidence.detections",
+        "tarsy.evidence.snapshot",
+        "tarsy.evidence.promql",
         "tarsy.memory",
         "google.genai",
         "jsonschema",
@@ -97,6 +102,8 @@ _NOT_LOADED = {
         # A notifier is imported when a session ends with it configured.
         "tarsy.notify.slack",
         "tarsy.notify.pagerduty",
+        # Only a gather step runs the detections.
+        "tarsy.evidence.detections",
         "rich",
     ],
 }
