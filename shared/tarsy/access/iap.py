@@ -119,6 +119,7 @@ class KeyCache:
         self._certs: dict[str, str] = {}
         self._fetched_at = float("-inf")
         self._lock = asyncio.Lock()
+        self._http = google_requests.Request()  # one requests session, its connections reused
 
     async def certs_for(self, kid: str | None) -> dict[str, str]:
         """The keys, fetched again when stale or when ``kid`` is unknown (rate-limited)."""
@@ -134,7 +135,7 @@ class KeyCache:
         try:
             # Synchronous (requests), so in a worker thread: the event loop goes on meanwhile.
             response = await asyncio.to_thread(
-                google_requests.Request(), self.url, method="GET", timeout=_FETCH_TIMEOUT_S
+                self._http, self.url, method="GET", timeout=_FETCH_TIMEOUT_S
             )
             if response.status != 200:
                 raise ValueError(f"HTTP {response.status}")
