@@ -2,9 +2,9 @@
 
 Design constraint: an alert source is one object (:mod:`tarsy.intake.sources.receiver`);
 the routes know a source only through this list, so adding one is its module
-and one line here. A native sender's module (its payload models, its parser, for
-SNS its signature checks) is imported when its route is first posted to: an
-instance that only ever serves ``POST /alerts`` never loads them.
+and, here, a factory and its route's line. A native sender's module (its payload
+models, its parser, for SNS its signature checks) is imported when its route is
+first posted to: an instance that only ever serves ``POST /alerts`` never loads them.
 """
 
 from __future__ import annotations
