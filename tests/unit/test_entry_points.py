@@ -48,7 +48,9 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 # What each function's import must not load (its path never uses it): the step engine,
-# the model providers and their SDKs, the session list.
+# the model providers and their SDKs, the session list; in the api, what only some routes
+# use (the chains of a chat or a judge, the sweep, the notifiers, the gather step's
+# detections) and httpx, whose import brings its CLI (rich, pygments).
 _NOT_LOADED = {
     "ingest": [
         "tarsy.engine",
@@ -58,9 +60,52 @@ _NOT_LOADED = {
         "tarsy.api",
         "google.genai",
         "jsonschema",
+        # A native sender's parser is imported when its route is first posted to.
+        "tarsy.intake.sources.alertmanager",
+        "tarsy.intake.sources.alertmanager_api",
+        "tarsy.intake.sources.grafana",
+        "tarsy.intake.sources.pagerduty",
+        "tarsy.intake.sources.sns",
+        "httpx",
+        "rich",
+        # Routing reads the alert's labels; the facts and their PromQL are the gather step's.
+        "tarsy.evidence.snapshot",
+        "tarsy.evidence.promql",
     ],
-    "api": ["tarsy.engine.steps", "tarsy.llm.registry", "tarsy.llm.backends", "google.genai"],
-    "step": ["tarsy.api", "tarsy.persistence.session_list", "langchain_core", "openai"],
+    "api": [
+        "tarsy.engine.steps",
+        "tarsy.engine.chains",
+        "tarsy.engine.sweeper",
+        "tarsy.llm.registry",
+        "tarsy.llm.backends",
+        "tarsy.notify.session_end",
+        "tarsy.notify.slack",
+        "tarsy.notify.pagerduty",
+        "tarsy.evidence.detections",
+        "tarsy.evidence.snapshot",
+        "tarsy.evidence.promql",
+        "tarsy.memory",
+        "google.genai",
+        "jsonschema",
+        "httpx",
+        "rich",
+        "pygments",
+        "zstandard",
+    ],
+    "step": [
+        "tarsy.api",
+        "tarsy.persistence.session_list",
+        "langchain_core",
+        "openai",
+        # Only an agent of the schema-actions strategy validates against a schema.
+        "jsonschema",
+        # A notifier is imported when a session ends with it configured.
+        "tarsy.notify.slack",
+        "tarsy.notify.pagerduty",
+        # Only a gather step runs the detections.
+        "tarsy.evidence.detections",
+        "rich",
+    ],
 }
 
 

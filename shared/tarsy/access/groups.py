@@ -26,13 +26,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tarsy.access.roles import Grants, Role
 from tarsy.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +137,9 @@ class GroupDirectory:
         hit, member = self._cached(self._members, (group, email))
         if hit:
             return bool(member)
+        # Imported here: only grants that name a group ask Cloud Identity.
+        import httpx
+
         try:
             async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as client:
                 name = await self._group_name(client, group)

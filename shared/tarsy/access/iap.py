@@ -23,10 +23,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 
-import httpx
 from google.auth import exceptions as google_auth_exceptions
 from google.auth import jwt as google_jwt
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+# google-auth's requests transport fetches the keys: the Firestore client has loaded it
+# already, where httpx would add its own stack (and its CLI's rich and pygments) to the api.
+from google.auth.transport import requests as google_requests
+from pydantic import ConfigDict, TypeAdapter
 
 from tarsy._pydantic import DeferredModel
 from tarsy.access import groups
@@ -116,6 +119,7 @@ class KeyCache:
         self._certs: dict[str, str] = {}
         self._fetched_at = float("-inf")
         self._lock = asyncio.Lock()
+        self._http = google_requests.Request()  # one requests session, its connections reused
 
     async def certs_for(self, kid: str | None) -> dict[str, str]:
         """The keys, fetched again when stale or when ``kid`` is unknown (rate-limited)."""
@@ -129,11 +133,14 @@ class KeyCache:
 
     async def _fetch(self) -> dict[str, str]:
         try:
-            async with httpx.AsyncClient(timeout=_FETCH_TIMEOUT_S) as http:
-                response = await http.get(self.url)
-                response.raise_for_status()
-            return _CERTS.validate_json(response.content)
-        except (httpx.HTTPError, ValidationError) as e:
+            # Synchronous (requests), so in a worker thread: the event loop goes on meanwhile.
+            response = await asyncio.to_thread(
+                self._http, self.url, method="GET", timeout=_FETCH_TIMEOUT_S
+            )
+            if response.status != 200:
+                raise ValueError(f"HTTP {response.status}")
+            return _CERTS.validate_json(response.data)
+        except (google_auth_exceptions.TransportError, ValueError) as e:  # ValidationError too
             logger.warning("cannot read the sign-in keys at %s: %s", self.url, e)
             # Refused, not let through: a request waits for keys that verify it.
             raise InputError(f"cannot read the sign-in keys: {e}", status=503) from e

@@ -18,11 +18,8 @@ from tarsy.access.roles import Principal, RecordedAction
 from tarsy.api.session_list import parse_query
 from tarsy.app import Deps
 from tarsy.engine import transitions
-from tarsy.engine.chains import start_chat, start_scoring
-from tarsy.engine.lifecycle import cancel_one
 from tarsy.engine.messages import iterate_message
 from tarsy.engine.roles import rules
-from tarsy.engine.sweeper import sweep
 from tarsy.errors import InputError, NotFoundError
 from tarsy.feedback import FeedbackRequest, audit_detail, feedback_of, feedback_update
 from tarsy.http.request import (
@@ -35,7 +32,6 @@ from tarsy.http.request import (
 from tarsy.intake.sessions import new_session
 from tarsy.intake.sources.api import status_url
 from tarsy.models import ExecutionStatus, Feedback, StepMessage, ThreadReply, utcnow
-from tarsy.notify.session_end import on_session_end
 from tarsy.persistence.ports import SessionReader
 from tarsy.tools.masking import Masker
 
@@ -134,6 +130,9 @@ async def cancel(deps: Deps, session_id: str) -> dict[str, Any]:
                 execution.execution_id, transitions.request_cancel_of_execution(execution)
             )
     if session.status is ExecutionStatus.PAUSED:
+        # Imported here: only ending a paused session notifies (reads never load the notifiers).
+        from tarsy.notify.session_end import on_session_end
+
         await deps.store.update_session(session_id, transitions.cancel_session(session, now))
         await on_session_end(session_id, deps)
     logger.info("cancel requested for %s", session_id)
@@ -158,6 +157,9 @@ async def rescore(deps: Deps, session_id: str) -> dict[str, Any]:
     scorings = [e for e in await deps.store.list_executions(session_id) if e.role == "scoring"]
     if any(not e.status.is_terminal for e in scorings):
         raise InputError(f"session {session_id} is being scored; try again shortly", status=409)
+    # Imported here: only starting a judge or a chat needs the engine's chains and prompts.
+    from tarsy.engine.chains import start_scoring
+
     with telemetry.in_session_trace(session.trace_context):
         execution = await start_scoring(session, len(scorings), deps)
     await deps.store.update_session(session_id, transitions.keep_until_answered(session, utcnow()))
@@ -188,6 +190,9 @@ async def cancel_agent(deps: Deps, session_id: str, execution_id: str) -> dict[s
     # The mark voids a running step's commit (it then cancels the agent) and is seen
     # by the next step of an idle one; a paused agent is ended here.
     if execution.status is ExecutionStatus.PAUSED:
+        # Imported here: ending a paused agent runs the engine's fan-in (tarsy.engine.chains).
+        from tarsy.engine.lifecycle import cancel_one
+
         await cancel_one(execution, deps)
     else:
         await deps.store.update_execution(
@@ -334,6 +339,9 @@ async def chat(
             "not finished; ask when it has",
             status=409,
         )
+    # Imported here: only starting a judge or a chat needs the engine's chains and prompts.
+    from tarsy.engine.chains import start_chat
+
     with telemetry.in_session_trace(session.trace_context):
         execution = await start_chat(session, request.question, deps, reply_to=reply_to)
     await deps.store.update_session(session_id, transitions.keep_until_answered(session, utcnow()))
@@ -425,6 +433,9 @@ async def _scheduled(path: str, request: HttpRequest, deps: Deps) -> HttpRespons
     if request.method != "POST":
         raise InputError("method not allowed", status=405, details={"allow": "POST"})
     if path == "/sweep":
+        # Imported here: only the scheduler's sweep loads the engine's recovery and the notifiers.
+        from tarsy.engine.sweeper import sweep
+
         return HttpResponse(status=200, body=(await sweep(deps)).model_dump())
     stamped = await deps.store.stamp_retention(deps.settings)
     return HttpResponse(status=200, body=stamped.model_dump())

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tarsy.evidence.promql import expression_in
-from tarsy.evidence.snapshot import AlertFacts
+if TYPE_CHECKING:
+    from tarsy.evidence.snapshot import AlertFacts
 
 
 def _strings(value: object) -> dict[str, str]:
@@ -58,6 +58,9 @@ def alert_facts(alert_data: str) -> AlertFacts:
     Returns:
         The facts found; empty when the data is not a JSON object.
     """
+    # Imported here: routing (ingest, the api) reads only first_alert; the facts are the step's.
+    from tarsy.evidence.snapshot import AlertFacts
+
     try:
         data = json.loads(alert_data)
     except (ValueError, RecursionError):
@@ -86,6 +89,8 @@ def alert_facts(alert_data: str) -> AlertFacts:
 
 def _expression(alert: Mapping[str, Any], labels: Mapping[str, str]) -> str:
     """The rule's PromQL: an ``expr`` field or label, else the generator URL's ``g0.expr``."""
+    from tarsy.evidence.promql import expression_in  # the step's, as alert_facts
+
     for value in (alert.get("expr"), labels.get("expr")):
         if isinstance(value, str) and value.strip():
             return value.strip()

@@ -20,12 +20,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field
 
 from tarsy._pydantic import DeferredModel
-from tarsy.evidence.snapshot import AlertFacts
+
+if TYPE_CHECKING:
+    from tarsy.evidence.snapshot import AlertFacts
 
 _TEMPLATE = re.compile(r"\{([a-zA-Z_][\w.]*)\}")
 

@@ -25,7 +25,6 @@ from pydantic import Field
 from tarsy._pydantic import DeferredModel
 from tarsy.evidence import parse
 from tarsy.evidence.catalog import Collector, EvidenceSettings
-from tarsy.evidence.detections import detect
 from tarsy.evidence.snapshot import AlertFacts, Detection, Snapshot
 from tarsy.evidence.targets import targets_of
 from tarsy.models import ToolCall
@@ -197,6 +196,9 @@ async def gather(
             )  # fmt: skip
     else:
         gathered.stopped = f"round limit ({settings.max_rounds}) reached"
+    # Imported here: only a gather step runs the detections (most steps are model turns).
+    from tarsy.evidence.detections import detect
+
     gathered.detections = detect(gathered.snapshot, disabled=settings.disabled_detections)
     gathered.elapsed_ms = (time.monotonic() - started) * 1000
     logger.info(

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 from tarsy import secrets
 from tarsy.config.schema import TarsyConfig
 from tarsy.models import ExecutionStatus, Session
+from tarsy.notify import configured as configured_notifiers
 from tarsy.notify.ledger import NotificationLedger
 from tarsy.notify.result import NotificationResult
 from tarsy.settings import Settings
@@ -64,8 +65,7 @@ class NoteTarget(BaseModel):
 
 def configured(settings: Settings) -> bool:
     """Whether a REST API key and a From address are configured (cheap: no secret is read)."""
-    has_token = settings.pagerduty_api_token is not None or bool(settings.pagerduty_token_secret)
-    return has_token and bool(settings.pagerduty_from_email)
+    return configured_notifiers.pagerduty(settings)
 
 
 def api_token(settings: Settings) -> str:

@@ -24,7 +24,7 @@ from tarsy import telemetry
 from tarsy._pydantic import DeferredModel
 from tarsy.log import fields
 from tarsy.models import ExecutionStatus
-from tarsy.notify import pagerduty, slack, slack_thread
+from tarsy.notify import configured
 from tarsy.notify.ledger import NotificationLedger, firestore_ledger
 from tarsy.notify.result import NotificationResult
 
@@ -63,8 +63,8 @@ async def on_session_end(
     """
     report = SessionEndReport(session_id=session_id)
     count = telemetry.exporting() or telemetry.metric_logs()
-    announce = slack.token_configured(deps.settings)
-    note = _notes_on(deps)
+    announce = configured.slack(deps.settings)
+    note = configured.pagerduty_notes(deps.settings, deps.config)
     if not (count or announce or note):
         return report
     try:
@@ -94,12 +94,17 @@ async def on_session_end(
         except Exception:
             logger.warning("session end not counted", exc_info=True, extra=log)
     if announce:
+        # Imported here: only a configured notifier loads its module (and its client).
+        from tarsy.notify import slack, slack_thread
+
         report.slack = _logged(
             await slack.notify_session_end(session, deps.settings, deps.config, ledger), log
         )
         answers = await slack_thread.answer_questions(session, deps.settings, deps.store, ledger)
         report.answers = [_logged(answered, log) for answered in answers]
     if note:
+        from tarsy.notify import pagerduty
+
         report.pagerduty = _logged(
             await pagerduty.notify_session_end(session, deps.settings, deps.config, ledger), log
         )
@@ -116,13 +121,6 @@ def _logged(result: NotificationResult, log: dict[str, Any]) -> NotificationResu
     return result
 
 
-def _notes_on(deps: Deps) -> bool:
-    """Whether PagerDuty incidents get notes (opted in and configured; no secret read)."""
-    return deps.config.alert_sources.pagerduty.incident_notes and pagerduty.configured(
-        deps.settings
-    )
-
-
 # Stale claims picked up per sweep; the rest wait for the next one.
 STALE_PER_SWEEP = 20
 
@@ -137,7 +135,9 @@ async def retry_stale(
     Returns:
         The sessions notified again (each one's outcome is in its ledger entry).
     """
-    if not (slack.token_configured(deps.settings) or _notes_on(deps)):
+    if not (
+        configured.slack(deps.settings) or configured.pagerduty_notes(deps.settings, deps.config)
+    ):
         return []
     try:
         ledger = ledger or firestore_ledger(deps.settings)

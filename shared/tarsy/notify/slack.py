@@ -44,6 +44,7 @@ from tarsy import secrets
 from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import TarsyConfig
 from tarsy.models import ExecutionStatus, Session
+from tarsy.notify import configured
 from tarsy.notify.ledger import NotificationLedger
 from tarsy.notify.result import NotificationResult
 from tarsy.settings import Settings
@@ -98,7 +99,7 @@ class SlackMessage(DeferredModel):
 
 def token_configured(settings: Settings) -> bool:
     """Whether a bot token is configured at all (cheap: no secret is read)."""
-    return settings.slack_bot_token is not None or bool(settings.slack_token_secret)
+    return configured.slack(settings)
 
 
 def bot_token(settings: Settings) -> str:

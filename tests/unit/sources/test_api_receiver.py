@@ -10,7 +10,7 @@ from tarsy.http.request import HttpRequest, HttpResponse
 from tarsy.intake.ingest import handle
 from tarsy.intake.sources.api import ApiReceiver
 from tarsy.intake.sources.receiver import AlertReceiver
-from tarsy.intake.sources.registry import RECEIVERS, receiver_for
+from tarsy.intake.sources.registry import NATIVE, all_receivers, receiver_for
 from tarsy.models import StepMessage
 from tarsy.persistence.ports import Persistence
 from tarsy.settings import Settings
@@ -45,8 +45,14 @@ async def run(request: HttpRequest, store: MemoryAlertStore, bus: RecordingBus) 
 def test_post_alerts_and_the_root_url_are_served_by_a_registered_receiver() -> None:
     assert isinstance(receiver_for("/alerts"), ApiReceiver)
     assert isinstance(receiver_for("/"), ApiReceiver)
-    assert all(isinstance(receiver, AlertReceiver) for receiver in RECEIVERS)
-    assert [r.name for r in RECEIVERS].count("api") == 1
+    assert all(isinstance(receiver, AlertReceiver) for receiver in all_receivers())
+    assert [r.name for r in all_receivers()].count("api") == 1
+
+
+def test_each_native_route_is_one_its_receiver_declares() -> None:
+    declared = {path for r in all_receivers() if r.name != "api" for path in r.paths}
+    assert declared == set(NATIVE)
+    assert all(path in receiver().paths for path, receiver in NATIVE.items())
 
 
 async def test_each_api_alert_is_its_own_session_with_its_runbook_mcp_and_metadata() -> None:

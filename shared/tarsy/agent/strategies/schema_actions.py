@@ -32,8 +32,6 @@ from collections.abc import Sequence
 from hashlib import sha256
 from typing import Any, Literal
 
-import jsonschema
-
 from tarsy._pydantic import DeferredModel
 from tarsy.agent.strategies import answers
 from tarsy.agent.strategies.base import (
@@ -152,6 +150,9 @@ def parse_action(text: str, schema: dict[str, Any]) -> Action | str:
         value = json.loads(raw)
     except json.JSONDecodeError as e:
         return f"the reply is not one JSON object ({e.msg} at character {e.pos})"
+    # Imported here: only an agent of this strategy validates replies against a schema.
+    import jsonschema
+
     try:
         jsonschema.validate(value, schema)
     except jsonschema.ValidationError as e:

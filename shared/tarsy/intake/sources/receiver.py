@@ -7,8 +7,8 @@ the paths it is posted to, how it authenticates, the media types it sends,
 how its body becomes :class:`~tarsy.intake.sources.normalized.NormalizedAlert`
 objects, and the status that tells its sender all went well. Each source
 module defines its receiver beside its payload models; adding a source is its
-module plus one line in :mod:`tarsy.intake.sources.registry` (and a block in
-``alert_sources:`` when it has settings).
+module plus its factory and route in :mod:`tarsy.intake.sources.registry` (and a
+block in ``alert_sources:`` when it has settings).
 """
 
 from __future__ import annotations
