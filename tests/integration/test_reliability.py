@@ -21,7 +21,7 @@ from tarsy.engine.steps import handle
 from tarsy.engine.sweeper import sweep
 from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate
 from tarsy.errors import LeaseHeldError
-from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
+from tarsy.models import AgentExecution, ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.notify import slack
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings
@@ -66,19 +66,26 @@ async def drive(deps: Deps, message: StepMessage, bus: RecordingBus, limit: int 
     raise AssertionError("the session did not settle")
 
 
-async def test_a_publish_lost_after_a_commit_is_healed_by_the_sweeper(
-    deps: Deps, store: Store, fake_gemini: FakeGemini
-) -> None:
-    fake_gemini.responder = lambda call: FakeReply(text="analysis")
+async def summary_start_lost(
+    deps: Deps, store: Store
+) -> tuple[Session, StepMessage, AgentExecution]:
+    """The first step commits (the execution ends, the summary is created in the same
+    batch) but the summary's first message is lost with the process."""
     session, first, _ = await started(deps, store)
-    # The first step commits (the execution ends, the summary is created in the same
-    # batch) but the summary's first message is lost with the process.
     lost = DroppingBus()
     await handle(first, replace(deps, bus=lost))
     [summary_start] = lost.published
     summary = await store.get_execution(summary_start.execution_id)
-    assert summary is not None and summary.status is ExecutionStatus.PENDING
-    assert summary.due_at is not None
+    assert summary is not None
+    return session, summary_start, summary
+
+
+async def test_a_publish_lost_after_a_commit_is_healed_by_the_sweeper(
+    deps: Deps, store: Store, fake_gemini: FakeGemini
+) -> None:
+    fake_gemini.responder = lambda call: FakeReply(text="analysis")
+    session, summary_start, summary = await summary_start_lost(deps, store)
+    assert summary.status is ExecutionStatus.PENDING and summary.due_at is not None
 
     # Before it is due, a sweep leaves it alone; past its due time, it re-publishes it.
     sweeper_bus = RecordingBus()
@@ -101,12 +108,8 @@ async def test_an_overdue_step_is_republished_once_per_wait_however_many_sweeps_
 ) -> None:
     """Under a backlog longer than the due time, the queued message is not copied at each sweep."""
     fake_gemini.responder = lambda call: FakeReply(text="analysis")
-    _, first, _ = await started(deps, store)
-    lost = DroppingBus()
-    await handle(first, replace(deps, bus=lost))
-    [summary_start] = lost.published
-    summary = await store.get_execution(summary_start.execution_id)
-    assert summary is not None and summary.due_at is not None
+    _, summary_start, summary = await summary_start_lost(deps, store)
+    assert summary.due_at is not None
     late = summary.due_at + timedelta(seconds=1)
 
     sweeper_bus = RecordingBus()

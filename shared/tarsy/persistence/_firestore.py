@@ -65,28 +65,35 @@ def document_of(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="python")
 
 
-def llm_interaction_document(interaction: LLMInteraction) -> dict[str, Any]:
-    """An LLM call's record as stored: its request as one JSON string.
+def with_json_text(model: BaseModel, field: str) -> dict[str, Any]:
+    """``model``'s document with one large nested field stored as one JSON string.
 
-    The request holds the conversation and every tool's schema. Firestore's client
-    encodes a nested map value by value: a 16 KB request cost a step's commit about
-    5 ms, its largest share. As a string it is one value, and a request past the
-    inline limit is spilled into chunks like any long text (as a map, it could only
-    fail the write at Firestore's 1 MiB).
+    Firestore's client encodes and decodes a nested map value by value: for an
+    LLM call's request (the conversation and every tool's schema, 16 KB and more)
+    that was a step's largest CPU cost, about 5 ms. As a string it is one value,
+    and past the inline limit it is spilled into chunks like any long text (as a
+    map, it could only fail the write at Firestore's 1 MiB).
     """
-    document = document_of(interaction)
-    document["request"] = json.dumps(
-        interaction.request, separators=(",", ":"), ensure_ascii=False, default=str
-    )
+    document = document_of(model)
+    value = model.model_dump(mode="json", include={field})[field]
+    document[field] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return document
 
 
+def from_json_text(document: dict[str, Any], field: str) -> dict[str, Any]:
+    """A document read back: ``field`` parsed if it is JSON text (a map or list if older)."""
+    value = document.get(field)
+    return {**document, field: json.loads(value)} if isinstance(value, str) else document
+
+
+def llm_interaction_document(interaction: LLMInteraction) -> dict[str, Any]:
+    """An LLM call's record as stored: its request as one JSON string."""
+    return with_json_text(interaction, "request")
+
+
 def llm_interaction_of(document: dict[str, Any]) -> LLMInteraction:
-    """Read an LLM call's record: its request is JSON text, or a map if written earlier."""
-    request = document.get("request")
-    if isinstance(request, str):
-        document = {**document, "request": json.loads(request)}
-    return LLMInteraction.model_validate(document)
+    """Read an LLM call's record (its request JSON text, or a map if written earlier)."""
+    return LLMInteraction.model_validate(from_json_text(document, "request"))
 
 
 def firestore_fields(update: ExecutionUpdate | SessionUpdate | StageUpdate) -> dict[str, Any]:

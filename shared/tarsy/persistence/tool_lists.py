@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +12,8 @@ from tarsy.models import (
 from tarsy.persistence._firestore import (
     TOOL_LISTS,
     FirestoreBase,
-    document_of,
+    from_json_text,
+    with_json_text,
 )
 from tarsy.tools.base import CachedToolList
 
@@ -24,21 +24,12 @@ def tool_list_document(cached: CachedToolList) -> dict[str, Any]:
     Every step reads the lists of its agent's servers: as nested maps, Firestore's
     client decoded each schema value by value (about a millisecond per server).
     """
-    document = document_of(cached)
-    document["tools"] = json.dumps(
-        [tool.model_dump(mode="json") for tool in cached.tools],
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return document
+    return with_json_text(cached, "tools")
 
 
 def tool_list_of(document: dict[str, Any]) -> CachedToolList:
-    """Read a cached tool list: its tools are JSON text, or a list if written earlier."""
-    tools = document.get("tools")
-    if isinstance(tools, str):
-        document = {**document, "tools": json.loads(tools)}
-    return CachedToolList.model_validate(document)
+    """Read a cached tool list (its tools JSON text, or a list if written earlier)."""
+    return CachedToolList.model_validate(from_json_text(document, "tools"))
 
 
 class ToolListRecords(FirestoreBase):
