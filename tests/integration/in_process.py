@@ -37,6 +37,15 @@ async def new_session(
     return session
 
 
+async def first_message(deps: Deps, session: Session) -> StepMessage:
+    """Run the session's start in process: the one message it publishes (its first step)."""
+    bus = RecordingBus()
+    start = StepMessage(session_id=session.session_id, kind="start_session")
+    await handle(start, replace(deps, bus=bus))
+    [first] = bus.published
+    return first
+
+
 async def drive(
     deps: Deps, first: StepMessage, *, duplicate: bool = False, limit: int = 200
 ) -> list[StepMessage]:

@@ -31,6 +31,8 @@ from tarsy_dev.fakes.bus import RecordingBus
 from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 from tarsy_dev.localstack.stack import Stack
 
+from . import in_process
+
 # Free text: an alert that names no labels runs the default chain (a model call and the
 # summary), which is what these delivery tests count.
 ALERT = {"alert_type": "generic", "data": "pod payments-api-0 is in CrashLoop"}
@@ -160,11 +162,7 @@ async def test_a_step_reads_its_conversation_in_the_round_trip_that_reads_its_st
     deps: Deps, store: Store
 ) -> None:
     session = await new_session(store)
-    bus = RecordingBus()
-    await handle(
-        StepMessage(session_id=session.session_id, kind="start_session"), replace(deps, bus=bus)
-    )
-    [iterate] = bus.published
+    iterate = await in_process.first_message(deps, session)
     trips, rpcs = store.round_trips.count, store.round_trips.rpcs
 
     state = await store.get_step_state(iterate.execution_id, session.session_id, conversation=True)
@@ -180,14 +178,11 @@ async def test_a_step_makes_one_round_trip_before_its_claim_and_one_after(
 ) -> None:
     """The state and the conversation together, the claim, the commit; then the summary's start."""
     session = await new_session(store)
-    bus = RecordingBus()
-    local = replace(deps, bus=bus)
-    await handle(StepMessage(session_id=session.session_id, kind="start_session"), local)
-    [iterate] = bus.published
+    iterate = await in_process.first_message(deps, session)
     script_session(fake_gemini)
     kinds = dict(store.round_trips.by_kind)
 
-    await handle(iterate, local)
+    await handle(iterate, replace(deps, bus=RecordingBus()))
 
     spent = {k: n - kinds.get(k, 0) for k, n in store.round_trips.by_kind.items()}
     # No query of the conversation after the claim: it came with the state.

@@ -22,7 +22,7 @@ from tarsy.engine.sweeper import sweep
 from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate
 from tarsy.errors import LeaseHeldError
 from tarsy.models import AgentExecution, ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.notify import slack
+from tarsy.notify import configured
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings
 from tarsy.tools.mcp_client import MCPToolExecutor
@@ -46,12 +46,17 @@ async def new_session(store: Store, chain_id: str = "default") -> Session:
 async def started(deps: Deps, store: Store) -> tuple[Session, StepMessage, RecordingBus]:
     """A new session whose start ran in process: its first step's message, not yet run."""
     session = await new_session(store)
-    bus = RecordingBus()
-    start = StepMessage(session_id=session.session_id, kind="start_session")
-    await handle(start, replace(deps, bus=bus))
-    [first] = bus.published
-    bus.published.clear()
-    return session, first, bus
+    return session, await in_process.first_message(deps, session), RecordingBus()
+
+
+async def gathering(deps: Deps, store: Store) -> tuple[Deps, StepMessage]:
+    """An agent that gathers evidence first, started: deps with its tools, the gather step."""
+    deps = replace(deps, tools=MCPToolExecutor(deps.config, deps.settings, deps.store))
+    alert = load_scenario(SCENARIO).alert.data  # it names a pod: there is evidence to gather
+    session = await in_process.new_session(
+        store, alert_data=json.dumps(alert), chain_id="kubernetes"
+    )
+    return deps, await in_process.first_message(deps, session)
 
 
 async def drive(deps: Deps, message: StepMessage, bus: RecordingBus, limit: int = 20) -> None:
@@ -176,16 +181,7 @@ async def test_duplicates_of_a_committed_step_republish_an_overdue_next_step_onl
 ) -> None:
     """Each copy would be a duplicate of the next step in turn: ungated, copies multiply."""
     # An agent that gathers evidence first: its first step commits and the agent goes on.
-    deps = replace(deps, tools=MCPToolExecutor(deps.config, deps.settings, deps.store))
-    alert = load_scenario(SCENARIO).alert.data  # it names a pod: there is evidence to gather
-    session = await in_process.new_session(
-        store, alert_data=json.dumps(alert), chain_id="kubernetes"
-    )
-    start = RecordingBus()
-    await handle(
-        StepMessage(session_id=session.session_id, kind="start_session"), replace(deps, bus=start)
-    )
-    [first] = start.published
+    deps, first = await gathering(deps, store)
     lost = DroppingBus()
     await handle(first, replace(deps, bus=lost))
     [second] = lost.published
@@ -208,25 +204,16 @@ async def test_a_step_that_goes_on_to_the_next_reads_no_session_to_announce_its_
     deps: Deps, store: Store
 ) -> None:
     """With a session-end notifier configured, only a step that may end a session reads it."""
-    announcing = replace(
-        deps,
-        settings=deps.settings.model_copy(update={"slack_bot_token": SecretStr("xoxb-test")}),
-        tools=MCPToolExecutor(deps.config, deps.settings, deps.store),
-    )
-    assert slack.token_configured(announcing.settings)
-    alert = load_scenario(SCENARIO).alert.data
-    session = await in_process.new_session(
-        store, alert_data=json.dumps(alert), chain_id="kubernetes"
-    )
-    bus = RecordingBus()
-    start = StepMessage(session_id=session.session_id, kind="start_session")
-    await handle(start, replace(announcing, bus=bus))
-    [gather] = bus.published
+    token = {"slack_bot_token": SecretStr("xoxb-test")}
+    announcing = replace(deps, settings=deps.settings.model_copy(update=token))
+    assert configured.slack(announcing.settings)
+    announcing, gather = await gathering(announcing, store)
     gets = store.round_trips.by_kind.get("get", 0)
+    bus = RecordingBus()
 
     await handle(gather, replace(announcing, bus=bus))  # gathers, commits, publishes step 2
 
-    assert [m.step for m in bus.published] == [gather.step, gather.step + 1]
+    assert [m.step for m in bus.published] == [gather.step + 1]
     assert store.round_trips.by_kind.get("get", 0) == gets
 
 

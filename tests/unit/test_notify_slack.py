@@ -15,7 +15,7 @@ from tarsy import secrets
 from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
 from tarsy.models import ErrorInfo, ExecutionStatus, Session, TokenUsage
-from tarsy.notify import slack
+from tarsy.notify import configured, slack
 from tarsy.notify.ledger import Claim
 from tarsy.notify.result import NotificationResult
 from tarsy.notify.slack import build_message, find_thread, notify_session_end, score_of
@@ -342,7 +342,7 @@ def test_the_token_may_come_from_secret_manager(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(secrets, "resolve", fake_resolve)
     settings = Settings.model_validate({"slack_token_secret": "tarsy-slack-bot-token"})
-    assert slack.token_configured(settings)
+    assert configured.slack(settings)
     assert slack.bot_token(settings) == "xoxb-from-secret"
     assert asked == ["tarsy-slack-bot-token"]
 

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from tarsy import secrets
 from tarsy.config.schema import TarsyConfig
 from tarsy.models import ExecutionStatus, Session
-from tarsy.notify import configured as configured_notifiers
+from tarsy.notify import configured
 from tarsy.notify.ledger import NotificationLedger
 from tarsy.notify.result import NotificationResult
 from tarsy.settings import Settings
@@ -63,11 +63,6 @@ class NoteTarget(BaseModel):
     incident_id: str
 
 
-def configured(settings: Settings) -> bool:
-    """Whether a REST API key and a From address are configured (cheap: no secret is read)."""
-    return configured_notifiers.pagerduty(settings)
-
-
 def api_token(settings: Settings) -> str:
     """The REST API key: ``PAGERDUTY_API_TOKEN``, else the ``TARSY_PAGERDUTY_TOKEN_SECRET`` secret.
 
@@ -95,7 +90,7 @@ def incident_of(session: Session) -> str | None:
 
 def target_for(session: Session, settings: Settings, config: TarsyConfig) -> NoteTarget | None:
     """Where the session's note goes; None: no note (not opted in, not configured, no incident)."""
-    if not (config.alert_sources.pagerduty.incident_notes and configured(settings)):
+    if not configured.pagerduty_notes(settings, config):
         return None
     incident = incident_of(session)
     return NoteTarget(incident_id=incident) if incident is not None else None

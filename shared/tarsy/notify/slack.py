@@ -97,11 +97,6 @@ class SlackMessage(DeferredModel):
     metadata: dict[str, Any] | None = None
 
 
-def token_configured(settings: Settings) -> bool:
-    """Whether a bot token is configured at all (cheap: no secret is read)."""
-    return configured.slack(settings)
-
-
 def bot_token(settings: Settings) -> str:
     """The bot token: ``SLACK_BOT_TOKEN``, else the ``TARSY_SLACK_TOKEN_SECRET`` secret.
 
@@ -131,7 +126,7 @@ def fingerprint_of(session: Session) -> str | None:
 
 def target_for(session: Session, settings: Settings, config: TarsyConfig) -> SlackTarget | None:
     """Where the session is announced: its chain's channel, else the default; None: nowhere."""
-    if not token_configured(settings):
+    if not configured.slack(settings):
         return None
     chain = config.agent_chains.get(session.chain_id)
     channel = (chain.slack_channel if chain is not None else None) or settings.slack_channel

@@ -23,7 +23,7 @@ from typing import Any
 
 from tarsy import secrets
 from tarsy.models import AgentExecution, ExecutionStatus, Session
-from tarsy.notify import slack
+from tarsy.notify import configured, slack
 from tarsy.notify.ledger import NotificationLedger
 from tarsy.notify.result import NotificationResult
 from tarsy.persistence.ports import Persistence
@@ -40,7 +40,7 @@ MAX_ANSWER_CHARS = 3800
 def enabled(settings: Settings) -> bool:
     """Whether thread questions are on: a signing secret and a bot token (no secret is read)."""
     signing = settings.slack_signing_secret is not None or bool(settings.slack_signing_secret_name)
-    return signing and slack.token_configured(settings)
+    return signing and configured.slack(settings)
 
 
 def signing_secret(settings: Settings) -> str:

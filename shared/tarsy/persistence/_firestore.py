@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -74,7 +75,7 @@ def with_json_text(model: BaseModel, field: str) -> dict[str, Any]:
     and past the inline limit it is spilled into chunks like any long text (as a
     map, it could only fail the write at Firestore's 1 MiB).
     """
-    document = document_of(model)
+    document = model.model_dump(mode="python", exclude={field})
     value = model.model_dump(mode="json", include={field})[field]
     document[field] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return document
@@ -184,6 +185,18 @@ class FirestoreBase:
         async for chunk in ref.collection(CHUNKS).stream():
             batch.delete(chunk.reference)
         batch.delete(ref)
+
+    async def _conversation(
+        self, execution_id: str
+    ) -> tuple[list[ConversationMessage], datetime | None]:
+        """An execution's messages in order, and when they were read (None: no message)."""
+        query = self._execution(execution_id).collection(MESSAGES).order_by("__name__")
+        messages: list[ConversationMessage] = []
+        read_at: datetime | None = None
+        async for snap in query.stream():
+            read_at = snap.read_time if read_at is None else read_at
+            messages.append(ConversationMessage.model_validate(await self._read(snap)))
+        return messages, read_at
 
     async def _read(self, snap: Any) -> dict[str, Any]:
         """A document's data with its chunked strings reassembled (one query if any)."""

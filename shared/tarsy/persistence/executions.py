@@ -21,7 +21,6 @@ from tarsy.persistence._firestore import (
     EXECUTIONS,
     LLM_INTERACTIONS,
     MCP_INTERACTIONS,
-    MESSAGES,
     PROGRESS,
     TIMELINE,
     FirestoreBase,
@@ -114,10 +113,8 @@ class ExecutionRecords(FirestoreBase):
     async def load_messages(self, execution_id: str) -> list[ConversationMessage]:
         """Return the conversation of an execution, in order."""
         self.round_trips.add("query")
-        query = self._execution(execution_id).collection(MESSAGES).order_by("__name__")
-        return [
-            ConversationMessage.model_validate(await self._read(s)) async for s in query.stream()
-        ]
+        messages, _ = await self._conversation(execution_id)
+        return messages
 
     async def list_timeline(self, execution_id: str) -> list[TimelineEvent]:
         """Return an execution's timeline in order."""

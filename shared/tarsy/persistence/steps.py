@@ -198,18 +198,6 @@ class StepRecords(FirestoreBase):
             state.conversation = messages
         return state
 
-    async def _conversation(
-        self, execution_id: str
-    ) -> tuple[list[ConversationMessage], datetime | None]:
-        """An execution's messages in order, and the time they were read (None: no message)."""
-        query = self._execution(execution_id).collection(MESSAGES).order_by("__name__")
-        messages: list[ConversationMessage] = []
-        read_at: datetime | None = None
-        async for snap in query.stream():
-            read_at = snap.read_time if read_at is None else read_at
-            messages.append(ConversationMessage.model_validate(await self._read(snap)))
-        return messages, read_at
-
     async def _step_documents(
         self, execution_id: str, session_id: str, tool_servers: Sequence[str]
     ) -> StepState:
