@@ -11,11 +11,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic.config import JsonDict
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ALL_FUNCTIONS = ("ingest", "step", "api")
 
@@ -24,10 +31,44 @@ def _used_by(*functions: str) -> JsonDict:
     return {"functions": list(functions)}
 
 
-class Settings(BaseSettings):
-    """Settings for the ingest, step and api functions, the CLI and the local stack."""
+def _environment_names(field_name: str, validation_alias: object) -> list[str]:
+    if isinstance(validation_alias, AliasChoices):
+        return [str(choice) for choice in validation_alias.choices]
+    return [str(validation_alias)] if validation_alias is not None else [field_name.upper()]
 
-    model_config = SettingsConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+class EnvironmentModel(BaseModel):
+    """A frozen model whose fields not given explicitly are read from the environment.
+
+    Design constraint: every function builds its settings on its first request, and
+    importing pydantic-settings (with python-dotenv and argparse) cost about 25 ms of
+    each cold start for what the functions use of it: a field's value from the first
+    of its environment names that is set, explicit values first. Values arrive as
+    strings and pydantic's lax mode converts them, as pydantic-settings does. The
+    CLI, which also reads a ``.env`` file, keeps pydantic-settings
+    (``tarsy_dev.client_settings``).
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_environment(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        values = dict(data)
+        for name, field in cls.model_fields.items():
+            names = _environment_names(name, field.validation_alias)
+            if name in values or any(variable in values for variable in names):
+                continue
+            found = next((variable for variable in names if variable in os.environ), None)
+            if found is not None:
+                values[found] = os.environ[found]
+        return values
+
+
+class Settings(EnvironmentModel):
+    """Settings for the ingest, step and api functions, the CLI and the local stack."""
 
     project_id: str = Field(
         default="tarsy-local",
@@ -327,7 +368,7 @@ class Settings(BaseSettings):
         ),
         json_schema_extra=_used_by("ingest"),
     )
-    allowed_runbook_domains: Annotated[tuple[str, ...], NoDecode] = Field(
+    allowed_runbook_domains: tuple[str, ...] = Field(
         default=("github.com", "raw.githubusercontent.com"),
         validation_alias="TARSY_ALLOWED_RUNBOOK_DOMAINS",
         description=(
@@ -436,12 +477,16 @@ class Settings(BaseSettings):
         return timeout - reserve
 
 
-def env_names(field_name: str, model: type[BaseSettings] = Settings) -> list[str]:
+def env_names(field_name: str, model: type[BaseModel] = Settings) -> list[str]:
     """Return the environment variable names that feed one field of ``model``."""
-    alias = model.model_fields[field_name].validation_alias
-    if isinstance(alias, AliasChoices):
-        return [str(choice) for choice in alias.choices]
-    return [str(alias)]
+    return _environment_names(field_name, model.model_fields[field_name].validation_alias)
+
+
+# What the ``tarsy`` CLI reads besides the settings above (its ClientSettings, in the
+# development package; a test ties the two): known, so never reported as misspelt.
+CLIENT_VARIABLES = frozenset(
+    {"TARSY_INGEST_URL", "TARSY_API_URL", "TARSY_UI_URL", "TARSY_SIGNIN_KEY", "TARSY_USER"}
+)
 
 
 def functions_reading(field_name: str) -> list[str]:
@@ -456,15 +501,11 @@ def functions_reading(field_name: str) -> list[str]:
 def unknown_tarsy_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     """``TARSY_*`` variables that no setting reads, most likely misspelt (sorted).
 
-    pydantic-settings ignores variables it does not know, so a typo such as
+    Settings ignore variables they do not know, so a typo such as
     ``TARSY_DEFAULT_MODLE`` would otherwise leave the default in force silently.
     """
-    known = {
-        name
-        for model in (Settings, ClientSettings)
-        for field in model.model_fields
-        for name in env_names(field, model)
-    }
+    known = {name for field in Settings.model_fields for name in env_names(field)}
+    known |= CLIENT_VARIABLES
     names = os.environ if environ is None else environ
     return sorted(name for name in names if name.startswith("TARSY_") and name not in known)
 
@@ -473,24 +514,3 @@ def unknown_tarsy_variables(environ: Mapping[str, str] | None = None) -> list[st
 def get_settings() -> Settings:
     """Return the process-wide settings, read from the environment on first use."""
     return Settings()
-
-
-class ClientSettings(BaseSettings):
-    """Where the ``tarsy`` CLI finds the ingest and api functions.
-
-    Read from the environment, then from ``.local/stack.env`` (written by
-    ``make up``), so the CLI works against a local stack with no flags.
-    """
-
-    model_config = SettingsConfigDict(
-        env_file=".local/stack.env", extra="ignore", frozen=True, populate_by_name=True
-    )
-
-    ingest_url: str | None = Field(default=None, validation_alias="TARSY_INGEST_URL")
-    api_url: str | None = Field(default=None, validation_alias="TARSY_API_URL")
-    api_key: SecretStr | None = Field(default=None, validation_alias="TARSY_API_KEY")
-    # Where people open the pages (the local sign-in proxy); default: the api URL.
-    ui_url: str | None = Field(default=None, validation_alias="TARSY_UI_URL")
-    # The local stack's sign-in key, with which the CLI signs its api requests as ``user``.
-    signin_key: str | None = Field(default=None, validation_alias="TARSY_SIGNIN_KEY")
-    user: str | None = Field(default=None, validation_alias="TARSY_USER")

@@ -60,8 +60,8 @@ from tarsy.models import (
     timeline_event,
 )
 from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
-from tarsy.settings import ClientSettings
 from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
+from tarsy_dev.client_settings import ClientSettings
 from tarsy_dev.evals.cli import add_arguments as add_eval_arguments
 from tarsy_dev.evals.cli import run as run_eval
 from tarsy_dev.evals.draft import NotCorrected, draft_scenario, draft_yaml

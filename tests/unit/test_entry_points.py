@@ -50,9 +50,11 @@ print(json.dumps(sorted(sys.modules)))
 # What each function's import must not load (its path never uses it): the step engine,
 # the model providers and their SDKs, the session list; in the api, what only some routes
 # use (the chains of a chat or a judge, the sweep, the notifiers, the gather step's
-# detections) and httpx, whose import brings its CLI (rich, pygments).
+# detections) and httpx, whose import brings its CLI (rich, pygments). No function loads
+# pydantic-settings: the settings read the environment without it.
 _NOT_LOADED = {
     "ingest": [
+        "pydantic_settings",
         "tarsy.engine",
         "tarsy.llm.registry",
         "tarsy.llm.backends",
@@ -73,6 +75,7 @@ _NOT_LOADED = {
         "tarsy.evidence.promql",
     ],
     "api": [
+        "pydantic_settings",
         "tarsy.engine.steps",
         "tarsy.engine.chains",
         "tarsy.engine.sweeper",
@@ -93,6 +96,7 @@ _NOT_LOADED = {
         "zstandard",
     ],
     "step": [
+        "pydantic_settings",
         "tarsy.api",
         "tarsy.persistence.session_list",
         "langchain_core",

@@ -9,13 +9,14 @@ from pydantic import ValidationError
 
 from tarsy.settings import (
     ALL_FUNCTIONS,
-    ClientSettings,
+    CLIENT_VARIABLES,
     Settings,
     env_names,
     functions_reading,
     get_settings,
     unknown_tarsy_variables,
 )
+from tarsy_dev.client_settings import ClientSettings
 
 
 @pytest.fixture(autouse=True)
@@ -87,6 +88,26 @@ def test_first_alias_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "first")
     monkeypatch.setenv("GCP_PROJECT", "second")
     assert Settings().project_id == "first"
+
+
+def test_an_explicit_value_beats_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TARSY_DEFAULT_MODEL", "from-env")
+    monkeypatch.setenv("GCP_PROJECT", "from-env")
+    settings = Settings(default_model="given", GOOGLE_CLOUD_PROJECT="given")
+    assert (settings.default_model, settings.project_id) == ("given", "given")
+
+
+def test_a_list_setting_reads_comma_separated_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TARSY_ALLOWED_RUNBOOK_DOMAINS", " GitHub.com, docs.example.org ,")
+    assert Settings().allowed_runbook_domains == ("github.com", "docs.example.org")
+
+
+def test_the_environment_is_read_when_settings_are_built_not_when_imported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = Settings()
+    monkeypatch.setenv("TARSY_LOG_LEVEL", "DEBUG")
+    assert (first.log_level, Settings().log_level) == ("INFO", "DEBUG")
 
 
 def test_secrets_are_not_shown() -> None:
@@ -220,6 +241,14 @@ def test_client_settings_environment_beats_file(
     settings = ClientSettings()
     assert settings.ingest_url == "http://from-env"
     assert settings.api_url == "http://api-from-file"
+
+
+def test_the_cli_variables_known_to_the_functions_are_the_clients_own() -> None:
+    client = {
+        name for field in ClientSettings.model_fields for name in env_names(field, ClientSettings)
+    }
+    settings = {name for field in Settings.model_fields for name in env_names(field)}
+    assert client - settings == CLIENT_VARIABLES
 
 
 def test_misspelt_tarsy_variables_are_found() -> None:

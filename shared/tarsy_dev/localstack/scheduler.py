@@ -22,8 +22,8 @@ from typing import Protocol
 
 import httpx
 
-from tarsy.settings import ClientSettings
 from tarsy_dev.client import KEEPALIVE_EXPIRY_S
+from tarsy_dev.client_settings import ClientSettings
 
 logger = logging.getLogger("tarsy.scheduler")
 
