@@ -6,6 +6,8 @@ Firestore transaction that reads one document and writes four (p50).
 
 * middle iterate: a native-thinking step that calls one MCP tool of the demo
   cluster and continues; overhead = step wall time - model time - tool time;
+  beside it, the same step's Firestore I/O alone, replayed on copies of its
+  documents (what the overhead cannot go below with the same round trips and writes);
 * final iterate: the last step of a single-call execution (commit, stage end,
   executive-summary start); ``start_session`` likewise;
 * Firestore round trips per step, read from the store's counter (RPCs sent together,
@@ -24,7 +26,9 @@ Firestore transaction that reads one document and writes four (p50).
   module and exits, timed whole from outside (interpreter start included), and
   its ratio to the same process importing only functions_framework,
   google.cloud.firestore and google.cloud.pubsub (what any such function pays);
-  the in-process import time is shown beside it.
+  beside the floor, the floor with pydantic (one model built) and PyYAML (one
+  document read), which every function's path needs; the in-process import
+  time is shown beside each.
 """
 
 from __future__ import annotations
@@ -54,7 +58,17 @@ from tarsy.app import Deps
 from tarsy.config import load_config
 from tarsy.engine.steps import handle
 from tarsy.models import Session, StepMessage
-from tarsy.persistence.store import Store, get_store
+from tarsy.persistence._firestore import (
+    EXECUTIONS,
+    LLM_INTERACTIONS,
+    MCP_INTERACTIONS,
+    MESSAGES,
+    PROGRESS,
+    SESSIONS,
+    TIMELINE,
+    TOOL_LISTS,
+)
+from tarsy.persistence.store import THOUGHT_SIGNATURES, Store, get_store
 from tarsy.settings import Settings
 from tarsy.tools.mcp_client import MCPToolExecutor
 from tarsy_dev.client import LocalSignIn
@@ -167,6 +181,85 @@ class TimedTools:
             self.last_ms = (time.perf_counter() - started) * 1000
 
 
+FLOOR_SAMPLES = 30
+
+
+async def _copy(source: Any, target: Any) -> dict[str, Any]:
+    data: dict[str, Any] = (await source.get()).to_dict() or {}
+    await target.set(data)
+    return data
+
+
+async def bench_middle_io(store: Store, middle: StepMessage, tool_servers: list[str]) -> Any:
+    """The Firestore I/O of one middle step alone, replayed on copies of its documents.
+
+    The step's three round trips with the same documents and payloads, and none of
+    tarsy's Python: the state read (execution, session, provider state and tool lists,
+    with the conversation queried alongside), the claim (an update under a precondition)
+    and the commit (the records the step wrote, its progress delete, and the execution
+    and session updates, in one batch). What the middle iterate's overhead cannot go
+    below without fewer round trips or smaller writes.
+    """
+    db = store._db
+    execution = db.collection(EXECUTIONS).document(middle.execution_id)
+    scratch = db.collection("bench_floor").document(uuid.uuid4().hex)
+    exec_copy, session_copy = (
+        scratch.collection("e").document("x"),
+        scratch.collection("s").document("x"),
+    )
+    await _copy(execution, exec_copy)
+    await _copy(db.collection(SESSIONS).document(middle.session_id), session_copy)
+    reads = [exec_copy, session_copy]
+    for name, source in [
+        ("signature", db.collection(THOUGHT_SIGNATURES).document(middle.execution_id)),
+        *[(f"tools-{s}", db.collection(TOOL_LISTS).document(s)) for s in tool_servers],
+    ]:
+        target = scratch.collection("r").document(name)
+        if (await source.get()).exists:
+            await _copy(source, target)
+        reads.append(target)
+    written: list[tuple[str, str, dict[str, Any]]] = []
+    prefix = f"{middle.step:04d}"
+    for sub in (MESSAGES, TIMELINE, LLM_INTERACTIONS, MCP_INTERACTIONS):
+        async for snap in execution.collection(sub).stream():
+            if sub == MESSAGES and snap.id < prefix:  # the conversation the step read
+                await exec_copy.collection(MESSAGES).document(snap.id).set(snap.to_dict())
+            elif snap.id.startswith(prefix):
+                written.append((sub, snap.id, snap.to_dict() or {}))
+    durations: list[float] = []
+    for n in range(FLOOR_SAMPLES + 1):
+        t0 = time.perf_counter()
+        snapshots: list[Any]
+        snapshots, _ = await asyncio.gather(
+            _all(db.get_all(reads)),
+            _all(exec_copy.collection(MESSAGES).order_by("__name__").stream()),
+        )
+        [read_time] = [
+            snap.update_time for snap in snapshots if snap.reference.path == exec_copy.path
+        ]
+        claimed = await exec_copy.update(
+            {"lease_owner": "bench", "lease_until": n, "due_at": n},
+            option=db.write_option(last_update_time=read_time),
+        )
+        batch = db.batch()
+        for sub, doc_id, data in written:
+            batch.set(exec_copy.collection(f"{sub}_written").document(f"{doc_id}-{n}"), data)
+        batch.delete(exec_copy.collection(PROGRESS).document("current"))
+        batch.update(
+            exec_copy,
+            {"step": n, "lease_owner": None, "tokens.input": firestore.Increment(1)},
+            option=db.write_option(last_update_time=claimed.update_time),
+        )
+        batch.update(session_copy, {"tokens.input": firestore.Increment(1)})
+        await batch.commit()
+        durations.append((time.perf_counter() - t0) * 1000)
+    return {"middle_io_ms": summary(durations[1:]), "middle_io_documents_written": len(written) + 3}
+
+
+async def _all(snapshots: Any) -> list[Any]:
+    return [snap async for snap in snapshots]
+
+
 async def bench_middle_iterate(stack: Stack, fake: FakeGemini) -> dict[str, Any]:
     """Tool-calling steps of the kubernetes chain, in process, against the demo cluster.
 
@@ -223,7 +316,9 @@ async def bench_middle_iterate(stack: Stack, fake: FakeGemini) -> dict[str, Any]
     assert executor.pool is not None
     opened = executor.pool.opened
     await executor.pool.close()
+    io = await bench_middle_io(store, middle, sorted(config.mcp_servers))
     return {
+        **io,
         "middle_iterate_overhead_ms": summary(overhead),
         "mcp_connection_ms": summary(connect),
         "mcp_connections_opened": opened,
@@ -481,13 +576,24 @@ def bench_cold_imports() -> dict[str, float]:
         "import functions_framework, google.cloud.firestore, google.cloud.pubsub\n"
         "print(time.perf_counter() - t)\n"
     )
+    # The floor plus what every function's path needs before its own code: pydantic, with
+    # one model built (its machinery loads with the first model), and PyYAML, with one
+    # document read (the configuration).
+    libraries = floor.replace(
+        "google.cloud.pubsub\n",
+        "google.cloud.pubsub, pydantic, yaml\n"
+        "class Probe(pydantic.BaseModel):\n    name: str\n"
+        "Probe.model_validate(yaml.safe_load('name: probe'))\n",
+    )
     runs: dict[str, list[tuple[float, float]]] = {}
     # Interleaved, so that a busy moment of the machine weighs on every figure alike.
     for _ in range(IMPORT_RUNS):
-        for name in ("baseline", "ingest", "step", "api"):
-            args = [sys.executable, "-c", floor] if name == "baseline" else [
-                sys.executable, "-c", code, str(ROOT / "functions" / name / "main.py")
-            ]  # fmt: skip
+        for name in ("baseline", "libraries", "ingest", "step", "api"):
+            args = (
+                [sys.executable, "-c", {"baseline": floor, "libraries": libraries}[name]]
+                if name in ("baseline", "libraries")
+                else [sys.executable, "-c", code, str(ROOT / "functions" / name / "main.py")]
+            )
             t0 = time.perf_counter()
             out = subprocess.run(args, check=True, capture_output=True, text=True, cwd=ROOT)
             process_ms = (time.perf_counter() - t0) * 1000
@@ -525,6 +631,15 @@ def _table(results: dict[str, Any]) -> Table:
         str(overhead),
         _ratio(overhead, base),
         f"≤ {TARGETS['middle_ratio']:g}x: {_check(overhead <= TARGETS['middle_ratio'] * base)}",
+    )
+    io = middle["middle_io_ms"]["p50"]
+    table.add_row(
+        f"  its Firestore I/O alone, replayed on copies of the step's documents (the read "
+        f"with the conversation, the claim, the {middle['middle_io_documents_written']}-write "
+        "commit), p50 (ms)",
+        str(io),
+        _ratio(io, base),
+        "",
     )
     connect = middle["mcp_connection_ms"]["p50"]
     table.add_row(
@@ -614,6 +729,15 @@ def _table(results: dict[str, Any]) -> Table:
         "1.0x",
         "",
     )
+    if "libraries_ms" in imports:
+        table.add_row(
+            "  the same process with pydantic and PyYAML too, one model built and one YAML "
+            f"document read: what every function's path needs (ms; the imports alone "
+            f"{imports['libraries_import_ms']})",
+            str(imports["libraries_ms"]),
+            _ratio(imports["libraries_ms"], floor),
+            "",
+        )
     for name in ("ingest", "api", "step"):
         value = imports[f"{name}_ms"]
         ratio = TARGETS["cold_ratio_step" if name == "step" else "cold_ratio"]
