@@ -1,10 +1,12 @@
-"""The deployed library never reaches into the development tools.
+"""The deployed library never reaches into the development tools or their dependencies.
 
 ``shared/tarsy`` is what the function archives hold, whole; ``shared/tarsy_dev``
 (CLI, client, replay, evals, local stack, fakes, demo cluster) runs from the
 venv only. Two proofs: no module of the library names ``tarsy_dev`` anywhere in
 its source (imports, lazy imports, ``importlib`` strings), and every module of
-the library imports in a fresh interpreter where ``tarsy_dev`` cannot be found.
+the library imports in a fresh interpreter where ``tarsy_dev`` cannot be found,
+nor any module that only the development extras install (the archives'
+``requirements.txt`` is the runtime dependencies alone).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tarsy_dev.deployed import runtime_distributions, undeployed_modules, without_undeployed
+
 ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = ROOT / "pyproject.toml"
 LIBRARY = ROOT / "shared" / "tarsy"
 DEV = "tarsy_dev"
 
@@ -70,7 +75,7 @@ print(len(names))
 
 def test_every_library_module_imports_without_the_development_package() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE],
+        [sys.executable, "-c", without_undeployed(undeployed_modules(PYPROJECT)) + _PROBE],
         cwd=ROOT,
         env={"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin"},
         capture_output=True,
@@ -82,3 +87,29 @@ def test_every_library_module_imports_without_the_development_package() -> None:
     assert imported == len([p for p in LIBRARY.rglob("*.py") if p.name != "__main__.py"]) - len(
         [p for p in LIBRARY.rglob("__init__.py") if p.parent == LIBRARY]
     )
+
+
+def test_the_development_extras_are_not_deployed() -> None:
+    undeployed = undeployed_modules(PYPROJECT)
+    assert {"rich", "pydantic_settings", "pytest", "hypothesis"} <= undeployed
+    assert {"pydantic", "yaml", "httpx", "google", "mcp"}.isdisjoint(undeployed)
+
+
+def test_a_runtime_dependency_brings_what_its_requested_extras_require(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\ndependencies = ["google-api-core[grpc]"]\n')
+    assert {"google-api-core", "grpcio", "grpcio-status", "protobuf"} <= runtime_distributions(
+        pyproject
+    )
+
+
+def test_an_undeployed_module_is_unfindable_under_the_prelude() -> None:
+    probe = without_undeployed(["rich"]) + (
+        "import sys, httpx\n"  # httpx's command-line tool needs rich: httpx takes its fallback
+        "try:\n    import rich\nexcept ModuleNotFoundError as missing:\n    print(missing.name)\n"
+        "print('rich' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.split() == ["rich", "False"]
