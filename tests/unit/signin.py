@@ -42,7 +42,7 @@ class SignIn:
             TARSY_IAP_AUDIENCE=LOCAL_AUDIENCE,
             TARSY_IAP_CERTS_URL=self.certs_url,
             TARSY_ACCESS_GRANTS=json.dumps(GRANTS),
-            **more,  # type: ignore[arg-type]
+            **more,
         )
 
     def headers(self, email: str = ADMIN, **claims: object) -> dict[str, str]:

@@ -208,7 +208,7 @@ class EarlierSessions:
 
 
 def deps_of(store: EarlierSessions, **settings: object) -> Deps:
-    fields = {"settings": Settings(**settings), "store": store}  # type: ignore[arg-type]
+    fields = {"settings": Settings(**settings), "store": store}
     return cast(Deps, type("D", (), fields)())
 
 
