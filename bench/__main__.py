@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from google.cloud import firestore
+from google.api_core.exceptions import AlreadyExists
+from google.cloud import firestore, pubsub_v1  # type: ignore[attr-defined]
 from rich.console import Console
 from rich.table import Table
 
@@ -76,10 +77,12 @@ from tarsy_dev.client import LocalSignIn
 from tarsy_dev.deployed import undeployed_modules, without_undeployed
 from tarsy_dev.fakes.bus import RecordingBus
 from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
+from tarsy_dev.localstack.processes import free_port
 from tarsy_dev.localstack.stack import Stack, StackOptions, start_stack, stop_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"
+FUNCTION_DIR = ROOT / "functions"
 # A session that ends anything but completed leaves its view and the stack's logs here,
 # one directory per failure, never overwritten (the stack's own logs go with it).
 FAILURES = ROOT / "bench" / "failures"
@@ -612,6 +615,113 @@ def bench_cold_imports() -> dict[str, float]:
     return results
 
 
+COLD_TOPIC = "bench-cold-start"  # no subscription: what cold processes publish goes nowhere
+
+# The floor of a first response: a function that, on its first request, makes the clients
+# and writes one Firestore document and publishes one Pub/Sub message, as ingest does.
+FLOOR_FUNCTION = """
+import os
+
+import functions_framework
+from google.cloud import firestore
+from google.cloud import pubsub_v1  # type: ignore[attr-defined]
+
+_clients = []
+
+
+@functions_framework.http
+def floor(request):
+    if not _clients:
+        _clients.extend([firestore.Client(), pubsub_v1.PublisherClient()])
+    db, publisher = _clients
+    db.collection("bench_cold_start").document().create({"body": request.get_json()})
+    project, topic_id = os.environ["GOOGLE_CLOUD_PROJECT"], os.environ["TARSY_STEPS_TOPIC"]
+    topic = publisher.topic_path(project, topic_id)
+    publisher.publish(topic, b"{}").result()
+    return "", 202
+"""
+
+
+def _first_response_ms(argv: list[str], env: dict[str, str], url: str, body: Any) -> float:
+    """Milliseconds from spawning a functions-framework process to its first 202."""
+    t0 = time.perf_counter()
+    process = subprocess.Popen(
+        argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        with httpx.Client(timeout=30, headers={"X-API-Key": env["TARSY_API_KEY"]}) as client:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    response = client.post(url, json=body)
+                    break
+                except httpx.TransportError:  # not listening yet
+                    if time.monotonic() > deadline or process.poll() is not None:
+                        raise
+                    time.sleep(0.002)
+        elapsed = (time.perf_counter() - t0) * 1000
+        if response.status_code != 202:
+            raise RuntimeError(f"{argv[-1]}: {response.status_code} {response.text[:200]}")
+        return elapsed
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def bench_cold_first_response(stack: Stack) -> dict[str, float]:
+    """Cold starts to the first answered request: ingest against a floor function, interleaved.
+
+    The import-only figure leaves out what a new instance does on its first request
+    (settings, configuration, clients, the alert's checks and masking). Here each run
+    spawns functions-framework, as Cloud Functions does, and posts one alert until it
+    is answered; the floor function makes its clients and writes one document and one
+    message on its first request, as ingest does. Both publish to a topic no one reads,
+    so nothing runs behind them. What only the development extras install is made
+    unfindable, as in the archives.
+    """
+    publisher = pubsub_v1.PublisherClient()
+    topic = publisher.topic_path(stack.project_id, COLD_TOPIC)
+    try:
+        publisher.create_topic(name=topic)
+    except AlreadyExists:
+        pass
+    env = {
+        **os.environ,
+        "GOOGLE_CLOUD_PROJECT": stack.project_id,
+        "FIRESTORE_EMULATOR_HOST": stack.firestore_host,
+        "PUBSUB_EMULATOR_HOST": stack.pubsub_host,
+        "TARSY_API_KEY": stack.api_key,
+        "TARSY_STEPS_TOPIC": COLD_TOPIC,
+        "TARSY_CONFIG_PATH": str(functions_config(stack)),
+        "TARSY_LOG_FORMAT": "console",
+    }
+    deployed = without_undeployed(undeployed_modules(ROOT / "pyproject.toml"))
+    serve = (
+        deployed + "import runpy\nrunpy.run_module('functions_framework', run_name='__main__')\n"
+    )
+    alert = {"alert_type": "bench", "data": {"pod": "api-0", "reason": "CrashLoop"}}
+    runs: dict[str, list[float]] = {"floor": [], "ingest": []}
+    with tempfile.TemporaryDirectory() as directory:
+        floor_source = Path(directory) / "main.py"
+        floor_source.write_text(FLOOR_FUNCTION, encoding="utf-8")
+        sources = {
+            "floor": (floor_source, "floor"),
+            "ingest": (FUNCTION_DIR / "ingest" / "main.py", "ingest"),
+        }
+        for _ in range(IMPORT_RUNS):
+            for name, (source, target) in sources.items():
+                port = free_port()
+                argv = [sys.executable, "-c", serve, "--target", target, "--source", str(source),
+                        "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+                url = (
+                    f"http://127.0.0.1:{port}/alerts"
+                    if name == "ingest"
+                    else f"http://127.0.0.1:{port}/"
+                )
+                runs[name].append(_first_response_ms(argv, env, url, alert))
+    return {f"{name}_ms": round(statistics.median(values), 1) for name, values in runs.items()}
+
+
 def _ratio(value: float, base: float) -> str:
     return f"{value / base:.1f}x" if base else "-"
 
@@ -744,6 +854,21 @@ def _table(results: dict[str, Any]) -> Table:
             _ratio(imports["libraries_ms"], floor),
             "",
         )
+    first = results.get("cold_first_response_ms")
+    if first is not None:
+        table.add_row(
+            "cold start to the first response: a function making its clients and writing "
+            "one document and one message (ms)",
+            str(first["floor_ms"]),
+            "1.0x",
+            "",
+        )
+        table.add_row(
+            "cold start to the first response: ingest, one alert accepted (ms)",
+            str(first["ingest_ms"]),
+            _ratio(first["ingest_ms"], first["floor_ms"]),
+            "",
+        )
     for name in ("ingest", "api", "step"):
         value = imports[f"{name}_ms"]
         ratio = TARGETS["cold_ratio_step" if name == "step" else "cold_ratio"]
@@ -831,6 +956,8 @@ def main(argv: list[str] | None = None) -> int:
                 results["end_to_end"] = bench_end_to_end(stack)
             with console.status("ingest burst"):
                 results["ingest"] = bench_ingest_burst(stack)
+            with console.status("cold starts to the first response"):
+                results["cold_first_response_ms"] = bench_cold_first_response(stack)
         finally:
             stop_stack(stack)
             os.environ.clear()

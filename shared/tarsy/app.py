@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tarsy.access.roles import parse_grants
 from tarsy.bus import Publisher, get_bus
@@ -60,10 +60,15 @@ def _tool_executor(config: TarsyConfig, settings: Settings, store: Store) -> Too
     return executor
 
 
-async def get_deps() -> Deps:
-    """Return the process-wide dependencies, building them on first use."""
+async def get_deps(*, tools: bool = False) -> Deps:
+    """Return the process-wide dependencies, building them on first use.
+
+    ``tools``: the MCP tool executor too. Only the step calls tools; building the
+    executor imports the MCP SDK (with its HTTP server stack), about a second of a
+    first request that ingest and the api never use.
+    """
     global _deps
-    if _deps is None:
+    if _deps is None or (tools and _deps.tools is None):
         async with _lock:
             if _deps is None:
                 settings = get_settings()
@@ -73,12 +78,12 @@ async def get_deps() -> Deps:
                 for name in unknown_tarsy_variables():
                     logger.warning("%s is set but no setting reads it (misspelt?)", name)
                 config = load_config(settings)
-                store = get_store(settings)
                 _deps = Deps(
-                    settings=settings,
-                    config=config,
-                    store=store,
+                    settings=settings, config=config, store=get_store(settings),
                     bus=get_bus(settings),
-                    tools=_tool_executor(config, settings, store),
-                )
+                )  # fmt: skip
+            if tools and _deps.tools is None:
+                store = get_store(_deps.settings)
+                executor = _tool_executor(_deps.config, _deps.settings, store)
+                _deps = replace(_deps, tools=executor)
     return _deps

@@ -31,7 +31,7 @@ async def deliver(pushed: PushedMessage, *, dead_letter: bool = False) -> None:
         LeaseHeldError: Another invocation runs this step; Pub/Sub must redeliver later.
         TransientError: Anything else worth a redelivery.
     """
-    deps = await get_deps()
+    deps = await get_deps(tools=True)
     telemetry.setup(deps.settings, "tarsy-step")
     try:
         message = decode(pushed.data)
