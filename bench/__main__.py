@@ -560,6 +560,15 @@ def bench_ingest_burst(stack: Stack) -> dict[str, Any]:
     }
 
 
+def _deployed_prelude() -> str:
+    """As deployed: what only the development extras install cannot be found.
+
+    httpx, for one, would load its command-line tool with rich and pygments where
+    they are installed.
+    """
+    return without_undeployed(undeployed_modules(ROOT / "pyproject.toml"))
+
+
 def bench_cold_imports() -> dict[str, float]:
     """Whole-process cold starts (and in-process import times), medians of a few runs.
 
@@ -575,25 +584,20 @@ def bench_cold_imports() -> dict[str, float]:
         "spec.loader.exec_module(module)\n"
         "print(time.perf_counter() - t)\n"
     )
-    floor = (
-        "import time\n"
-        "t = time.perf_counter()\n"
-        "import functions_framework, google.cloud.firestore, google.cloud.pubsub\n"
-        "print(time.perf_counter() - t)\n"
-    )
+    floor_imports = "import functions_framework, google.cloud.firestore, google.cloud.pubsub\n"
     # The floor plus what every function's path needs before its own code: pydantic, with
     # one model built (its machinery loads with the first model), and PyYAML, with one
     # document read (the configuration).
-    libraries = floor.replace(
-        "google.cloud.pubsub\n",
-        "google.cloud.pubsub, pydantic, yaml\n"
+    libraries_work = (
+        "import pydantic, yaml\n"
         "class Probe(pydantic.BaseModel):\n    name: str\n"
-        "Probe.model_validate(yaml.safe_load('name: probe'))\n",
+        "Probe.model_validate(yaml.safe_load('name: probe'))\n"
     )
-    # As deployed: what only the development extras install cannot be found (httpx, for
-    # one, would load its command-line tool with rich and pygments where they are).
-    deployed = without_undeployed(undeployed_modules(ROOT / "pyproject.toml"))
-    code, floor, libraries = (deployed + source for source in (code, floor, libraries))
+    timed = "import time\nt = time.perf_counter()\n{}print(time.perf_counter() - t)\n"
+    deployed = _deployed_prelude()
+    code = deployed + code
+    floor = deployed + timed.format(floor_imports)
+    libraries = deployed + timed.format(floor_imports + libraries_work)
     runs: dict[str, list[tuple[float, float]]] = {}
     # Interleaved, so that a busy moment of the machine weighs on every figure alike.
     for _ in range(IMPORT_RUNS):
@@ -601,7 +605,7 @@ def bench_cold_imports() -> dict[str, float]:
             args = (
                 [sys.executable, "-c", {"baseline": floor, "libraries": libraries}[name]]
                 if name in ("baseline", "libraries")
-                else [sys.executable, "-c", code, str(ROOT / "functions" / name / "main.py")]
+                else [sys.executable, "-c", code, str(FUNCTION_DIR / name / "main.py")]
             )
             t0 = time.perf_counter()
             out = subprocess.run(args, check=True, capture_output=True, text=True, cwd=ROOT)

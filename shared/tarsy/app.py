@@ -79,9 +79,11 @@ async def get_deps(*, tools: bool = False) -> Deps:
                     logger.warning("%s is set but no setting reads it (misspelt?)", name)
                 config = load_config(settings)
                 _deps = Deps(
-                    settings=settings, config=config, store=get_store(settings),
+                    settings=settings,
+                    config=config,
+                    store=get_store(settings),
                     bus=get_bus(settings),
-                )  # fmt: skip
+                )
             if tools and _deps.tools is None:
                 store = get_store(_deps.settings)
                 executor = _tool_executor(_deps.config, _deps.settings, store)

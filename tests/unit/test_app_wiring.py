@@ -2,7 +2,7 @@
 
 Ingest and the api never call a tool; building the executor imports the MCP SDK
 (and the HTTP server stack it brings), which cost their first request about two
-seconds on this machine. Each test runs in a fresh interpreter, so that what the
+seconds on this machine. The wiring runs in a fresh interpreter, so that what the
 wiring imports is what the process has loaded.
 """
 
@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,8 +56,10 @@ asyncio.run(main())
 """
 
 
-def _probe(tmp_path: Path) -> dict[str, object]:
-    config = tmp_path / "tarsy.yaml"
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """One fresh interpreter's wiring, shared by the tests below."""
+    config = tmp_path_factory.mktemp("wiring") / "tarsy.yaml"
     config.write_text(CONFIG, encoding="utf-8")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("TARSY_")},
@@ -71,22 +75,20 @@ def _probe(tmp_path: Path) -> dict[str, object]:
         [sys.executable, "-c", _PROBE], env=env, cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    report: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return report
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def test_ingest_and_the_api_get_no_tool_executor_and_never_load_the_mcp_sdk(
-    tmp_path: Path,
+    report: dict[str, object],
 ) -> None:
-    report = _probe(tmp_path)
     assert report["first_tools"] is False
     assert report["mcp_after_first"] is False
 
 
 def test_the_step_gets_the_executor_beside_the_same_settings_config_and_store(
-    tmp_path: Path,
+    report: dict[str, object],
 ) -> None:
-    report = _probe(tmp_path)
     assert report["tools"] == "MCPToolExecutor"
     assert report["same_config"] is True and report["same_store"] is True
     # Later calls without asking for tools keep the executor the process already has.
