@@ -8,7 +8,7 @@ from tarsy.config import load_config
 from tarsy.errors import ConfigError
 from tarsy.settings import Settings
 
-SETTINGS = Settings(_env_file=None)
+SETTINGS = Settings()
 
 USER = """
 defaults:

@@ -2,8 +2,10 @@
 
 Ingest and the api never call a tool; building the executor imports the MCP SDK
 (and the HTTP server stack it brings), which cost their first request about two
-seconds on this machine. The wiring runs in a fresh interpreter, so that what the
-wiring imports is what the process has loaded.
+seconds on this machine. The step loads the SDK only when it connects to a
+server: a step whose tool lists are fresh in Firestore and whose model calls no
+tool (a summary, a final answer) never pays its 0.7 s. The wiring runs in a fresh
+interpreter, so that what the wiring imports is what the process has loaded.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ agent_chains:
 _PROBE = """
 import asyncio, json, sys
 from tarsy.app import get_deps
+from tarsy.llm.base import ToolDefinition
+from tarsy.models import utcnow
+from tarsy.tools.base import CachedToolList
 
 async def main():
     first = await get_deps()
@@ -49,6 +54,22 @@ async def main():
         same_config=with_tools.config is first.config,
         same_store=with_tools.store is first.store,
         kept=again is with_tools,
+        mcp_after_tools=("mcp" in sys.modules),
+    )
+    fresh = CachedToolList(
+        server="kubernetes",
+        tools=[ToolDefinition(name="kubernetes.pods_list", description="", parameters={})],
+        fetched_at=utcnow(),
+    )
+    listing = await with_tools.tools.list_tools(["kubernetes"], {"kubernetes": fresh})
+    report.update(
+        listed=[tool.name for tool in listing.tools],
+        mcp_after_cached_listing=("mcp" in sys.modules),
+    )
+    # Nothing listens on the server's address: the listing's fetch connects and fails.
+    stale = await with_tools.tools.list_tools(["kubernetes"], {}, budget=0)
+    report.update(
+        unavailable=sorted(stale.unavailable), mcp_after_connecting=("mcp" in sys.modules)
     )
     print(json.dumps(report))
 
@@ -93,3 +114,14 @@ def test_the_step_gets_the_executor_beside_the_same_settings_config_and_store(
     assert report["same_config"] is True and report["same_store"] is True
     # Later calls without asking for tools keep the executor the process already has.
     assert report["kept"] is True
+
+
+def test_the_step_loads_the_mcp_sdk_only_when_it_connects_to_a_server(
+    report: dict[str, object],
+) -> None:
+    assert report["mcp_after_tools"] is False
+    # A fresh cached list is enough to give the model its tools.
+    assert report["listed"] == ["kubernetes.pods_list"]
+    assert report["mcp_after_cached_listing"] is False
+    assert report["unavailable"] == ["kubernetes"]
+    assert report["mcp_after_connecting"] is True

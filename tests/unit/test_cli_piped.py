@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,9 +30,12 @@ LONG_ID = "5f0c6d5e-93a2-4b1f-9d7e-1a2b3c4d5e6f-with-a-longer-suffix-than-usual"
 
 
 @pytest.fixture(autouse=True)
-def no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_columns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("LINES", raising=False)
+    # Away from the checkout: a running `make up` leaves its .local/stack.env there,
+    # whose URLs the CLI would read.
+    monkeypatch.chdir(tmp_path)
 
 
 def finished_view() -> dict[str, Any]:

@@ -29,7 +29,7 @@ from tarsy.settings import Settings
 from tarsy_dev.fakes.fake_gemini import FakeGemini, FakeReply
 
 SID = "0b7e5c1a-1111-4222-8333-444455556666"
-CONFIG = load_config(Settings(_env_file=None))
+CONFIG = load_config(Settings())
 FAST = RetryPolicy(initial_delay=0.01, max_delay=1.0, empty_response_delay=0.01, max_retries=1)
 
 

@@ -19,7 +19,7 @@ def test_the_local_config_runs_every_tool_agent_on_schema_actions_without_scorin
 ) -> None:
     path = tmp_path / "local.yaml"
     path.write_text(yaml.safe_dump(local_config(LOCAL, {})))
-    config = load_config(Settings(_env_file=None, TARSY_CONFIG_PATH=str(path)))
+    config = load_config(Settings(TARSY_CONFIG_PATH=str(path)))
     assert {p.type for p in config.llm_providers.values()} == {"openai-compatible"}
     resolved = config.resolve("kubernetes", 0, 0)
     assert (resolved.agent, resolved.iteration_strategy) == (

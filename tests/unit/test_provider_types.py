@@ -29,7 +29,7 @@ llm_providers:
 
 
 def load(text: str) -> object:
-    return load_config(Settings(_env_file=None), user_text=text)
+    return load_config(Settings(), user_text=text)
 
 
 def errors_of(text: str) -> list[tuple[str, str]]:
@@ -39,7 +39,7 @@ def errors_of(text: str) -> list[tuple[str, str]]:
 
 
 def test_a_config_with_one_provider_of_each_type_loads() -> None:
-    config = load_config(Settings(_env_file=None), user_text=EVERY_TYPE)
+    config = load_config(Settings(), user_text=EVERY_TYPE)
     types = {name: p.type for name, p in config.llm_providers.items()}
     assert {t for n, t in types.items() if n not in ("default", "gemini-native")} == set(BACKENDS)
     assert config.llm_providers["gpt"].api_key is not None
@@ -106,7 +106,7 @@ def test_a_compatible_model_declared_without_structured_output_cannot_run_schema
 
 def test_a_tool_agent_on_a_compatible_server_defaults_to_schema_actions() -> None:
     config = load_config(
-        Settings(_env_file=None),
+        Settings(),
         user_text=(
             "llm_providers:\n  default: {type: openai-compatible, model: m, "
             "base_url: 'http://127.0.0.1:1/v1'}\n"
@@ -141,11 +141,11 @@ def test_capabilities_are_per_model() -> None:
     ],
 )  # fmt: skip
 def test_telemetry_names_each_vendor(config: LLMProviderConfig, name: str) -> None:
-    assert genai_provider_name(config, Settings(_env_file=None)) == name
+    assert genai_provider_name(config, Settings()) == name
 
 
 def test_a_self_hosted_model_costs_nothing_and_says_so() -> None:
-    config = load_config(Settings(_env_file=None))
+    config = load_config(Settings())
     local = LLMProviderConfig(type="openai-compatible", model="qwen", base_url="http://h/v1")
     assert priced(config, local, TokenUsage(input_tokens=10_000)) == (0.0, SELF_HOSTED_NOTE)
     gemini = LLMProviderConfig(type="google", model="gemini-2.5-flash")

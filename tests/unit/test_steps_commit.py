@@ -107,7 +107,7 @@ SESSION = Session(
 )
 USAGE = TokenUsage(input_tokens=100, output_tokens=20, total_tokens=130, thinking_tokens=10)
 DUE = timedelta(seconds=60)
-CONFIG = load_config(Settings(_env_file=None))
+CONFIG = load_config(Settings())
 
 
 def interaction() -> LLMInteraction:

@@ -46,7 +46,7 @@ class RecordingExecutor:
 def ports(executor: RecordingExecutor) -> Ports:
     # run_tools reads the config and the tool executor; no sub-agent is messaged here.
     none: Any = None
-    provider = get_provider(CONFIG.resolve("default", 0, 0).provider, Settings(_env_file=None))
+    provider = get_provider(CONFIG.resolve("default", 0, 0).provider, Settings())
     return Ports(provider=provider, tools=executor, sub_agents=none, config=CONFIG)
 
 

@@ -241,7 +241,7 @@ def test_tool_events_are_stored_with_the_keys_they_always_had() -> None:
 # ─── decide is pure ───────────────────────────────────────────────────────────
 
 SID = "0b7e5c1a-1111-4222-8333-444455556666"
-CONFIG = load_config(Settings(_env_file=None))
+CONFIG = load_config(Settings())
 
 
 class FixedOutcome(SingleCallStrategy):

@@ -13,6 +13,10 @@ budget can hold another attempt (:class:`~tarsy.config.schema.MCPRetryPolicy`).
 A tool's own error result is never retried. The SDK turns an HTTP error
 status into a generic JSON-RPC error, so each connection's HTTP client notes
 the statuses it saw, which tells a 503 from a 403.
+
+The SDK is imported where a connection is made, not with this module: its
+package loads its server side too (about 0.7 s on a cold step), and a step whose
+tool lists are fresh in the cache and whose model calls no tool never connects.
 """
 
 from __future__ import annotations
@@ -26,12 +30,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp import types as mcp_types
-from mcp.client import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
 from tarsy import telemetry
@@ -46,6 +46,10 @@ from tarsy.tools.base import CachedToolList, ToolListing, ToolResult, check_call
 from tarsy.tools.id_token import IdTokenSource, default_audience, id_tokens
 from tarsy.tools.masking import Masker
 from tarsy.tools.mcp_pool import ConnectionPool, Held
+
+if TYPE_CHECKING:
+    from mcp import types as mcp_types
+    from mcp.client import Client
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +67,8 @@ EMPTY_RESULT = (
 
 def result_text(result: mcp_types.CallToolResult) -> str:
     """The text of a tool result: text parts joined, other parts named, structured as JSON."""
+    from mcp import types as mcp_types
+
     pieces: list[str] = []
     for item in result.content:
         if isinstance(item, mcp_types.TextContent):
@@ -112,6 +118,7 @@ def is_transient(error: BaseException, statuses: _Statuses | None = None) -> boo
     if isinstance(error, TimeoutError | ConnectionError | TransientError):
         return True
     import httpx2
+    from mcp import types as mcp_types
     from mcp.shared.exceptions import MCPError
 
     if isinstance(error, httpx2.TransportError):  # connect, read, write errors and timeouts
@@ -177,8 +184,12 @@ class MCPToolExecutor:
     @asynccontextmanager
     async def _session(self, server_id: str, statuses: _Statuses) -> AsyncIterator[Client]:
         """One connected MCP session; ``statuses`` collects its HTTP error statuses."""
+        from mcp.client import Client
+
         server = self._config.mcp_servers[server_id]
         if server.transport == "stdio":
+            from mcp.client.stdio import StdioServerParameters
+
             assert server.command is not None
             target = StdioServerParameters(
                 # "python" is this process's interpreter, so bundled servers run as installed.
@@ -190,6 +201,7 @@ class MCPToolExecutor:
                 yield client
             return
         import httpx2
+        from mcp.client.streamable_http import streamable_http_client
 
         assert server.url is not None
         url = resolve(server.url, self._settings)

@@ -80,7 +80,7 @@ def test_a_compatible_servers_model_is_what_the_configuration_declares() -> None
 def test_asking_for_more_output_than_the_model_writes_is_refused_at_load() -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(
-            Settings(_env_file=None),
+            Settings(),
             user_text="llm_providers:\n  default: {type: google, backend: google-native, "
             "model: gemini-2.0-flash, max_output_tokens: 20000}\n",
         )
@@ -104,7 +104,7 @@ def test_an_unpriced_hosted_model_is_reported_when_the_configuration_loads(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="tarsy.config.loader"):
-        config = load_config(Settings(_env_file=None), user_text=UNPRICED)
+        config = load_config(Settings(), user_text=UNPRICED)
     assert [location for location, _ in unpriced_providers(config)] == ["llm_providers.grok.model"]
     assert any("'grok-3-mini' has no price" in r.getMessage() for r in caplog.records)
     assert not any("llm_providers.local" in r.getMessage() for r in caplog.records)
@@ -112,14 +112,14 @@ def test_an_unpriced_hosted_model_is_reported_when_the_configuration_loads(
 
 def test_an_unpriced_hosted_model_is_refused_when_the_configuration_says_so() -> None:
     with pytest.raises(ConfigError) as caught:
-        load_config(Settings(_env_file=None), user_text=UNPRICED + "unpriced_models: refuse\n")
+        load_config(Settings(), user_text=UNPRICED + "unpriced_models: refuse\n")
     assert [location for location, _ in caught.value.errors] == ["llm_providers.grok.model"]
 
 
 def test_a_price_in_the_users_file_satisfies_the_refusal() -> None:
     text = UNPRICED + "unpriced_models: refuse\npricing:\n  grok-3-mini: " \
         "{input_per_million: 0.3, output_per_million: 0.5}\n"  # fmt: skip
-    assert load_config(Settings(_env_file=None), user_text=text).unpriced_models == "refuse"
+    assert load_config(Settings(), user_text=text).unpriced_models == "refuse"
 
 
 @pytest.mark.parametrize(
@@ -135,5 +135,5 @@ def test_a_price_in_the_users_file_satisfies_the_refusal() -> None:
     ],
 )
 def test_the_current_models_of_each_vendor_have_a_built_in_price(model: str) -> None:
-    price = load_config(Settings(_env_file=None)).price_for(model)
+    price = load_config(Settings()).price_for(model)
     assert price is not None and price.output_per_million > price.input_per_million > 0
