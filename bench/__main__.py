@@ -760,6 +760,22 @@ def bench_cold_first_response(stack: Stack) -> dict[str, float]:
     return {f"{name}_ms": round(statistics.median(values), 1) for name, values in runs.items()}
 
 
+def python_speed() -> float:
+    """Milliseconds per million steps of a plain Python loop (median of 3): the machine's pace.
+
+    Ratios are read against floors measured in the same run, but a slow machine
+    (a busy host) moves them all toward 1: this tells a slow run from a quiet one.
+    """
+    steps = 2_000_000
+    durations: list[float] = []
+    for _ in range(3):
+        t0, total = time.perf_counter(), 0
+        for n in range(steps):
+            total += n
+        durations.append((time.perf_counter() - t0) * 1000 / (steps / 1_000_000))
+    return round(statistics.median(durations), 1)
+
+
 def _ratio(value: float, base: float) -> str:
     return f"{value / base:.1f}x" if base else "-"
 
@@ -769,8 +785,14 @@ def _check(ok: bool) -> str:
 
 
 def _table(results: dict[str, Any]) -> Table:
+    pace = results["machine"]["loop_ms_per_million"]
     table = Table(
-        title="tarsy step engine on the emulators (ratios: to the 1-read/4-write baseline)"
+        title="tarsy step engine on the emulators (ratios: to the 1-read/4-write baseline)",
+        caption=(
+            f"machine: a plain Python loop ran {pace['start']:g} ms per million steps at the "
+            f"start, {pace.get('end', '-')} at the end (a slower machine moves every ratio "
+            "toward 1)"
+        ),
     )
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -980,7 +1002,13 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.orchestration_runs > 0:
         return repeat_orchestration(arguments.orchestration_runs)
-    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version}}
+    results: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version,
+            "loop_ms_per_million": {"start": python_speed()},
+        }
+    }
     with tempfile.TemporaryDirectory() as state, FakeGemini() as fake:
         fake.responder = lambda call: FakeReply(text="bench analysis")
         with console.status("starting the local stack"):
@@ -1011,6 +1039,7 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.update(saved)
     with console.status("cold imports"):
         results["cold_import_ms"] = bench_cold_imports()
+    results["machine"]["loop_ms_per_million"]["end"] = python_speed()
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     Console().print(_table(results))
     console.print(f"written to {RESULTS.relative_to(ROOT)}")
