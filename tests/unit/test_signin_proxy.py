@@ -32,20 +32,36 @@ from tarsy_dev.localstack.signin import (
 USER = "you@tarsy.local"
 
 
+# Paths whose first request the upstream drops unanswered, as a server does that
+# closes an idle kept-alive connection just as a request arrives on it.
+DROPPED_ONCE = {"/dropped-once", "/posted"}
+
+
 @pytest.fixture
 def upstream() -> Iterator[tuple[str, list[dict[str, str]]]]:
     """A loopback api that answers 200 and records each request's headers."""
     seen: list[dict[str, str]] = []
+    to_drop = set(DROPPED_ONCE)
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
         def do_GET(self) -> None:
             seen.append({k.lower(): v for k, v in self.headers.items()})
+            if self.path in to_drop:
+                to_drop.discard(self.path)
+                self.close_connection = True
+                return
             body = b'{"ok": true}'
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.do_GET()
 
         def log_message(self, format: str, *args: object) -> None:
             return
@@ -108,3 +124,26 @@ def test_the_proxy_signs_every_request_as_its_user_and_drops_the_callers_asserti
     identity = verify_assertion(forwarded, public_keys(key), LOCAL_AUDIENCE)
     assert identity.email == USER
     assert json.dumps(seen).count(forged) == 0
+
+
+def test_a_get_the_api_drops_unanswered_is_sent_again_once_on_a_new_connection(
+    proxy: tuple[str, bytes], upstream: tuple[str, list[dict[str, str]]]
+) -> None:
+    url, _ = proxy
+    _, seen = upstream
+    before = len(seen)
+    response = httpx.get(url + "/dropped-once")
+    assert response.status_code == 200 and response.json() == {"ok": True}
+    assert len(seen) - before == 2
+
+
+def test_a_post_the_api_drops_is_not_sent_again_and_answers_502(
+    proxy: tuple[str, bytes], upstream: tuple[str, list[dict[str, str]]]
+) -> None:
+    url, _ = proxy
+    _, seen = upstream
+    before = len(seen)
+    response = httpx.post(url + "/posted", json={"verdict": "wrong"})
+    assert response.status_code == 502
+    assert "the api is not answering" in response.text
+    assert len(seen) - before == 1

@@ -129,6 +129,9 @@ def assertion(
     return token.decode()
 
 
+_IDEMPOTENT = frozenset({"GET", "HEAD"})
+
+
 class _Proxy(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -174,15 +177,35 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.private_pem, self.server.user, audience=self.server.audience
         )
         try:
-            response = self.server.http.request(
-                self.command, self.server.upstream + self.path, headers=headers, content=body
-            )
+            response = self._send(headers, body)
         except httpx.HTTPError as e:
+            logger.warning("%s %s: the api is not answering: %r", self.command, self.path, e)
             self._answer(502, f"the api is not answering: {e}".encode(),
                          [("Content-Type", "text/plain")])  # fmt: skip
             return
         kept = [(n, v) for n, v in response.headers.items() if n.lower() not in _HOP_BY_HOP]
         self._answer(response.status_code, response.content, kept)
+
+    def _send(self, headers: dict[str, str], body: bytes) -> httpx.Response:
+        """Forward the request; a read on a kept-alive connection the api dropped goes again.
+
+        The api's server may close an idle kept-alive connection just as the proxy
+        sends on it; the request then fails with no answer. A browser sends an
+        idempotent request again on a fresh connection, and so does the proxy (once).
+        """
+        attempts = 2 if self.command in _IDEMPOTENT else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return self.server.http.request(
+                    self.command, self.server.upstream + self.path, headers=headers, content=body
+                )
+            except httpx.TimeoutException:
+                raise
+            except httpx.TransportError as e:
+                if attempt == attempts:
+                    raise
+                logger.info("%s %s: again on a new connection (%r)", self.command, self.path, e)
+        raise AssertionError("unreachable")
 
     do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = do_PATCH = _forward
 
