@@ -235,7 +235,9 @@ async def bench_middle_io(store: Store, middle: StepMessage, tool_servers: list[
                 written.append((sub, snap.id, snap.to_dict() or {}))
     conversation = exec_copy.collection(MESSAGES).order_by("__name__")
 
-    def commit_batch(n: int, claim_option: Any, *extra: tuple[str, Any, Any]) -> Any:
+    def commit_batch(
+        n: int, claim_option: Any, marker: Any = None, marker_option: Any = None
+    ) -> Any:
         batch = db.batch()
         for sub, doc_id, data in written:
             batch.set(exec_copy.collection(f"{sub}_written").document(f"{doc_id}-{n}"), data)
@@ -246,8 +248,8 @@ async def bench_middle_io(store: Store, middle: StepMessage, tool_servers: list[
             option=claim_option,
         )
         batch.update(session_copy, {"tokens.input": firestore.Increment(1)})
-        for _, ref, option in extra:
-            batch.delete(ref, option=option)
+        if marker is not None:
+            batch.delete(marker, option=marker_option)
         return batch.commit()
 
     async def three_trips(n: int) -> None:
@@ -278,7 +280,8 @@ async def bench_middle_io(store: Store, middle: StepMessage, tool_servers: list[
         await commit_batch(
             n,
             db.write_option(last_update_time=read_time),
-            ("claim", marker, db.write_option(last_update_time=created.update_time)),
+            marker,
+            db.write_option(last_update_time=created.update_time),
         )
 
     durations: dict[str, list[float]] = {"three": [], "two": []}

@@ -66,7 +66,8 @@ async def main():
         listed=[tool.name for tool in listing.tools],
         mcp_after_cached_listing=("mcp" in sys.modules),
     )
-    # Nothing listens on the server's address: the listing's fetch connects and fails.
+    # Nothing listens on the server's address: the listing's fetch connects and fails
+    # (budget=0, a deadline already past: one attempt, no retry).
     stale = await with_tools.tools.list_tools(["kubernetes"], {}, budget=0)
     report.update(
         unavailable=sorted(stale.unavailable), mcp_after_connecting=("mcp" in sys.modules)

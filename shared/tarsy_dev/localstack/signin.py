@@ -187,25 +187,27 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(response.status_code, response.content, kept)
 
     def _send(self, headers: dict[str, str], body: bytes) -> httpx.Response:
-        """Forward the request; a read on a kept-alive connection the api dropped goes again.
+        """Forward the request; a GET or HEAD the api dropped unanswered is sent once more.
 
         The api's server may close an idle kept-alive connection just as the proxy
-        sends on it; the request then fails with no answer. A browser sends an
-        idempotent request again on a fresh connection, and so does the proxy (once).
+        sends on it, and the request then fails with no answer. A browser sends an
+        idempotent request again, and so does the proxy; a POST is never sent twice.
         """
-        attempts = 2 if self.command in _IDEMPOTENT else 1
-        for attempt in range(1, attempts + 1):
-            try:
-                return self.server.http.request(
-                    self.command, self.server.upstream + self.path, headers=headers, content=body
-                )
-            except httpx.TimeoutException:
+
+        def send() -> httpx.Response:
+            return self.server.http.request(
+                self.command, self.server.upstream + self.path, headers=headers, content=body
+            )
+
+        try:
+            return send()
+        except httpx.TimeoutException:
+            raise
+        except httpx.TransportError as e:
+            if self.command not in _IDEMPOTENT:
                 raise
-            except httpx.TransportError as e:
-                if attempt == attempts:
-                    raise
-                logger.info("%s %s: again on a new connection (%r)", self.command, self.path, e)
-        raise AssertionError("unreachable")
+            logger.info("%s %s: sent again (%r)", self.command, self.path, e)
+            return send()
 
     do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = do_PATCH = _forward
 
