@@ -142,10 +142,13 @@ def test_an_image_pull_refused_by_the_registry_is_classified_as_unauthorized() -
     assert "refused access" in found.finding
 
 
-def test_an_unreachable_registry_is_classified_as_a_network_failure() -> None:
+def test_an_unreachable_registry_is_classified_as_the_failure_its_message_names() -> None:
     message = "dial tcp: lookup registry.internal on 10.96.0.10:53: no such host"
     [found] = pods.image_pull(snapshot(_pulling("registry.internal/tool:1", message)))
-    assert "could not be reached" in found.finding
+    assert "host name does not resolve" in found.finding
+    timeout = "dial tcp 10.0.0.7:443: i/o timeout"
+    [found] = pods.image_pull(snapshot(_pulling("registry.internal/tool:1", timeout)))
+    assert "timed out" in found.finding and "resolve" not in found.finding
 
 
 def test_a_running_container_has_no_image_pull_finding() -> None:
@@ -304,13 +307,33 @@ def test_restarts_that_ended_long_before_the_alert_are_not_a_crash_loop() -> Non
     assert "worker-2 container app is running again, restarting: restarted 5 times" in found.finding
 
 
-def test_docker_hubs_ambiguous_answer_is_reported_as_missing_or_private() -> None:
+def test_docker_hubs_ambiguous_answer_is_reported_with_the_pods_pull_credentials() -> None:
     message = (
         'Failed to pull image "acme/tool:1": pull access denied for acme/tool, repository does not '
         "exist or may require 'docker login'"
     )
     [found] = pods.image_pull(snapshot(_pulling("acme/tool:1", message)))
-    assert "does not exist, or the registry wants credentials" in found.finding
+    assert "repository does not exist or needs credentials" in found.finding
+    assert "sets no imagePullSecrets" in found.finding
+
+
+def _killed(events: list[str]) -> str:
+    crashed = pod("api-1", statuses=[running("app", 4, lastState=terminated("Error", 137, -2))])
+    items = [event(crashed, "Killing", text) for text in events]
+    [found] = pods.crash_loop(snapshot(crashed, *items))
+    return found.finding
+
+
+def test_exit_137_names_the_one_cause_the_evidence_shows() -> None:
+    probe = _killed(["Container app failed liveness probe, will be restarted"])
+    assert "SIGKILL from the kubelet after its liveness probe failed" in probe
+    assert "OOM" not in probe
+    bare = _killed([])
+    assert "SIGKILL from outside the container; the runtime reports no OOMKilled" in bare
+    oom = pod("api-2", statuses=[running("app", 4, lastState=terminated("OOMKilled", 137, -2))])
+    [found] = pods.crash_loop(snapshot(oom))
+    assert "SIGKILL from the kernel's OOM killer" in found.finding
+    assert " or " not in found.finding.split("exit code 137")[1].split(")")[0]
 
 
 def test_a_pod_whose_volume_does_not_mount_names_the_missing_configmap() -> None:

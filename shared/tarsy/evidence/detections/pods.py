@@ -57,17 +57,41 @@ _SIGNALS = {
     126: "command not executable",
     127: "command not found",
     134: "SIGABRT",
-    137: "SIGKILL: OOM or a kill from outside",
     139: "SIGSEGV",
     143: "SIGTERM",
 }
+_KILL_EVENTS = words(r"liveness probe|startup probe|will be restarted|failed .*probe")
 
 
-def _exit_text(code: object) -> str:
+def _sigkill_cause(reason: str, killed_by: str) -> str:
+    """What sent SIGKILL (exit code 137), as the evidence shows it: one cause, never two.
+
+    The runtime writes reason OOMKilled when the kernel's OOM killer ended the
+    container; without it the kill came from outside the container, and a
+    probe-failure kill event names who.
+    """
+    if reason == "OOMKilled":
+        return "SIGKILL from the kernel's OOM killer"
+    if killed_by:
+        return f"SIGKILL from the kubelet after {killed_by}"
+    return "SIGKILL from outside the container; the runtime reports no OOMKilled"
+
+
+def _exit_text(code: object, reason: str = "", killed_by: str = "") -> str:
     if not isinstance(code, int):
         return "an unknown exit code"
-    meaning = _SIGNALS.get(code)
+    meaning = _sigkill_cause(reason, killed_by) if code == 137 else _SIGNALS.get(code)
     return f"exit code {code} ({meaning})" if meaning else f"exit code {code}"
+
+
+def _killed_by(snapshot: Snapshot, pod: KubeObject) -> str:
+    """The failed probe behind a kill, from the pod's Killing/Unhealthy events ("" if none)."""
+    for event in snapshot.events_of(pod.ref):
+        match = _KILL_EVENTS.search(event.message)
+        if event.reason in ("Killing", "Unhealthy") and match:
+            kind = "startup" if "startup" in event.message.lower() else "liveness"
+            return f"its {kind} probe failed ({event.reason}: {quoted(event.message, 120)})"
+    return ""
 
 
 def _json_level(line: str) -> tuple[str, dict[str, Any]] | None:
@@ -152,7 +176,7 @@ def _restarting(status: Mapping[str, Any], now: datetime) -> bool:
     return finished is None or now - finished <= RECENT
 
 
-def _termination_text(last: Mapping[str, Any]) -> str:
+def _termination_text(last: Mapping[str, Any], killed_by: str = "") -> str:
     """The last run's end: reason, exit code, time, and its termination message if any."""
     if not last:
         return ""
@@ -162,7 +186,8 @@ def _termination_text(last: Mapping[str, Any]) -> str:
     message = f", with message {quoted(str(last['message']))}" if last.get("message") else ""
     return (
         f"; its last run ended {last.get('reason') or 'with no reason'}, "
-        f"{_exit_text(last.get('exitCode'))}, at {finished}{message}"
+        f"{_exit_text(last.get('exitCode'), scalar(last.get('reason')), killed_by)}, "
+        f"at {finished}{message}"
     )
 
 
@@ -182,7 +207,7 @@ def crash_loop(snapshot: Snapshot) -> list[Detection]:
             waiting = state_of(status, "state", "waiting")
             state = str(waiting.get("reason") or "running again, restarting")
             last = state_of(status, "lastState", "terminated")
-            ended = _termination_text(last)
+            ended = _termination_text(last, _killed_by(snapshot, pod))
             line, log_source = _log_evidence(snapshot, pod, name)
             finding = (
                 f"Pod {pod.namespace}/{pod.name} container {name} is {state}: "
@@ -227,7 +252,7 @@ def oom_killed(snapshot: Snapshot) -> list[Detection]:
             usage, usage_source = _usage_text(snapshot, pod)
             finding = (
                 f"Pod {pod.namespace}/{pod.name} container {name} was OOMKilled "
-                f"({_exit_text(ended.get('exitCode'))}) at "
+                f"({_exit_text(ended.get('exitCode'), 'OOMKilled')}) at "
                 f"{stamp(parse_time(ended.get('finishedAt')))}, after "
                 f"{status.get('restartCount', 0)} restarts: {sizes}{usage}."
             )
@@ -239,7 +264,9 @@ _PULL_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         # Docker Hub and others answer this for both a missing and a private repository.
         words(r"repository does not exist or may require"),
-        "the repository does not exist, or the registry wants credentials it was not given",
+        # The registry's own answer does not tell a missing repository from a private one;
+        # the pod's imagePullSecrets (appended by the check) are the evidence that can.
+        "the registry answers that the repository does not exist or needs credentials",
     ),
     (
         words(r"not found|manifest unknown|does not exist|no such image|repository .* not found"),
@@ -247,15 +274,13 @@ _PULL_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         words(r"unauthori[sz]ed|authentication required|denied|forbidden|\b401\b|\b403\b"),
-        "the registry refused access (unauthorized or denied: check imagePullSecrets)",
+        "the registry refused access to the image (check the pod's imagePullSecrets)",
     ),
-    (
-        words(
-            r"no such host|i/o timeout|timeout|timed out|connection refused|"
-            r"network is unreachable|dial tcp|tls handshake"
-        ),
-        "the registry could not be reached (DNS, network or timeout)",
-    ),
+    (words(r"no such host|server misbehaving"), "the registry's host name does not resolve"),
+    (words(r"connection refused"), "the registry refused the connection"),
+    (words(r"network is unreachable|no route to host"), "the registry's network is unreachable"),
+    (words(r"x509|certificate|tls handshake"), "the registry's TLS certificate is not trusted"),
+    (words(r"i/o timeout|timeout|timed out|dial tcp"), "the connection to the registry timed out"),
     (words(r"invalid reference format|InvalidImageName"), "the image name is not valid"),
 )
 _PULL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName"}
@@ -293,6 +318,14 @@ def _previous_tag(snapshot: Snapshot, pod: KubeObject, container: str) -> str:
     return ""
 
 
+def _pull_secrets(pod: KubeObject) -> str:
+    """The pod's imagePullSecrets in words: none means the pull was anonymous."""
+    names = [str(s.get("name")) for s in dicts(pod.spec.get("imagePullSecrets")) if s.get("name")]
+    if not names:
+        return "; the pod sets no imagePullSecrets, so it pulled without credentials"
+    return f"; the pod pulls with imagePullSecrets {', '.join(names)}"
+
+
 def image_pull(snapshot: Snapshot) -> list[Detection]:
     """Containers that cannot pull their image, with the cause read from the status and events."""
     found: list[Detection] = []
@@ -311,6 +344,8 @@ def image_pull(snapshot: Snapshot) -> list[Detection]:
             texts = [str(waiting.get("message") or ""), *(e.message for e in events)]
             cause, shown = _pull_cause([t for t in texts if t])
             said = f" ({quoted(shown)})" if shown else ""
+            if "credentials" in cause or "refused access" in cause:
+                said += _pull_secrets(pod)
             finding = (
                 f"Pod {pod.namespace}/{pod.name} container {name} cannot pull image {image} "
                 f"({waiting.get('reason')}): {cause}{said}"
@@ -503,7 +538,7 @@ def _failed_pod_text(pod: KubeObject) -> str:
         if ended and ended.get("exitCode") != 0:
             return (
                 f"{pod.name} ({status.get('name')}: {ended.get('reason') or 'terminated'}, "
-                f"{_exit_text(ended.get('exitCode'))})"
+                f"{_exit_text(ended.get('exitCode'), scalar(ended.get('reason')))})"
             )
     return pod.name
 
