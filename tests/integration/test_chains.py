@@ -226,6 +226,7 @@ def test_cancel_mid_run_stops_calls_and_publishes(
     response = httpx.post(
         f"{stack.api_url}/sessions/{session_id}/cancel",
         headers=signed_in(stack),
+        json={},
         timeout=10,
     )
     assert response.status_code == 202

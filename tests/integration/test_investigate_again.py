@@ -37,7 +37,9 @@ def test_a_finished_session_is_investigated_again_as_a_new_linked_session(
     first_id = first.session["session_id"]
 
     refused = httpx.post(
-        f"{stack.api_url}/sessions/{first_id}/investigate", headers=signed_in(stack, VIEWER)
+        f"{stack.api_url}/sessions/{first_id}/investigate",
+        headers=signed_in(stack, VIEWER),
+        json={},
     )
     assert refused.status_code == 403
     assert refused.json()["error"]["details"] == {"required_role": "responder"}
@@ -45,6 +47,7 @@ def test_a_finished_session_is_investigated_again_as_a_new_linked_session(
     started = httpx.post(
         f"{stack.api_url}/sessions/{first_id}/investigate",
         headers=signed_in(stack, RESPONDER),
+        json={},
         timeout=10,
     )
     assert started.status_code == 202, started.text
@@ -78,7 +81,7 @@ def test_a_running_session_is_not_investigated_again(
     )
     session_id = client.submit({"alert_type": "generic", "data": "5xx on orders"}).session_id
     refused = httpx.post(
-        f"{stack.api_url}/sessions/{session_id}/investigate", headers=signed_in(stack)
+        f"{stack.api_url}/sessions/{session_id}/investigate", headers=signed_in(stack), json={}
     )
     assert refused.status_code == 409
     assert "cancel it or let it finish" in refused.json()["error"]["message"]

@@ -165,7 +165,11 @@ def test_to_framework_response() -> None:
     )
     assert status == 401
     assert json.loads(body) == {"error": {"message": "ü"}}
-    assert headers == {"Content-Type": "application/json", "X-A": "1"}
+    assert headers == {
+        "Content-Type": "application/json",
+        "X-Content-Type-Options": "nosniff",
+        "X-A": "1",
+    }
 
 
 def test_framework_response_headers_can_override_content_type() -> None:

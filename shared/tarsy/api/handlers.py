@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -15,6 +14,7 @@ from tarsy._pydantic import DeferredModel
 from tarsy.access.audit import audit_event, audit_keys
 from tarsy.access.iap import authenticate
 from tarsy.access.roles import Principal, RecordedAction
+from tarsy.api.routes import API_ROUTES, Route, find_route
 from tarsy.api.session_list import parse_query
 from tarsy.app import Deps
 from tarsy.engine import transitions
@@ -29,6 +29,7 @@ from tarsy.http.request import (
     error_response,
     read_json,
 )
+from tarsy.http.same_origin import check_same_origin
 from tarsy.intake.sessions import new_session
 from tarsy.intake.sources.api import status_url
 from tarsy.models import ExecutionStatus, Feedback, StepMessage, ThreadReply, utcnow
@@ -38,13 +39,6 @@ from tarsy.tools.masking import Masker
 logger = logging.getLogger(__name__)
 
 _Body = TypeVar("_Body", bound=BaseModel)
-
-_SESSION_PATH = re.compile(
-    r"^/sessions/(?P<session_id>[\w\-]+)(?:/(?P<action>cancel|resume|chat|score|investigate|feedback))?$"
-)
-_EXECUTION_CANCEL_PATH = re.compile(
-    r"^/sessions/(?P<session_id>[\w\-]+)/executions/(?P<execution_id>[\w\-]+)/cancel$"
-)
 
 
 class ChatRequest(DeferredModel):
@@ -376,35 +370,42 @@ def _body(request: HttpRequest, model: type[_Body]) -> _Body:
         raise InputError("invalid request body", status=422, details=details) from e
 
 
+def _cancel_body(request: HttpRequest) -> None:
+    """An action without fields still reads its body: ``{}``, and a hostile one is a 4xx."""
+    read_json(request, empty={})
+
+
 async def _act(
-    request: HttpRequest, deps: Deps, principal: Principal, session_id: str, action: str
+    request: HttpRequest, deps: Deps, principal: Principal, route: Route, ids: dict[str, str]
 ) -> HttpResponse:
-    """One action on a session, once its role is checked; recorded once it succeeded."""
+    """One action on a session, its role already checked; recorded once it succeeded."""
+    session_id = ids["session_id"]
+    action = route.action
     if action == "cancel":
-        principal.require("cancel")
-        read_json(request, empty={})  # no body is expected; a hostile one is still a 4xx
+        _cancel_body(request)
         body = await cancel(deps, session_id)
         await _record(deps, principal, "cancel", session_id)
         return HttpResponse(status=202, body=body)
+    if action == "cancel_agent":
+        _cancel_body(request)
+        body = await cancel_agent(deps, session_id, ids["execution_id"])
+        await _record(deps, principal, "cancel_agent", session_id, target=ids["execution_id"])
+        return HttpResponse(status=202, body=body)
     if action == "resume":
-        principal.require("resume")
         body = await resume(deps, session_id, _body(request, ResumeRequest))
         await _record(deps, principal, "resume", session_id)
         return HttpResponse(status=202, body=body)
     if action == "score":
-        principal.require("score")
-        read_json(request, empty={})
+        _cancel_body(request)
         body = await rescore(deps, session_id)
         await _record(deps, principal, "score", session_id, target=body["execution_id"])
         return HttpResponse(status=202, body=body)
     if action == "investigate":
-        principal.require("investigate")
-        read_json(request, empty={})
+        _cancel_body(request)
         body = await investigate_again(deps, session_id)
         await _record(deps, principal, "investigate", session_id, target=body["session_id"])
         return HttpResponse(status=202, body=body)
     if action == "feedback":
-        principal.require("feedback")
         feedback = await give_feedback(deps, session_id, _body(request, FeedbackRequest), principal)
         await _record(deps, principal, "feedback", session_id, detail=audit_detail(feedback))
         return HttpResponse(
@@ -412,7 +413,6 @@ async def _act(
             body={"session_id": session_id, "feedback": feedback.model_dump(mode="json")},
         )
     if action == "chat":
-        principal.require("chat")
         question = _body(request, ChatRequest)
         body = await chat(deps, session_id, question)
         await _record(
@@ -430,8 +430,6 @@ async def _act(
 async def _scheduled(path: str, request: HttpRequest, deps: Deps) -> HttpResponse:
     """A Cloud Scheduler job: the sweep (recovery) or the retention pass, apart."""
     check_sweeper(request.headers, deps.settings)
-    if request.method != "POST":
-        raise InputError("method not allowed", status=405, details={"allow": "POST"})
     if path == "/sweep":
         # Imported here: only the scheduler's sweep loads the engine's recovery and the notifiers.
         from tarsy.engine.sweeper import sweep
@@ -442,50 +440,41 @@ async def _scheduled(path: str, request: HttpRequest, deps: Deps) -> HttpRespons
 
 
 async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
-    """Serve one api request.
+    """Serve one api request, as the route table (:mod:`tarsy.api.routes`) says.
 
     Every route but ``/healthz`` and the scheduler's (``/sweep``, ``/retention``)
     is a person's: the proxy's signed header is verified first (401 without a
-    valid one), then the role the route needs is checked (403 naming it) before
-    anything is read or written, and an action that succeeded is recorded on its
-    session with who did it.
+    valid one); a state-changing route then refuses, with 403, a request
+    another site could have made (:mod:`tarsy.http.same_origin`: JSON only, from
+    the api's own origin); then the role the route needs is checked (403 naming
+    it). All of it before anything is read or written; an action that succeeded
+    is recorded on its session with who did it.
     """
     path = request.path.rstrip("/") or "/"
-    if path == "/healthz":
-        return HttpResponse(status=200, body={"status": "ok"})
     try:
-        if path in ("/sweep", "/retention"):
+        route, ids, allowed = find_route(API_ROUTES, request.method, path)
+        if route is None:
+            if allowed:
+                raise InputError(
+                    f"method {request.method} not allowed",
+                    status=405,
+                    details={"allow": ", ".join(allowed)},
+                )
+            raise InputError(f"no route {request.path!r}", status=404)
+        if route.caller == "anyone":
+            return HttpResponse(status=200, body={"status": "ok"})
+        if route.caller == "scheduler":
             return await _scheduled(path, request, deps)
         principal = await authenticate(request.headers, deps.settings)
-        if path == "/sessions":
-            if request.method != "GET":
-                raise InputError("method not allowed", status=405, details={"allow": "GET"})
-            principal.require("read")
-            page = await deps.store.list_sessions(parse_query(request.query_string))
-            return HttpResponse(status=200, body=page.model_dump(mode="json"))
-        one = _EXECUTION_CANCEL_PATH.match(path)
-        if one is not None:
-            if request.method != "POST":
-                raise InputError("method not allowed", status=405, details={"allow": "POST"})
-            principal.require("cancel_agent")
-            read_json(request, empty={})
-            body = await cancel_agent(deps, one["session_id"], one["execution_id"])
-            await _record(
-                deps, principal, "cancel_agent", one["session_id"], target=one["execution_id"]
-            )
-            return HttpResponse(status=202, body=body)
-        match = _SESSION_PATH.match(path)
-        if match is None:
-            raise InputError(f"no route {request.path!r}", status=404)
-        session_id, action = match["session_id"], match["action"]
-        allowed = "POST" if action else "GET"
-        if request.method != allowed:
-            raise InputError(
-                f"method {request.method} not allowed", status=405, details={"allow": allowed}
-            )
-        if action:
-            return await _act(request, deps, principal, session_id, action)
-        principal.require("read")
-        return HttpResponse(status=200, body=await session_view(deps.store, session_id))
+        if route.changes_state:
+            check_same_origin(request.headers, deps.settings.public_api_url)
+        assert route.action is not None  # a person's route names its action (Route checks)
+        principal.require(route.action)
+        if route.changes_state:
+            return await _act(request, deps, principal, route, ids)
+        if "session_id" in ids:
+            return HttpResponse(status=200, body=await session_view(deps.store, ids["session_id"]))
+        page = await deps.store.list_sessions(parse_query(request.query_string))
+        return HttpResponse(status=200, body=page.model_dump(mode="json"))
     except InputError as e:
         return error_response(e)

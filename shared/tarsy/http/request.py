@@ -188,7 +188,8 @@ def read_json(
     ``max_bytes`` defaults to the limit the request was read under and bounds
     the body before and after decompression. An empty body is malformed JSON
     unless ``empty`` is given (for instance ``{}``), which is then returned.
-    The content type is the caller's to check.
+    The content type is the caller's to check (the api's actions take only
+    ``application/json``: :mod:`tarsy.http.same_origin`).
     """
     limit = request.max_body_bytes if max_bytes is None else max_bytes
     if request.body_too_large:
@@ -197,6 +198,13 @@ def read_json(
 
 
 def to_framework_response(response: HttpResponse) -> tuple[str, int, dict[str, str]]:
-    """Return ``(body, status, headers)`` as functions-framework handlers return them."""
-    headers = {"Content-Type": "application/json", **response.headers}
+    """Return ``(body, status, headers)`` as functions-framework handlers return them.
+
+    ``nosniff``: a browser takes the JSON as JSON, never as a script or a page.
+    """
+    headers = {
+        "Content-Type": "application/json",
+        "X-Content-Type-Options": "nosniff",
+        **response.headers,
+    }
     return json.dumps(response.body), response.status, headers

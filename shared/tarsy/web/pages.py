@@ -24,6 +24,7 @@ from pydantic import Field
 from tarsy._pydantic import DeferredModel
 from tarsy.access.iap import authenticate
 from tarsy.access.roles import Principal, Role
+from tarsy.api.routes import PAGE_DATA_ROUTES, find_route
 from tarsy.api.session_list import parse_query
 from tarsy.app import Deps
 from tarsy.errors import InputError
@@ -50,7 +51,6 @@ _ASSET_TYPES = {
 }
 
 _SESSION_PAGE = re.compile(r"^/ui/sessions/(?P<session_id>[\w\-]+)$")
-_SESSION_DATA = re.compile(r"^/ui/data/sessions/(?P<session_id>[\w\-]+)$")
 _ASSET = re.compile(r"^/ui/static/(?P<name>[\w\-.]+)$")
 
 
@@ -228,19 +228,19 @@ async def handle(request: HttpRequest, deps: Deps) -> WebResponse:
     if (page := _SESSION_PAGE.match(path)) is not None:
         return _html(r.render("session.html", root=_root(path), session_id=page["session_id"]))
     try:
-        if path.startswith(UI_PREFIX + "/data/"):
+        route, ids, _ = find_route(PAGE_DATA_ROUTES, "GET", path)
+        if route is not None and route.action is not None:
             principal = await authenticate(request.headers, deps.settings)
-            principal.require("read")
-            if path == UI_PREFIX + "/data/sessions":
+            principal.require(route.action)
+            if "session_id" not in ids:
                 return await _list_data(request, deps, principal)
-            if (data := _SESSION_DATA.match(path)) is not None:
-                cursor = parse_qs(request.query_string).get("cursor", [""])[0]
-                update = await session_update(deps.store, data["session_id"], cursor)
-                audit = await deps.store.list_audit(data["session_id"])
-                payload = _update_payload(
-                    update, audit, principal, utcnow(), deps.settings.scoring_off_reason
-                )
-                return _json(payload)
+            cursor = parse_qs(request.query_string).get("cursor", [""])[0]
+            update = await session_update(deps.store, ids["session_id"], cursor)
+            audit = await deps.store.list_audit(ids["session_id"])
+            payload = _update_payload(
+                update, audit, principal, utcnow(), deps.settings.scoring_off_reason
+            )
+            return _json(payload)
         return _html(r.render("error.html", root=_root(path), message="no such page"), 404)
     except InputError as e:
         return _error(e)
