@@ -24,13 +24,13 @@ def _sick_cluster() -> Snapshot:
 
 def test_detect_orders_likely_causes_before_symptoms() -> None:
     found = detect(_sick_cluster())
-    assert [d.check for d in found] == ["oom_killed", "crash_loop"]
-    assert [d.severity for d in found] == [1, 2]
+    assert [d.check for d in found] == ["oom_killed", "crash_loop", "log_signals"]
+    assert [d.severity for d in found] == [1, 2, 2]
 
 
 def test_a_disabled_check_is_not_run() -> None:
     found = detect(_sick_cluster(), disabled={"oom_killed"})
-    assert [d.check for d in found] == ["crash_loop"]
+    assert [d.check for d in found] == ["crash_loop", "log_signals"]
 
 
 def test_a_healthy_cluster_has_no_findings() -> None:

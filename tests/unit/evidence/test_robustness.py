@@ -13,7 +13,9 @@ from .cluster import container, event, log, obj, pod, terminated, usage, waiting
 _KINDS = [
     "Pod", "ReplicaSet", "Deployment", "Service", "Endpoints", "EndpointSlice", "ConfigMap",
     "NetworkPolicy", "Namespace", "Node", "ResourceQuota", "Certificate", "CertificateRequest",
-    "Order", "Challenge", "ClusterIssuer", "PersistentVolumeClaim", "Job",
+    "Order", "Challenge", "ClusterIssuer", "PersistentVolumeClaim", "Job", "StatefulSet",
+    "DaemonSet", "CronJob", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Ingress",
+    "HTTPRoute", "Gateway", "ValidatingWebhookConfiguration", "PersistentVolume", "Secret",
 ]  # fmt: skip
 _KEYS = st.sampled_from(
     [
@@ -24,6 +26,10 @@ _KEYS = st.sampled_from(
         "ownerReferences", "kind", "data", "hard", "used", "allocatable", "memory", "cpu",
         "livenessProbe", "httpGet", "timeoutSeconds", "notAfter", "subsets", "addresses",
         "endPort", "ipBlock", "cidr", "managedFields", "time", "resources", "limits", "image",
+        "webhooks", "clientConfig", "service", "rules", "backendRefs", "parents", "parentRefs",
+        "scaleTargetRef", "metrics", "schedule", "suspend", "disruptionsAllowed", "expectedPods",
+        "tls", "secretName", "volumeClaimTemplates", "serviceName", "maxReplicas", "http",
+        "paths", "backend", "replicas", "requests", "template", "phase", "claimRef",
     ]
 )  # fmt: skip
 _LEAVES = st.none() | st.booleans() | st.integers(-5, 10**6) | st.text(max_size=12)

@@ -20,15 +20,20 @@ from types import MappingProxyType
 
 from tarsy.evidence.detections import (
     certificates,
+    changes,
     config,
+    events,
+    logs,
     metrics,
     network,
     nodes,
     pods,
     quota,
     rollouts,
+    routing,
     scheduling,
     storage,
+    workloads,
 )
 from tarsy.evidence.snapshot import Detection, Snapshot
 
@@ -44,6 +49,13 @@ CHECKS: Mapping[str, Check] = MappingProxyType(
         "unresolvable_host": network.unresolvable_host,
         "network_policy_blocks": network.network_policy_blocks,
         "rollout_regression": rollouts.rollout_regression,
+        "webhook": routing.webhook_unavailable,
+        "ingress": routing.ingress_problems,
+        "gateway": routing.gateway_problems,
+        "replica_set_failed_create": workloads.replica_set_failed_create,
+        "cronjob": workloads.cronjob_problems,
+        "hpa": workloads.hpa_problems,
+        "statefulset_not_ready": workloads.statefulset_not_ready,
         "out_of_line": metrics.out_of_line,
         "level_shift": metrics.level_shift,
         "image_pull": pods.image_pull,
@@ -56,15 +68,22 @@ CHECKS: Mapping[str, Check] = MappingProxyType(
         "quota_exhausted": quota.quota_exhausted,
         "unschedulable": scheduling.unschedulable,
         "pvc_pending": storage.pvc_pending,
+        "volume_lost": storage.volume_lost,
         "certificate": certificates.certificate,
         "node_pressure": nodes.node_pressure,
         "node_saturation": nodes.node_saturation,
         "crash_loop": pods.crash_loop,
+        "log_signals": logs.log_signals,
         "probe_failure": pods.probe_failure,
         "evicted": pods.evicted,
         "job_failed": pods.job_failed,
         "progress_deadline": rollouts.progress_deadline,
         "deployment_unavailable": rollouts.deployment_unavailable,
+        "daemonset_unavailable": workloads.daemonset_unavailable,
+        "pdb": workloads.pdb_blocks,
+        "config_map_empty": config.config_map_empty,
+        "warning_events": events.warning_events,
+        "recent_change": changes.recent_change,
     }
 )
 

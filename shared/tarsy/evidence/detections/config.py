@@ -165,3 +165,29 @@ def config_drift(snapshot: Snapshot) -> list[Detection]:
             evidence = sources(config_map, pod, since_source)
             found.append(detection("config_drift", config_map.ref, text, evidence, severity))
     return found
+
+
+def config_map_empty(snapshot: Snapshot) -> list[Detection]:
+    """ConfigMaps that gathered pods read and that hold no data at all.
+
+    An empty ConfigMap a pod reads gives it no settings: every key it
+    expects is missing, which the pod's own log then reports.
+    """
+    found: list[Detection] = []
+    readers: dict[ObjectRef, list[str]] = {}
+    for pod in snapshot.of_kind("Pod"):
+        for name in dict.fromkeys(config_map_names(pod)):
+            ref = ObjectRef(kind="ConfigMap", name=name, namespace=pod.namespace)
+            readers.setdefault(ref, []).append(pod.name)
+    for ref, pods in readers.items():
+        config_map = snapshot.get("ConfigMap", ref.name, ref.namespace)
+        if config_map is None or ref.name in _CLUSTER_MANAGED:
+            continue
+        if as_dict(config_map.body.get("data")) or as_dict(config_map.body.get("binaryData")):
+            continue
+        finding = (
+            f"ConfigMap {ref.namespace}/{ref.name} is empty (no data keys), and pods "
+            f"{', '.join(pods[:3])} read it."
+        )
+        found.append(detection("config_map_empty", ref, finding, sources(config_map), 2))
+    return found

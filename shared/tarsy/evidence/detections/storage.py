@@ -1,4 +1,4 @@
-"""Storage checks: PersistentVolumeClaims that stay Pending.
+"""Storage checks: PersistentVolumeClaims that stay Pending or are Lost; failed volumes.
 
 Design constraint: pure functions of the snapshot; the finding quotes the
 claim's latest event, where the provisioner says why.
@@ -43,4 +43,35 @@ def pvc_pending(snapshot: Snapshot) -> list[Detection]:
         )
         evidence = sources(claim, *events[:1])
         found.append(detection("pvc_pending", claim.ref, finding, evidence, _severity(events)))
+    return found
+
+
+def volume_lost(snapshot: Snapshot) -> list[Detection]:
+    """Claims in phase Lost (their volume is gone) and PersistentVolumes in phase Failed.
+
+    A Lost claim's data is unreachable until its volume returns: the cause
+    of every pod that mounts it. A Failed volume could not be reclaimed.
+    """
+    found: list[Detection] = []
+    for claim in snapshot.of_kind("PersistentVolumeClaim"):
+        if claim.status.get("phase") != "Lost":
+            continue
+        bound = str(claim.spec.get("volumeName") or "its volume")
+        finding = (
+            f"PersistentVolumeClaim {claim.namespace}/{claim.name} is Lost: "
+            f"PersistentVolume {bound} it was bound to no longer exists."
+        )
+        found.append(detection("volume_lost", claim.ref, finding, sources(claim), 1))
+    for volume in snapshot.of_kind("PersistentVolume"):
+        if volume.status.get("phase") != "Failed":
+            continue
+        claim_ref = as_dict(volume.spec.get("claimRef"))
+        owner = (
+            f" (claimed by {claim_ref.get('namespace')}/{claim_ref.get('name')})"
+            if claim_ref
+            else ""
+        )
+        message = volume.status.get("message") or volume.status.get("reason") or "no message"
+        finding = f"PersistentVolume {volume.name}{owner} is Failed: {message}."
+        found.append(detection("volume_lost", volume.ref, finding, sources(volume), 2))
     return found
