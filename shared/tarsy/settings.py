@@ -316,7 +316,10 @@ class Settings(EnvironmentModel):
     sweeper_audience: str = Field(
         default="",
         validation_alias="TARSY_SWEEPER_AUDIENCE",
-        description="Expected audience of the sweeper's OIDC token (the api function URL).",
+        description=(
+            "Expected audience of the sweeper's OIDC token (the api function URL); "
+            "required with TARSY_SWEEPER_INVOKER (the api refuses to start without it)."
+        ),
         json_schema_extra=_used_by("api"),
     )
     slack_channel: str = Field(
@@ -367,6 +370,15 @@ class Settings(EnvironmentModel):
             "project, or projects/P/secrets/S[/versions/V]): turns on thread questions."
         ),
         json_schema_extra=_used_by("ingest"),
+    )
+    memory_scope_labels: tuple[str, ...] = Field(
+        default=("cluster", "environment", "env"),
+        validation_alias="TARSY_MEMORY_SCOPE_LABELS",
+        description=(
+            "Alert labels that say where an alert comes from (comma-separated): an earlier "
+            "session is recalled only from the same values of these and the same alert source."
+        ),
+        json_schema_extra=_used_by("step"),
     )
     allowed_runbook_domains: tuple[str, ...] = Field(
         default=("github.com", "raw.githubusercontent.com"),
@@ -464,6 +476,29 @@ class Settings(EnvironmentModel):
         if isinstance(value, str):
             return tuple(host.strip().lower() for host in value.split(",") if host.strip())
         return value
+
+    @field_validator("memory_scope_labels", mode="before")
+    @classmethod
+    def _label_list(cls, value: object) -> object:
+        # Label names are case-sensitive (Prometheus): kept as written.
+        if isinstance(value, str):
+            return tuple(label.strip() for label in value.split(",") if label.strip())
+        return value
+
+    @model_validator(mode="after")
+    def _sweeper_audience_with_its_invoker(self) -> Settings:
+        """Fail closed: a sweeper token is checked against an audience, never against any.
+
+        google-auth skips the audience check when given none, so an empty
+        ``TARSY_SWEEPER_AUDIENCE`` beside an invoker would take that account's
+        token minted for any service: the settings refuse to load instead.
+        """
+        if self.sweeper_invoker.strip() and not self.sweeper_audience.strip():
+            raise ValueError(
+                "TARSY_SWEEPER_INVOKER is set but TARSY_SWEEPER_AUDIENCE is empty: set it to "
+                "the api's URL (the audience of Cloud Scheduler's OIDC token)"
+            )
+        return self
 
     @property
     def step_budget_seconds(self) -> float:

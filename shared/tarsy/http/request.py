@@ -97,7 +97,11 @@ def check_api_key(headers: dict[str, str], settings: Settings) -> None:
 
 
 def check_sweeper(headers: dict[str, str], settings: Settings) -> None:
-    """Authorize a sweep: Cloud Scheduler's OIDC token in the cloud, the API key locally."""
+    """Authorize a sweep: Cloud Scheduler's OIDC token in the cloud, the API key locally.
+
+    Fails closed: the token's audience is always checked (the settings refuse an
+    invoker without an audience, and an empty one here refuses every token).
+    """
     if not settings.sweeper_invoker:
         check_api_key(headers, settings)
         return
@@ -108,9 +112,13 @@ def check_sweeper(headers: dict[str, str], settings: Settings) -> None:
     from google.auth.transport import requests as google_requests
     from google.oauth2 import id_token
 
+    audience = settings.sweeper_audience.strip()
+    if not audience:
+        # google-auth would skip the check for None: never ask it to.
+        raise AuthError("the sweeper's token audience is not configured (TARSY_SWEEPER_AUDIENCE)")
     try:
         claims = id_token.verify_oauth2_token(  # type: ignore[no-untyped-call]
-            token, google_requests.Request(), audience=settings.sweeper_audience or None
+            token, google_requests.Request(), audience=audience
         )
     except ValueError as e:
         raise AuthError(f"invalid OIDC token: {e}") from e
