@@ -19,6 +19,7 @@ from tarsy.evidence.detections.kube import (
     dicts,
     owner_name,
     parse_time,
+    quoted,
     reference_time,
     revision,
     sources,
@@ -97,7 +98,7 @@ def _scaling(snapshot: Snapshot, start: datetime) -> list[Detection]:
         if when is None:
             continue
         finding = (
-            f"{event.object} scaled: {event.reason} {event.message!r} at "
+            f"{event.object} scaled: {event.reason} {quoted(event.message)} at "
             f"{stamp(event.last_seen)}, {when}."
         )
         found.append(detection("recent_change", event.object, finding, [event.source], 3))

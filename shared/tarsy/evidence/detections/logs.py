@@ -23,7 +23,7 @@ from tarsy.evidence.snapshot import Detection, ObjectRef, PodLog, Snapshot
 # host:port, where the host has a letter (not a clock's 10:02) or is an IPv4 address.
 _ENDPOINT = re.compile(
     r"(?<![\w.:-])((?:\d{1,3}\.){3}\d{1,3}:\d{1,5}|[A-Za-z0-9-]*[A-Za-z][A-Za-z0-9-]*"
-    r"(?:\.[A-Za-z0-9-]+)*:\d{1,5})(?![\w:])"
+    r"(?:\.[A-Za-z0-9-]+)*:\d{1,5})(?!\w)"
 )
 _PATH = re.compile(r"(?<![\w/.:])(/(?:[\w.@+-]+/)*[\w.@+-]+)")
 _KEY = words(

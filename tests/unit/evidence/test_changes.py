@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from tarsy.evidence.detections import changes
+from tarsy.evidence.snapshot import AlertFacts, ObjectRef
+
+from .cluster import T0, container, event, iso, obj, pod, replica_set, snapshot
+
+
+def test_a_rollout_shortly_before_the_alert_is_context_with_its_time() -> None:
+    new = replica_set("api-2b", "api", 4, {"containers": [container()]}, created=-12)
+    first = replica_set("other-1a", "other", 1, {"containers": [container()]}, created=-5)
+    old = replica_set("api-1a", "api", 3, {"containers": [container()]}, created=-600)
+    [found] = changes.recent_change(snapshot(new, first, old))
+    assert found.severity == 3 and found.check == "recent_change"
+    assert found.finding == (
+        f"Deployment orders/api rolled out revision 4 (ReplicaSet api-2b) at {iso(-12)}, "
+        "12 min before the alert began."
+    )
+
+
+def test_a_configmap_edit_is_read_from_managed_fields_and_control_plane_writes_are_not() -> None:
+    edited = obj(
+        "ConfigMap",
+        "api-settings",
+        metadata={
+            "creationTimestamp": iso(-3000),
+            "managedFields": [
+                {"manager": "kubectl-client-side-apply", "time": iso(-3000)},
+                {"manager": "kubectl-edit", "operation": "Update", "time": iso(-7)},
+            ],
+        },
+        data={"a": "b"},
+    )
+    ca = obj(
+        "ConfigMap",
+        "ca-bundle",
+        metadata={
+            "creationTimestamp": iso(-3000),
+            "managedFields": [{"manager": "kube-controller-manager", "time": iso(-3)}],
+        },
+    )
+    [found] = changes.recent_change(snapshot(edited, ca))
+    assert found.finding == (
+        f"ConfigMap orders/api-settings was edited by kubectl-edit at {iso(-7)}, "
+        "7 min before the alert began."
+    )
+
+
+def test_a_scale_event_and_a_job_on_the_alerts_node_are_reported() -> None:
+    deployment = ObjectRef(kind="Deployment", name="api", namespace="orders")
+    scaled = event(
+        deployment,
+        "ScalingReplicaSet",
+        "Scaled down replica set api-1a to 1",
+        type="Normal",
+        seen=-20,
+    )
+    victim = pod("api-1a-x", node="node-b")
+    job_pod = pod("backup-29-q", node="node-b", created=-15)
+    job_pod.body["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "backup-29"}]
+    elsewhere = pod("report-1-z", node="node-c", created=-15)
+    elsewhere.body["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "report-1"}]
+    alert = AlertFacts(starts_at=T0, labels={"pod": "api-1a-x", "namespace": "orders"})
+    found = changes.recent_change(snapshot(scaled, victim, job_pod, elsewhere, alert=alert))
+    assert [f.finding for f in found] == [
+        'Deployment orders/api scaled: ScalingReplicaSet "Scaled down replica set api-1a to 1" '
+        f"at {iso(-20)}, 20 min before the alert began.",
+        f"Job orders/backup-29 started pod backup-29-q on node node-b (where the alert's pods "
+        f"run) at {iso(-15)}, 15 min before the alert began.",
+    ]
+
+
+def test_changes_outside_the_window_or_without_an_alert_start_are_not_reported() -> None:
+    late = replica_set("api-3c", "api", 5, {"containers": [container()]}, created=30)
+    early = replica_set("api-2b", "api", 4, {"containers": [container()]}, created=-120)
+    assert changes.recent_change(snapshot(late, early)) == []
+    recent = replica_set("api-4d", "api", 6, {"containers": [container()]}, created=-5)
+    assert changes.recent_change(snapshot(recent, alert=AlertFacts())) == []

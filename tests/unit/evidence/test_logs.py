@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import pytest
+
+from tarsy.evidence.detections import logs
+
+from .cluster import log, snapshot
+
+
+@pytest.mark.parametrize(
+    ("line", "klass", "about"),
+    [
+        ("java.lang.OutOfMemoryError: Java heap space", "resources exhausted", "(memory)"),
+        (
+            "write /var/lib/data/segment-42: no space left on device",
+            "resources exhausted",
+            "(disk space at /var/lib/data/segment-42)",
+        ),
+        (
+            "accept tcp [::]:8080: accept4: too many open files",
+            "resources exhausted",
+            "(file descriptors: too many open files)",
+        ),
+        (
+            "dial tcp: lookup stock.inventory.svc.cluster.local on 10.96.0.10:53: no such host",
+            "name resolution failing",
+            "for stock.inventory.svc.cluster.local",
+        ),
+        (
+            "dial tcp 10.0.3.4:5432: connect: connection refused",
+            "connection refused",
+            "at 10.0.3.4:5432",
+        ),
+        (
+            "Error: connect ECONNREFUSED cache.shared:6379",
+            "connection refused",
+            "at cache.shared:6379",
+        ),
+        (
+            "upstream request to api.partner.example:443 timed out after 5s",
+            "connection timing out",
+            "at api.partner.example:443",
+        ),
+        (
+            'pods is forbidden: User "system:serviceaccount:ops:reporter" cannot list '
+            'resource "pods" in API group "" in the namespace "ops"',
+            "permission denied",
+            "(service account ops/reporter may not list pods)",
+        ),
+        (
+            "open /etc/app/secret.key: permission denied",
+            "permission denied",
+            "on /etc/app/secret.key",
+        ),
+        (
+            "Get https://auth.corp:8443/token: x509: certificate has expired or is not yet valid",
+            "TLS failure",
+            "(certificate has expired at auth.corp:8443)",
+        ),
+        (
+            "x509: certificate signed by unknown authority",
+            "TLS failure",
+            "(certificate is signed by an authority the client does not trust)",
+        ),
+        (
+            "x509: certificate is valid for a.internal, not b.internal",
+            "TLS failure",
+            "(the certificate is valid for a.internal, not b.internal)",
+        ),
+        (
+            "failed to parse /etc/app/config.yaml: yaml: line 12: mapping values are not allowed",
+            "configuration does not parse",
+            "(file /etc/app/config.yaml, line 12)",
+        ),
+        (
+            'json: unknown field "retries" in key "client"',
+            "configuration does not parse",
+            "(key retries)",
+        ),
+    ],
+)
+def test_a_log_line_is_classified_by_meaning_and_names_what_it_is_about(
+    line: str, klass: str, about: str
+) -> None:
+    [(name, subject, count, newest)] = logs.classify_log(f"10:00:01 starting\n{line}\n")
+    assert (name, subject, count, newest) == (klass, about, 1, line)
+
+
+def test_clock_times_are_not_taken_for_host_ports() -> None:
+    [(_, subject, _, _)] = logs.classify_log("2026-11-27 10:00:02 connection refused")
+    assert subject == ""
+
+
+def test_ordinary_lines_have_no_class() -> None:
+    assert logs.classify_line("GET /healthz 200 3ms") is None
+    assert logs.classify_log("listening on :8080\nready\n") == []
+
+
+def test_repeats_are_one_finding_with_their_count_and_the_newest_line() -> None:
+    text = "\n".join(
+        [
+            "dial tcp 10.0.0.5:5432: connect: connection refused",
+            "retrying",
+            "dial tcp 10.0.0.5:5432: connect: connection refused (attempt 2)",
+            "open /etc/x.conf: permission denied",
+        ]
+    )
+    found = logs.log_signals(snapshot(log("api-1", text)))
+    assert [f.finding for f in found] == [
+        "Pod orders/api-1 container app's previous run's log shows permission denied on "
+        '/etc/x.conf (1 line; newest: "open /etc/x.conf: permission denied").',
+        "Pod orders/api-1 container app's previous run's log shows connection refused at "
+        '10.0.0.5:5432 (2 lines; newest: "dial tcp 10.0.0.5:5432: connect: connection refused '
+        '(attempt 2)").',
+    ]
+    assert all(f.severity == 2 and f.evidence == ["log-api-1-app-previous"] for f in found)
