@@ -4,7 +4,18 @@ Design constraint: history is a lead to check, never evidence. When a new
 alert matches earlier sessions (the same alert fingerprint, or the same alert
 name on the same workload), the investigating agents' opening names what those
 sessions concluded and what people said of them (confirmed, or corrected to
-another cause), marked HISTORY TO VERIFY against today's evidence. Recall is
+another cause), marked HISTORY TO VERIFY against today's evidence.
+
+Memory keeps its boundaries: every key names where the alert comes from (its
+source, and the values of the scope labels, ``TARSY_MEMORY_SCOPE_LABELS``:
+``cluster``, ``environment``, ``env`` by default), so staging never recalls
+production, nor one cluster another with the same namespace and Deployment;
+a workload is named only with its namespace (a ``service`` label alone names
+no workload: it would be shared by every namespace). A session people
+confirmed or corrected also carries its keys marked judged
+(:func:`keys_after_feedback`), and :func:`find_earlier` reads those by their
+own query: under a flapping alert, the newest candidates alone would crowd
+the judged ones out of the ranking that prefers them. Recall is
 capped (:data:`RECALL_CAP`) and prefers sessions people judged (a confirmed
 or corrected one tells more than an unjudged one), then the closer match
 (fingerprint before workload), then the newest; each one says how long
@@ -22,10 +33,10 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from tarsy.evidence.alert import alert_facts
-from tarsy.models import RecalledSession, Session
+from tarsy.models import Feedback, RecalledSession, Session
 
 RECALL_CAP = 3
 # How many earlier sessions the query reads, of which RECALL_CAP are told.
@@ -35,6 +46,9 @@ KEY_CHARS = 400
 
 FINGERPRINT_PREFIX = "fp:"
 WORKLOAD_PREFIX = "wl:"
+# A judged session's keys again, under this prefix: found by a query of their own.
+JUDGED_PREFIX = "judged:"
+DEFAULT_SCOPE_LABELS = ("cluster", "environment", "env")
 
 # Labels that name a workload, most specific first (a pod's name is cut to its owner's).
 _WORKLOAD_LABELS = (
@@ -62,7 +76,13 @@ HISTORY_HEAD = (
 
 
 def workload_of(labels: Mapping[str, str]) -> str:
-    """``namespace/workload`` named by an alert's labels ('' when none names a workload)."""
+    """``namespace/workload`` named by an alert's labels ('' when none names a workload).
+
+    Without a namespace nothing is named: ``/orders`` would be one key for every
+    namespace's ``orders``.
+    """
+    if not labels.get("namespace", "").strip():
+        return ""
     for label in _WORKLOAD_LABELS:
         value = labels.get(label, "").strip()
         if not value:
@@ -90,24 +110,94 @@ def _fingerprint(alert_data: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def memory_keys(session: Session) -> list[str]:
+def scope_of(source: str, labels: Mapping[str, str], scope_labels: Sequence[str]) -> str:
+    """Where an alert comes from: its source and its scope labels' values (pure).
+
+    ``source=alertmanager,cluster=prod-eu``: a label the alert lacks is left out,
+    so two alerts share a scope only when they agree on every label either has.
+    """
+    parts = [f"source={source}"]
+    for label in scope_labels:
+        if value := labels.get(label, "").strip():
+            parts.append(f"{label}={value}")
+    return ",".join(parts)
+
+
+def memory_keys(session: Session, scope_labels: Sequence[str] | None = None) -> list[str]:
     """The keys later alerts find ``session`` by: its fingerprint, its name on its workload.
 
     Args:
         session: A session, as it starts.
+        scope_labels: The labels that say where an alert comes from; None: the
+            deployment's ``TARSY_MEMORY_SCOPE_LABELS`` (the engine passes none).
 
     Returns:
-        ``fp:FINGERPRINT`` when the alert carries one, and ``wl:NAME|NAMESPACE/WORKLOAD``
-        when its labels name a workload; none for free text.
+        ``fp:SCOPE|FINGERPRINT`` when the alert carries one, and
+        ``wl:SCOPE|NAME|NAMESPACE/WORKLOAD`` when its labels name a workload in a
+        namespace; none for free text. SCOPE is :func:`scope_of`'s.
     """
+    if scope_labels is None:
+        # Imported here: the settings are read once per process, and only when needed.
+        from tarsy.settings import get_settings
+
+        scope_labels = get_settings().memory_scope_labels
+    facts = alert_facts(session.alert_data)
+    scope = scope_of(session.source, facts.labels, scope_labels)
     keys: list[str] = []
     if fingerprint := _fingerprint(session.alert_data):
-        keys.append(FINGERPRINT_PREFIX + fingerprint)
-    facts = alert_facts(session.alert_data)
+        keys.append(f"{FINGERPRINT_PREFIX}{scope}|{fingerprint}")
     if workload := workload_of(facts.labels):
         name = facts.name or session.alert_type
-        keys.append(f"{WORKLOAD_PREFIX}{name}|{workload}")
+        keys.append(f"{WORKLOAD_PREFIX}{scope}|{name}|{workload}")
     return [key[:KEY_CHARS] for key in keys]
+
+
+def judged(feedback: Feedback | None) -> bool:
+    """Whether people confirmed a session or wrote its real cause (it is recalled first)."""
+    return feedback is not None and (feedback.verdict == "right" or feedback.corrected)
+
+
+def judged_keys(keys: Iterable[str]) -> list[str]:
+    """``keys`` as a judged session carries them, for the query of judged sessions."""
+    return [JUDGED_PREFIX + key for key in keys if not key.startswith(JUDGED_PREFIX)]
+
+
+def keys_after_feedback(keys: Sequence[str], feedback: Feedback | None) -> list[str]:
+    """A session's memory keys once ``feedback`` is its latest: judged ones added or dropped."""
+    plain = [key for key in keys if not key.startswith(JUDGED_PREFIX)]
+    return plain + judged_keys(plain) if judged(feedback) else plain
+
+
+class EarlierSessionsPort(Protocol):
+    """The persistence port's query of earlier sessions (tarsy.persistence.ports)."""
+
+    async def earlier_sessions(
+        self, keys: Sequence[str], before: datetime, limit: int
+    ) -> list[Session]:
+        """Sessions created before ``before`` sharing one of ``keys``, newest first."""
+        ...
+
+
+async def find_earlier(
+    store: EarlierSessionsPort, keys: Sequence[str], before: datetime, limit: int = CANDIDATES
+) -> list[Session]:
+    """The candidates for :func:`recall`: the newest sharing a key, and the newest judged.
+
+    Two queries: the second finds sessions people confirmed or corrected by
+    their judged keys, however many newer unjudged ones share the plain keys.
+    """
+    plain = [key for key in keys if not key.startswith(JUDGED_PREFIX)]
+    if not plain:
+        return []
+    newest = await store.earlier_sessions(plain, before, limit)
+    judged_ones = await store.earlier_sessions(judged_keys(plain), before, limit)
+    seen: set[str] = set()
+    found: list[Session] = []
+    for one in [*judged_ones, *newest]:
+        if one.session_id not in seen:
+            seen.add(one.session_id)
+            found.append(one)
+    return found
 
 
 def _conclusion(session: Session) -> str:
@@ -121,9 +211,7 @@ def _tier(session: Session) -> int:
     """0: people confirmed it or wrote the real cause; 1: not judged; 2: judged wrong, no cause."""
     if session.feedback is None:
         return 1
-    if session.feedback.verdict == "right" or session.feedback.corrected:
-        return 0
-    return 2
+    return 0 if judged(session.feedback) else 2
 
 
 def recall(
@@ -141,10 +229,11 @@ def recall(
         first (confirmed or corrected), then by match (fingerprint, then workload),
         then newest first.
     """
-    keys = set(session.memory_keys)
+    keys = {key for key in session.memory_keys if not key.startswith(JUDGED_PREFIX)}
     chosen: list[tuple[tuple[int, int, float], RecalledSession]] = []
     for earlier in candidates:
-        shared = keys & set(earlier.memory_keys)
+        theirs = {key.removeprefix(JUDGED_PREFIX) for key in earlier.memory_keys}
+        shared = keys & theirs
         if earlier.session_id == session.session_id or not shared:
             continue
         if earlier.created_at >= session.created_at or not earlier.status.is_terminal:
@@ -154,7 +243,7 @@ def recall(
             continue
         by_fingerprint = any(k.startswith(FINGERPRINT_PREFIX) for k in shared)
         workload = next(
-            (k.partition("|")[2] for k in sorted(shared) if k.startswith(WORKLOAD_PREFIX)), ""
+            (k.rpartition("|")[2] for k in sorted(shared) if k.startswith(WORKLOAD_PREFIX)), ""
         )
         recalled = RecalledSession(
             session_id=earlier.session_id,

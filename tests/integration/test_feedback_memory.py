@@ -92,13 +92,17 @@ async def test_a_second_alert_on_the_same_workload_opens_with_the_first_sessions
     first = finished(client, client.submit(alert(2.3)).session_id).session["session_id"]
     given = feedback(stack, first, RESPONDER, {"verdict": "wrong", "root_cause": CAUSE})
     assert given.status_code == 200, given.text
+    # Corrected: found again by memory's query of judged sessions, however many come after.
+    assert (
+        "judged:wl:source=api|generic|shop/orders" in client.session(first).session["memory_keys"]
+    )
 
     second_view = finished(client, client.submit(alert(3.1)).session_id)
     second = second_view.session["session_id"]
     [recalled] = second_view.session["recalled"]
     assert recalled["session_id"] == first
     assert recalled["feedback"]["root_cause"] == CAUSE
-    assert "wl:generic|shop/orders" in second_view.session["memory_keys"]
+    assert "wl:source=api|generic|shop/orders" in second_view.session["memory_keys"]
 
     messages = await store.load_messages(execution_id_for(second, 0, 0))
     opening = next(m.content for m in messages if m.role == "user")

@@ -66,7 +66,7 @@ def corrected(at: datetime = NOW) -> Feedback:
         ({"namespace": "shop", "pod": "checkout-7d9f8b6c5-x2x9z"}, "shop/checkout"),
         ({"namespace": "db", "pod": "postgres-0"}, "db/postgres"),
         ({"namespace": "shop", "deployment": "checkout", "pod": "other-1"}, "shop/checkout"),
-        ({"service": "orders"}, "/orders"),
+        ({"service": "orders"}, ""),  # no namespace: it would be every namespace's orders
         ({"namespace": "shop", "severity": "page"}, ""),
     ],
 )
@@ -78,13 +78,18 @@ def test_the_workload_is_named_by_its_labels_a_pod_by_its_owner(
 
 def test_a_native_alert_is_found_by_its_fingerprint_and_its_name_on_its_workload() -> None:
     made = session("s-1", timedelta(0), alertmanager_alert("checkout-7d9f8b6c5-x2x9z"))
-    assert made.memory_keys == ["fp:a1b2c3", "wl:PodCrashLooping|shop/checkout"]
+    assert made.memory_keys == [
+        "fp:source=api|a1b2c3",
+        "wl:source=api|PodCrashLooping|shop/checkout",
+    ]
 
 
 def test_two_pods_of_one_deployment_share_the_workload_key() -> None:
     first = session("s-1", timedelta(0), alertmanager_alert("checkout-7d9f8b6c5-x2x9z", "f1"))
     second = session("s-2", timedelta(0), alertmanager_alert("checkout-7d9f8b6c5-k8p2q", "f2"))
-    assert set(first.memory_keys) & set(second.memory_keys) == {"wl:PodCrashLooping|shop/checkout"}
+    assert set(first.memory_keys) & set(second.memory_keys) == {
+        "wl:source=api|PodCrashLooping|shop/checkout"
+    }
 
 
 def test_free_text_alerts_have_no_key_and_recall_nothing() -> None:
@@ -236,7 +241,9 @@ async def test_a_second_alert_on_the_same_workload_opens_with_the_first_cause_as
     store = EarlierSessions(first)
     remembered = await remember(second, deps_of(store))
     assert [r.session_id for r in remembered.recalled] == ["first"]
-    assert store.asked == [(["fp:f2", "wl:PodCrashLooping|shop/checkout"], NOW, 20)]
+    assert store.asked == [
+        (["fp:source=api|f2", "wl:source=api|PodCrashLooping|shop/checkout"], NOW, 20)
+    ]
 
     opening = initial_messages(agent, remembered)[1].content
     history = _between(opening, "HISTORY")
@@ -263,7 +270,10 @@ async def test_a_failed_lookup_starts_the_session_without_history_but_with_its_k
     alone = session("alone", timedelta(0), alertmanager_alert("checkout-7d9f8b6c5-x2x9z"))
     remembered = await remember(alone, deps_of(EarlierSessions(fails=True)))
     assert remembered.recalled == []
-    assert remembered.memory_keys == ["fp:a1b2c3", "wl:PodCrashLooping|shop/checkout"]
+    assert remembered.memory_keys == [
+        "fp:source=api|a1b2c3",
+        "wl:source=api|PodCrashLooping|shop/checkout",
+    ]
 
 
 async def test_recall_off_asks_nothing_yet_keeps_the_keys_for_later_sessions() -> None:

@@ -291,7 +291,15 @@ async def give_feedback(
         )
     masker = Masker(deps.config.alert_masking)
     feedback = feedback_of(request, principal.email, utcnow(), lambda text: masker.mask(text).text)
-    await deps.store.update_session(session_id, feedback_update(feedback))
+    update = feedback_update(feedback)
+    # A confirmed or corrected session is found by memory's query of judged ones too.
+    # Imported here: only feedback touches memory's keys (reads never load it).
+    from tarsy.memory import keys_after_feedback
+
+    keys = keys_after_feedback(session.memory_keys, feedback)
+    if keys != session.memory_keys:
+        update = update.model_copy(update={"memory_keys": keys})
+    await deps.store.update_session(session_id, update)
     return feedback
 
 
