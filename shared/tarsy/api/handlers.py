@@ -55,6 +55,24 @@ class ResumeRequest(DeferredModel):
     extra_iterations: int | None = Field(default=None, ge=1, le=200)
 
 
+class InvestigateRequest(DeferredModel):
+    """``POST /sessions/{id}/investigate`` body: ``{}``, or why it is investigated again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+def masked_typed_text(deps: Deps, text: str) -> str:
+    """What a person typed, masked by the rules alert data is masked by.
+
+    Design constraint: a question, a corrected cause or a reason is stored (the
+    timeline, the conversation, the audit, memory) and reaches the model, so a
+    secret pasted into it is masked before any of that, as an alert's would be.
+    """
+    return Masker(deps.config.alert_masking).mask(text).text
+
+
 async def session_view(store: SessionReader, session_id: str) -> dict[str, Any]:
     """Return a session with its stages, executions and their timelines, in order.
 
@@ -289,8 +307,9 @@ async def give_feedback(
             "finished",
             status=409,
         )
-    masker = Masker(deps.config.alert_masking)
-    feedback = feedback_of(request, principal.email, utcnow(), lambda text: masker.mask(text).text)
+    feedback = feedback_of(
+        request, principal.email, utcnow(), lambda text: masked_typed_text(deps, text)
+    )
     update = feedback_update(feedback)
     # A confirmed or corrected session is found by memory's query of judged ones too.
     # Imported here: only feedback touches memory's keys (reads never load it).
@@ -344,8 +363,10 @@ async def chat(
     # Imported here: only starting a judge or a chat needs the engine's chains and prompts.
     from tarsy.engine.chains import start_chat
 
+    # Masked before it is stored anywhere (the conversation, the timeline) or sent to a model.
+    question = masked_typed_text(deps, request.question)
     with telemetry.in_session_trace(session.trace_context):
-        execution = await start_chat(session, request.question, deps, reply_to=reply_to)
+        execution = await start_chat(session, question, deps, reply_to=reply_to)
     await deps.store.update_session(session_id, transitions.keep_until_answered(session, utcnow()))
     return {"session_id": session_id, "execution_id": execution.execution_id}
 
@@ -378,7 +399,7 @@ def _body(request: HttpRequest, model: type[_Body]) -> _Body:
         raise InputError("invalid request body", status=422, details=details) from e
 
 
-def _cancel_body(request: HttpRequest) -> None:
+def _no_fields(request: HttpRequest) -> None:
     """An action without fields still reads its body: ``{}``, and a hostile one is a 4xx."""
     read_json(request, empty={})
 
@@ -390,12 +411,12 @@ async def _act(
     session_id = ids["session_id"]
     action = route.action
     if action == "cancel":
-        _cancel_body(request)
+        _no_fields(request)
         body = await cancel(deps, session_id)
         await _record(deps, principal, "cancel", session_id)
         return HttpResponse(status=202, body=body)
     if action == "cancel_agent":
-        _cancel_body(request)
+        _no_fields(request)
         body = await cancel_agent(deps, session_id, ids["execution_id"])
         await _record(deps, principal, "cancel_agent", session_id, target=ids["execution_id"])
         return HttpResponse(status=202, body=body)
@@ -404,14 +425,21 @@ async def _act(
         await _record(deps, principal, "resume", session_id)
         return HttpResponse(status=202, body=body)
     if action == "score":
-        _cancel_body(request)
+        _no_fields(request)
         body = await rescore(deps, session_id)
         await _record(deps, principal, "score", session_id, target=body["execution_id"])
         return HttpResponse(status=202, body=body)
     if action == "investigate":
-        _cancel_body(request)
+        why = _body(request, InvestigateRequest).reason
         body = await investigate_again(deps, session_id)
-        await _record(deps, principal, "investigate", session_id, target=body["session_id"])
+        await _record(
+            deps,
+            principal,
+            "investigate",
+            session_id,
+            target=body["session_id"],
+            detail=masked_typed_text(deps, why) if why else "",
+        )
         return HttpResponse(status=202, body=body)
     if action == "feedback":
         feedback = await give_feedback(deps, session_id, _body(request, FeedbackRequest), principal)
@@ -429,7 +457,7 @@ async def _act(
             "chat",
             session_id,
             target=body["execution_id"],
-            detail=question.question,
+            detail=masked_typed_text(deps, question.question),
         )
         return HttpResponse(status=202, body=body)
     raise InputError(f"no action {action!r}", status=404)
