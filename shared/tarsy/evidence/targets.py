@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from tarsy.evidence import metric_targets
+from tarsy.evidence.detections import routing
+from tarsy.evidence.detections.kube import as_dict, dicts
 from tarsy.evidence.snapshot import AlertFacts, KubeObject, ListedRow, ObjectRef, Snapshot
 
 Target = dict[str, str]
@@ -48,12 +50,27 @@ API_VERSIONS: dict[str, str] = {
     "ResourceQuota": "v1",
     "LimitRange": "v1",
     "NetworkPolicy": "networking.k8s.io/v1",
+    "Ingress": "networking.k8s.io/v1",
+    "IngressClass": "networking.k8s.io/v1",
+    "StorageClass": "storage.k8s.io/v1",
+    "PersistentVolume": "v1",
+    "HorizontalPodAutoscaler": "autoscaling/v2",
+    "PodDisruptionBudget": "policy/v1",
+    "Gateway": "gateway.networking.k8s.io/v1",
+    "HTTPRoute": "gateway.networking.k8s.io/v1",
+    "ValidatingWebhookConfiguration": "admissionregistration.k8s.io/v1",
+    "MutatingWebhookConfiguration": "admissionregistration.k8s.io/v1",
     **dict(WORKLOAD_LABELS.values()),
 }
 _HEALTHY_STATUSES = {"Running", "Completed", "Succeeded"}
 # <service>.<namespace>.svc[.cluster.local]: how one workload names another's Service.
 _SERVICE_HOST = re.compile(
     r"\b([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)\.([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)\.svc\b"
+)
+# <service>.<namespace> standing alone (not part of a longer dotted name).
+_SHORT_SERVICE_HOST = re.compile(
+    r"(?<![\w.-])([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)\.([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)"
+    r"(?![\w-]|\.[a-z0-9])"
 )
 
 
@@ -380,27 +397,63 @@ def _texts(snapshot: Snapshot) -> Iterator[tuple[str, str]]:
                 yield config_map.namespace, str(value)
 
 
+def known_namespaces(snapshot: Snapshot) -> set[str]:
+    """Namespaces the snapshot shows exist: listed or fetched Namespaces, and objects' own."""
+    names = {row.name for row in snapshot.rows if row.kind == "Namespace"}
+    names |= {o.name for o in snapshot.objects if o.kind == "Namespace"}
+    names |= {o.namespace for o in snapshot.objects} | {r.namespace for r in snapshot.rows}
+    return names - {""}
+
+
+def service_hosts(text: str, namespaces: set[str]) -> list[tuple[str, str]]:
+    """The (Service, namespace) pairs ``text`` names, in order of first mention.
+
+    ``<service>.<namespace>.svc[.cluster.local]`` always; the short form
+    ``<service>.<namespace>`` (what a pod's DNS search path completes) only
+    when ``<namespace>`` is one the cluster is known to have, since any
+    two-label host name has that shape.
+    """
+    found = dict.fromkeys(_SERVICE_HOST.findall(text))
+    for service, namespace in _SHORT_SERVICE_HOST.findall(text):
+        if namespace in namespaces:
+            found.setdefault((service, namespace))
+    return list(found)
+
+
+def _named_pairs(snapshot: Snapshot) -> Iterator[tuple[str, str]]:
+    namespaces = known_namespaces(snapshot)
+    for _namespace, text in _texts(snapshot):
+        yield from service_hosts(text, namespaces)
+
+
 def named_services(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
-    """Services named as ``<service>.<namespace>.svc`` in logs or ConfigMaps, not yet fetched."""
+    """Services named as ``<service>.<namespace>[.svc]`` in logs or ConfigMaps, not yet fetched."""
     fetched = _fetched(snapshot)
     targets: dict[ObjectRef, Target] = {}
-    for _namespace, text in _texts(snapshot):
-        for service, namespace in _SERVICE_HOST.findall(text):
-            ref = ObjectRef(kind="Service", name=service, namespace=namespace)
-            if ref not in fetched:
-                targets.setdefault(ref, _object_target("Service", service, namespace))
+    for service, namespace in _named_pairs(snapshot):
+        ref = ObjectRef(kind="Service", name=service, namespace=namespace)
+        if ref not in fetched:
+            targets.setdefault(ref, _object_target("Service", service, namespace))
     return list(targets.values())
 
 
 def related_namespaces(alert: AlertFacts, snapshot: Snapshot) -> list[Target]:
     """Namespaces other than the alert's that gathered objects point at (Services named)."""
     own = alert.labels.get("namespace", "")
-    names = {
-        namespace
-        for _ns, text in _texts(snapshot)
-        for _service, namespace in _SERVICE_HOST.findall(text)
-    }
+    names = {namespace for _service, namespace in _named_pairs(snapshot)}
     return [{"namespace": name} for name in sorted(names - {own, ""})]
+
+
+def dependency_services(alert: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Fetched Services outside the alert's namespace (dependencies), with their pod selector."""
+    own = alert.labels.get("namespace", "")
+    return [t for t in service_selectors(alert, snapshot) if t["namespace"] != own]
+
+
+def dependency_pods(alert: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Listed pods outside the alert's namespace, not yet fetched, the unhealthy first."""
+    own = alert.labels.get("namespace", "")
+    return [t for t in listed_pods(alert, snapshot) if t["namespace"] != own]
 
 
 def namespaces(alert: AlertFacts, snapshot: Snapshot) -> list[Target]:
@@ -444,6 +497,171 @@ def certificate_namespaces(alert: AlertFacts, snapshot: Snapshot) -> list[Target
     return [{"namespace": name} for name in sorted(names) if name]
 
 
+# ─── what controllers and routes refer to, and where a dependency lives ──────
+
+
+def _ref_target(kind: str, name: str, namespace: str) -> tuple[ObjectRef, Target]:
+    return ObjectRef(kind=kind, name=name, namespace=namespace), _object_target(
+        kind, name, namespace
+    )
+
+
+def _routing_refs(obj: KubeObject) -> Iterator[tuple[str, str, str]]:
+    """(kind, name, namespace) of what an Ingress, HTTPRoute or webhook configuration names."""
+    if obj.kind == "Ingress":
+        for service, _port in routing.ingress_backends(obj):
+            yield "Service", service, obj.namespace
+        for tls in dicts(obj.spec.get("tls")):
+            if tls.get("secretName"):
+                yield "Secret", str(tls["secretName"]), obj.namespace
+        if obj.spec.get("ingressClassName"):
+            yield "IngressClass", str(obj.spec["ingressClassName"]), ""
+    elif obj.kind in ("HTTPRoute", "GRPCRoute"):
+        for rule in dicts(obj.spec.get("rules")):
+            for backend in dicts(rule.get("backendRefs")):
+                if backend.get("name") and backend.get("kind", "Service") == "Service":
+                    yield (
+                        "Service",
+                        str(backend["name"]),
+                        str(backend.get("namespace") or obj.namespace),
+                    )
+        for parent in dicts(obj.spec.get("parentRefs")):
+            if parent.get("name") and parent.get("kind", "Gateway") == "Gateway":
+                yield "Gateway", str(parent["name"]), str(parent.get("namespace") or obj.namespace)
+    elif obj.kind in routing.WEBHOOK_KINDS:
+        for _hook, namespace, service in routing.webhook_services(obj):
+            yield "Service", service, namespace
+
+
+def _workload_refs(obj: KubeObject) -> Iterator[tuple[str, str, str]]:
+    """(kind, name, namespace) of what a StatefulSet, claim or autoscaler names."""
+    if obj.kind == "StatefulSet":
+        if obj.spec.get("serviceName"):
+            yield "Service", str(obj.spec["serviceName"]), obj.namespace
+        for template in dicts(obj.spec.get("volumeClaimTemplates")):
+            klass = as_dict(template.get("spec")).get("storageClassName")
+            if klass:
+                yield "StorageClass", str(klass), ""
+    elif obj.kind == "PersistentVolumeClaim" and obj.spec.get("storageClassName"):
+        yield "StorageClass", str(obj.spec["storageClassName"]), ""
+    elif obj.kind == "HorizontalPodAutoscaler":
+        target = as_dict(obj.spec.get("scaleTargetRef"))
+        if target.get("kind") and target.get("name"):
+            yield str(target["kind"]), str(target["name"]), obj.namespace
+
+
+def referenced(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """What fetched Ingresses, routes, webhooks, StatefulSets, claims and HPAs name, not fetched.
+
+    Backend and webhook Services, TLS Secrets, IngressClasses, parent
+    Gateways, governing Services, StorageClasses, scale targets: a lookup
+    that answers NotFound is how a check learns one is missing.
+    """
+    fetched = _fetched(snapshot)
+    targets: dict[ObjectRef, Target] = {}
+    for obj in snapshot.objects:
+        for kind, name, namespace in [*_routing_refs(obj), *_workload_refs(obj)]:
+            ref, target = _ref_target(kind, name, namespace)
+            if ref not in fetched:
+                targets.setdefault(ref, target)
+    return list(targets.values())
+
+
+def referenced_endpoints(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """The Endpoints of Services that Ingresses, routes and webhooks route to, not fetched."""
+    fetched = _fetched(snapshot)
+    targets: dict[ObjectRef, Target] = {}
+    for obj in snapshot.objects:
+        for kind, name, namespace in _routing_refs(obj):
+            ref, target = _ref_target("Endpoints", name, namespace)
+            if kind == "Service" and ref not in fetched:
+                targets.setdefault(ref, target)
+    return list(targets.values())
+
+
+_WEBHOOK_WORDS = re.compile(r"webhook", re.IGNORECASE)
+
+
+def webhooks_failing(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """One target when an event or a status message gathered mentions an admission webhook."""
+    messages = [e.message for e in snapshot.events]
+    messages += [
+        str(c.get("message") or "")
+        for o in snapshot.objects
+        for c in dicts(o.status.get("conditions"))
+    ]
+    return [{}] if any(_WEBHOOK_WORDS.search(m) for m in messages) else []
+
+
+# This many distinct workloads failing the same way point at the cluster, not at one of them.
+WIDESPREAD = 3
+_CLUSTER_NAMESPACE = "kube-system"
+
+
+def _workload_of(namespace: str, name: str) -> str:
+    # A pod's name less its generated suffixes stands for its workload: the one key that a
+    # fetched pod, its listed row and its events all share.
+    return f"{namespace}/{name.rsplit('-', 2)[0]}"
+
+
+def _failure_modes(snapshot: Snapshot) -> dict[str, set[str]]:
+    """Failure reason → the workloads showing it (pod waiting reasons, listed statuses, events)."""
+    modes: dict[str, set[str]] = {}
+    for pod in snapshot.of_kind("Pod"):
+        for status in _statuses(pod):
+            reason = as_dict(as_dict(status.get("state")).get("waiting")).get("reason")
+            if reason:
+                modes.setdefault(str(reason), set()).add(_workload_of(pod.namespace, pod.name))
+    for row in snapshot.rows:
+        shown = row.columns.get("STATUS", "")
+        if row.kind == "Pod" and shown and shown not in _HEALTHY_STATUSES:
+            modes.setdefault(shown, set()).add(_workload_of(row.namespace, row.name))
+    for event in snapshot.events:
+        if event.type == "Warning" and event.object.kind == "Pod":
+            namespace = event.namespace or event.object.namespace
+            modes.setdefault(event.reason, set()).add(_workload_of(namespace, event.object.name))
+    return modes
+
+
+def cluster_components(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """The cluster's own namespace, when :data:`WIDESPREAD` workloads fail the same way."""
+    widespread = any(len(found) >= WIDESPREAD for found in _failure_modes(snapshot).values())
+    return [{"namespace": _CLUSTER_NAMESPACE}] if widespread else []
+
+
+# What a listed row shows when the object may be failing, by kind: (column, test).
+_SUSPECT: dict[str, Callable[[Mapping[str, str]], bool]] = {
+    "HorizontalPodAutoscaler": lambda c: (
+        "<unknown>" in c.get("TARGETS", "<unknown>")
+        or c.get("REPLICAS", "") == c.get("MAXPODS", "?")
+    ),
+    "PodDisruptionBudget": lambda c: c.get("ALLOWED DISRUPTIONS", "0") == "0",
+    "CronJob": lambda c: c.get("SUSPEND", "True") == "True" or c.get("LAST SCHEDULE") == "<none>",
+}
+
+
+def listed_suspects(kinds: str) -> TargetSource:
+    """A source: listed objects of ``kinds`` whose row looks failing, not yet fetched.
+
+    Kinds with no row test (an Ingress's row cannot show a missing backend)
+    are all taken; a row without the tested column is taken too.
+    """
+    every = listed_objects(kinds)
+
+    def source(alert: AlertFacts, snapshot: Snapshot) -> list[Target]:
+        rows = {row.ref: row for row in snapshot.rows}
+        kept: list[Target] = []
+        for target in every(alert, snapshot):
+            ref = ObjectRef(kind=target["kind"], name=target["name"], namespace=target["namespace"])
+            test = _SUSPECT.get(ref.kind)
+            row = rows.get(ref)
+            if test is None or row is None or test(row.columns):
+                kept.append(target)
+        return kept
+
+    return source
+
+
 SOURCES: dict[str, TargetSource] = {
     "alert": once,
     "alert.namespace": alert_namespace,
@@ -464,6 +682,12 @@ SOURCES: dict[str, TargetSource] = {
     "services.selectors": service_selectors,
     "services.named": named_services,
     "namespaces.related": related_namespaces,
+    "services.dependencies": dependency_services,
+    "pods.dependencies": dependency_pods,
+    "references": referenced,
+    "references.endpoints": referenced_endpoints,
+    "webhooks.failing": webhooks_failing,
+    "cluster.components": cluster_components,
     "namespaces.objects": namespaces,
     "certificates.issuers": certificate_issuers,
     "certificates.namespaces": certificate_namespaces,
@@ -474,6 +698,7 @@ SOURCES: dict[str, TargetSource] = {
 
 PARAMETERIZED: dict[str, Callable[[str], TargetSource]] = {
     "listed": listed_objects,
+    "listed.suspect": listed_suspects,
     "alert.expression.by": metric_targets.alert_breakdown,
 }
 
@@ -481,7 +706,8 @@ PARAMETERIZED: dict[str, Callable[[str], TargetSource]] = {
 def source_named(name: str) -> TargetSource | None:
     """The source ``name``; a parameterized one takes its parameter after the colon.
 
-    ``listed:Kind,Kind`` takes kinds, ``alert.expression.by:label,label`` labels.
+    ``listed:Kind,Kind`` and ``listed.suspect:Kind,Kind`` take kinds,
+    ``alert.expression.by:label,label`` labels.
     """
     base, _, parameter = name.partition(":")
     if parameter and base in PARAMETERIZED:
