@@ -542,8 +542,11 @@ def _workload_refs(obj: KubeObject) -> Iterator[tuple[str, str, str]]:
             klass = as_dict(template.get("spec")).get("storageClassName")
             if klass:
                 yield "StorageClass", str(klass), ""
-    elif obj.kind == "PersistentVolumeClaim" and obj.spec.get("storageClassName"):
-        yield "StorageClass", str(obj.spec["storageClassName"]), ""
+    elif obj.kind == "PersistentVolumeClaim":
+        if obj.spec.get("storageClassName"):
+            yield "StorageClass", str(obj.spec["storageClassName"]), ""
+        if obj.spec.get("volumeName"):
+            yield "PersistentVolume", str(obj.spec["volumeName"]), ""
     elif obj.kind == "HorizontalPodAutoscaler":
         target = as_dict(obj.spec.get("scaleTargetRef"))
         if target.get("kind") and target.get("name"):
@@ -629,6 +632,12 @@ def cluster_components(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
     return [{"namespace": _CLUSTER_NAMESPACE}] if widespread else []
 
 
+def _short(ready: str) -> bool:
+    """Whether an ``x/y`` cell shows fewer than wanted (an unreadable cell counts as short)."""
+    have, _, want = ready.partition("/")
+    return not (have.isdigit() and want.isdigit()) or int(have) < int(want)
+
+
 # What a listed row shows when the object may be failing, by kind: (column, test).
 _SUSPECT: dict[str, Callable[[Mapping[str, str]], bool]] = {
     "HorizontalPodAutoscaler": lambda c: (
@@ -637,6 +646,10 @@ _SUSPECT: dict[str, Callable[[Mapping[str, str]], bool]] = {
     ),
     "PodDisruptionBudget": lambda c: c.get("ALLOWED DISRUPTIONS", "0") == "0",
     "CronJob": lambda c: c.get("SUSPEND", "True") == "True" or c.get("LAST SCHEDULE") == "<none>",
+    "StatefulSet": lambda c: _short(c.get("READY", "")),
+    "Job": lambda c: (
+        c.get("STATUS", "") == "Failed" or ("STATUS" not in c and _short(c.get("COMPLETIONS", "")))
+    ),
 }
 
 
