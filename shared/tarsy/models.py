@@ -543,6 +543,9 @@ class _TurnNotes(_Model):
     answer_error: str | None = None
     # Why the reply could not be used (a malformed ReAct answer, a reply cut short).
     error: str | None = None
+    # The compact path (tarsy.agent.compact): "answer" (the conclusion call after the
+    # evidence), "not_enough" (it asked for the follow-up) or "follow_up" (a tool turn).
+    compact: str | None = None
 
 
 class TurnNotes(TypedDict, total=False):
@@ -559,6 +562,7 @@ class TurnNotes(TypedDict, total=False):
     nudge: str
     answer_error: str
     error: str
+    compact: str
 
 
 class LLMThinkingEvent(_TimelineEventBase, _TurnNotes):

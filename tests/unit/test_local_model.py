@@ -9,7 +9,14 @@ import yaml
 
 from tarsy.config import load_config
 from tarsy.settings import Settings
-from tarsy_dev.localstack.local_model import WEIGHTS, LocalModel, cpu_flags, local_config, main
+from tarsy_dev.localstack.local_model import (
+    WEIGHTS,
+    LocalModel,
+    cpu_flags,
+    local_config,
+    main,
+    prompt_speed,
+)
 
 LOCAL = LocalModel(url="http://127.0.0.1:9/v1", model="qwen2.5-coder-1.5b-instruct", label="x")
 
@@ -58,3 +65,21 @@ def test_avx512_kernels_are_built_only_for_a_cpu_that_has_them_and_never_amx() -
     )
     assert cpu_flags("flags\t\t: fpu avx avx2 fma avx_vnni\n") == ()
     assert cpu_flags("") == ()
+
+
+def test_the_prompt_speed_is_the_servers_own_else_the_wall_clock() -> None:
+    llama = {"timings": {"prompt_n": 560, "prompt_ms": 16000.0, "prompt_per_second": 35.0}}
+    assert prompt_speed(llama, elapsed=20.0) == 35.0
+    other = {"usage": {"prompt_tokens": 600, "completion_tokens": 1}}
+    assert prompt_speed(other, elapsed=12.0) == 50.0
+    assert prompt_speed({}, elapsed=3.0) is None
+
+
+def test_a_measured_speed_reaches_the_provider_and_makes_the_model_small() -> None:
+    measured = LOCAL.model_copy(update={"prompt_tokens_per_second": 35.04})
+    provider = measured.provider()
+    assert provider["prompt_tokens_per_second"] == 35.0
+    assert "prompt_tokens_per_second" not in LOCAL.provider()
+    config = load_config(Settings(), user_text=yaml.safe_dump(local_config(measured, {})))
+    resolved = config.resolve("kubernetes", 0, 0)
+    assert resolved.compact is not None  # qwen2.5 at 1.5B: small, so the compact path

@@ -96,6 +96,48 @@ def user_prompt(
     return "\n\n".join(parts)
 
 
+COMPACT_CLOSING = (
+    "Answer now, from the findings and the evidence above, in the form you were given."
+)
+
+
+def compact_system_prompt(config: ResolvedAgentConfig, answer_form: str) -> str:
+    """The compact path's system message: the agent, then the answer form (static per agent)."""
+    return f"{system_prompt(config)}\n\n{answer_form}"
+
+
+def compact_user_prompt(
+    session: Session, previous_context: str, evidence: EvidenceBrief, runbook_chars: int
+) -> str:
+    """The compact path's user message: alert, the runbook's part about it, findings, evidence.
+
+    The same parts as :func:`user_prompt`, in the same order, but the runbook cut
+    to its sections about the alert (:func:`tarsy.agent.compact.relevant_runbook`)
+    and no instructions to use tools: the first call offers none.
+    """
+    # Imported here: the compact path is the only reader of the runbook's sections.
+    from tarsy.agent.compact import relevant_runbook
+
+    parts = [f"Alert type: {session.alert_type}", delimit("ALERT DATA", session.alert_data)]
+    runbook = prompt_runbook(session)
+    if runbook:
+        about = [session.alert_type, session.alert_data]
+        shown = relevant_runbook(runbook, about, runbook_chars)
+        parts.append("Runbook for this alert:\n" + delimit("RUNBOOK", shown))
+    if previous_context:
+        parts.append(
+            "Results of the earlier investigation stages:\n"
+            + delimit("PREVIOUS STAGES", previous_context)
+        )
+    findings = evidence.findings or NO_FINDINGS
+    parts.append("Findings of tarsy's automatic checks:\n" + delimit("FINDINGS", findings))
+    if evidence.evidence:
+        parts.append("Evidence gathered:\n" + delimit("EVIDENCE", evidence.evidence))
+    parts.extend(_history(session))
+    parts.append(COMPACT_CLOSING)
+    return "\n\n".join(parts)
+
+
 def _history(session: Session) -> list[str]:
     """The recalled earlier sessions as one delimited part ([] when there are none)."""
     if not session.recalled:

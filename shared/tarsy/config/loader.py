@@ -24,7 +24,7 @@ _NAMED_SECTIONS = (
 
 
 # Sections merged key by key: a user file sets some of their fields.
-_KEYED_SECTIONS = ("defaults", "evidence")
+_KEYED_SECTIONS = ("defaults", "evidence", "compact_path")
 
 
 def builtin_config_text() -> str:

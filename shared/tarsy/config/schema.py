@@ -151,6 +151,10 @@ class LLMProviderConfig(_Strict):
     tool_calling: bool | None = None
     structured_output: bool | None = None
     context_window: int | None = Field(default=None, gt=0)
+    # The served model's profile, when its name does not say (tarsy.llm.backends.open_weights):
+    # a small model takes the compact path; its reading speed sizes that path's opening.
+    small: bool | None = None
+    prompt_tokens_per_second: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -326,6 +330,25 @@ class Defaults(_Strict):
     sub_agent_timeout_seconds: float = Field(default=300.0, gt=0)
 
 
+class CompactPathSettings(_Strict):
+    """The compact path's budgets (the ``compact_path`` section; merged by key like defaults).
+
+    A small model on a CPU reads a prompt at tens of tokens a second and writes
+    at about ten (``docs/models.md``): the opening it reads and the answer it
+    writes are both bounded here (:mod:`tarsy.agent.compact`).
+    """
+
+    # The opening is what the model reads in this time at its declared reading speed.
+    read_seconds: float = Field(default=60.0, gt=0, le=3600)
+    # The brief's size when the model's reading speed is unknown (and at most, always,
+    # the ``evidence.brief_tokens`` budget).
+    brief_tokens: int = Field(default=1500, ge=100)
+    # The conclusion call's output limit: a short fixed structure, not a report.
+    output_tokens: int = Field(default=400, ge=64, le=8192)
+    # Tool calls the follow-up may make when the model says the evidence is not enough.
+    follow_up_calls: int = Field(default=3, ge=0, le=20)
+
+
 class AgentDefinition(_Strict):
     """A named agent: what it is told and what it may use."""
 
@@ -345,6 +368,8 @@ class AgentDefinition(_Strict):
     # The gather phase before the first model call (tarsy.evidence): "on" (every collector
     # that applies), "off", or {collectors: [...], disable: [...]}. Unset: the chain's, else on.
     evidence: EvidenceChoice | None = None
+    # The compact path (tarsy.agent.compact): true or false; unset, a small model takes it.
+    compact_path: bool | None = None
 
 
 class StageAgentConfig(_Strict):
@@ -357,6 +382,7 @@ class StageAgentConfig(_Strict):
     on_max_iterations: OnMaxIterations | None = None
     mcp_servers: list[str] | None = None
     evidence: EvidenceChoice | None = None
+    compact_path: bool | None = None
 
 
 class SynthesisConfig(_Strict):
@@ -473,6 +499,9 @@ class ResolvedAgentConfig(_Strict):
     sub_agent_timeout_seconds: float = 300.0
     # The collectors this agent's gather phase may run; None: no gather phase.
     evidence: EvidenceSelection | None = None
+    # The compact path's budgets when this agent takes it (tarsy.agent.compact); None: it
+    # keeps its tools from the first call.
+    compact: CompactPathSettings | None = None
 
 
 class SessionBudget(_Strict):
@@ -506,6 +535,8 @@ class TarsyConfig(_Strict):
     # Evidence first (tarsy.evidence): the collectors by name, and the gather phase's budgets.
     collectors: dict[str, Collector] = Field(default_factory=dict)
     evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
+    # The compact path of small models (tarsy.agent.compact): its budgets.
+    compact_path: CompactPathSettings = Field(default_factory=CompactPathSettings)
 
     def price_for(self, model: str) -> ModelPrice | None:
         """The price of ``model``: exact name, else the longest prefix ending at a boundary.
@@ -791,8 +822,23 @@ class TarsyConfig(_Strict):
             evidence=selection_of(
                 _first(placed.evidence, chain.evidence, definition.evidence, "on")
             ),
+            compact=self._compact(
+                self.llm_providers[provider_name], placed.compact_path, definition.compact_path
+            ),
             **self._sub_agent_limits(definition),
         )
+
+    def _compact(
+        self, provider: LLMProviderConfig, *choices: bool | None
+    ) -> CompactPathSettings | None:
+        """The compact path's budgets if the agent takes it: as it says, else if it is small."""
+        # Imported here: the backends import this module.
+        from tarsy.llm.backends import capabilities_of
+
+        takes = next((c for c in choices if c is not None), None)
+        if takes is None:
+            takes = capabilities_of(provider).small
+        return self.compact_path if takes else None
 
     def _sub_agent_limits(self, definition: AgentDefinition) -> dict[str, Any]:
         return {

@@ -19,8 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tarsy.agent.prompts import EvidenceBrief, initial_messages
-from tarsy.config.schema import ResolvedAgentConfig, TarsyConfig
+from tarsy.agent.compact import RUNBOOK_CHARS
+from tarsy.agent.compact import brief_tokens as compact_brief_tokens
+from tarsy.agent.compact import guidance as answer_guidance
+from tarsy.agent.prompts import (
+    EvidenceBrief,
+    compact_system_prompt,
+    compact_user_prompt,
+    initial_messages,
+)
+from tarsy.config.schema import CompactPathSettings, ResolvedAgentConfig, TarsyConfig
 from tarsy.engine import transitions
 from tarsy.evidence import brief
 from tarsy.evidence.alert import alert_facts
@@ -217,8 +225,49 @@ def opening_with_evidence(
     """
     if not gathered.calls:
         return EvidenceOpening()
+    if agent.compact is not None:
+        return compact_opening(config, agent, agent.compact, session, previous_context, gathered)
     evidence = evidence_brief(config, agent, gathered)
     return EvidenceOpening(
         messages=initial_messages(agent, session, previous_context, evidence),
         brief_chars=len(evidence.findings) + len(evidence.evidence),
+    )
+
+
+def compact_opening(
+    config: TarsyConfig,
+    agent: ResolvedAgentConfig,
+    compact: CompactPathSettings,
+    session: Session,
+    previous_context: str,
+    gathered: Gathered,
+) -> EvidenceOpening:
+    """The compact path's opening: the answer form, then the incident, the brief sized to read.
+
+    The brief gets what the model reads in ``read_seconds`` at its reading speed
+    once the rest of the opening is counted (:func:`tarsy.agent.compact.brief_tokens`),
+    never more than the evidence budget or a share of a small window.
+    """
+    # Imported here: the api imports this module (a resumed chain) but calls no model.
+    from tarsy.llm.backends import capabilities_of
+
+    capabilities = capabilities_of(agent.provider)
+    system = compact_system_prompt(agent, answer_guidance(capabilities))
+    findings = EvidenceBrief(findings=brief.findings_text(gathered.detections))
+
+    def user(evidence: EvidenceBrief) -> str:
+        return compact_user_prompt(session, previous_context, evidence, RUNBOOK_CHARS)
+
+    rest_tokens = int((len(system) + len(user(findings))) / brief.CHARS_PER_TOKEN)
+    settings = config.evidence
+    tokens = compact_brief_tokens(capabilities, compact, settings.brief_tokens, rest_tokens)
+    budget = brief.brief_chars(tokens, capabilities.context_window, settings.brief_window_share)
+    text = brief.evidence_text(gathered.calls, gathered.detections, budget)
+    evidence = findings.model_copy(update={"evidence": text})
+    return EvidenceOpening(
+        messages=[
+            ConversationMessage(role="system", content=system),
+            ConversationMessage(role="user", content=user(evidence)),
+        ],
+        brief_chars=len(evidence.findings) + len(text),
     )

@@ -81,6 +81,17 @@ def start_stage_message(session_id: str, stage: int) -> StepMessage:
     return StepMessage(session_id=session_id, stage=stage, kind="start_stage")
 
 
+def strategy_of(config: ResolvedAgentConfig, role: ExecutionRole) -> str:
+    """An execution's strategy: ``compact`` for an investigating agent on the compact path.
+
+    The compact path (tarsy.agent.compact) is for agents with tools: it first
+    answers without them, and its follow-up uses the agent's own strategy.
+    """
+    if config.compact is not None and config.mcp_servers and role == "agent":
+        return "compact"
+    return config.iteration_strategy
+
+
 def new_execution(
     session: Session,
     stage: int,
@@ -103,7 +114,7 @@ def new_execution(
         role=role,
         agent=config.agent,
         agent_index=index,
-        strategy=rules(role).strategy or config.iteration_strategy,
+        strategy=rules(role).strategy or strategy_of(config, role),
         provider=config.provider_name,
         step=FIRST_ITERATION_STEP,
         max_iterations=config.max_iterations,

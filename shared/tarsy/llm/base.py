@@ -57,6 +57,12 @@ class Capabilities(DeferredModel):
     ``max_output_tokens`` (tokens, None: unknown) are the model's limits: the
     window fits requests, and a provider asking for more output than the model
     writes is refused at configuration load.
+
+    ``small`` and ``prompt_tokens_per_second`` are the model's profile, which
+    picks its path (:mod:`tarsy.agent.compact`): a small model (8B parameters
+    or fewer) follows evidence but cannot plan a search, so it takes the
+    compact path by default; the reading speed (None: unknown, a hosted model
+    reads fast) sizes the compact path's opening.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -69,6 +75,8 @@ class Capabilities(DeferredModel):
     structured_output: bool = False
     context_window: int | None = None
     max_output_tokens: int | None = None
+    small: bool = False
+    prompt_tokens_per_second: float | None = None
 
 
 # Why a reply ended, the same on every backend: a natural stop, tool calls, the output

@@ -238,11 +238,13 @@ class OpenAIChatProvider(StreamingProvider):
         pending: dict[int, _PendingCall] = {}
         usage: TokenUsage | None = None
         raw_finish: str | None = None
+        timings: dict[str, float] = {}
         try:
             stream = await client.chat.completions.create(**self._arguments(request))
             async for chunk in stream:
                 if chunk.usage is not None:
                     usage = _usage(chunk.usage)
+                timings = server_timings(getattr(chunk, "timings", None)) or timings
                 for choice in chunk.choices:
                     delta = choice.delta
                     # llama.cpp, vLLM and DeepSeek stream reasoning as an extra field.
@@ -273,7 +275,23 @@ class OpenAIChatProvider(StreamingProvider):
             )
         if usage is not None:
             yield UsageChunk(usage=usage)
-        yield FinalChunk(finish_reason=finish_reason(raw_finish), raw_finish_reason=raw_finish)
+        yield FinalChunk(
+            finish_reason=finish_reason(raw_finish),
+            raw_finish_reason=raw_finish,
+            metadata={"server_timings": timings} if timings else {},
+        )
+
+
+# llama-server's own account of a call (an extra field of its last chunk): how many prompt
+# tokens it read and how long that took, and the same for what it wrote.
+_TIMING_KEYS = ("cache_n", "prompt_n", "prompt_ms", "predicted_n", "predicted_ms")
+
+
+def server_timings(raw: Any) -> dict[str, float]:
+    """The server's timings of a call, where it reports them (llama-server), else empty."""
+    if not isinstance(raw, dict):
+        return {}
+    return {k: float(raw[k]) for k in _TIMING_KEYS if isinstance(raw.get(k), int | float)}
 
 
 def _normalized(arguments: str) -> str:

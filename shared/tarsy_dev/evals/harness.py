@@ -267,6 +267,8 @@ def run_once(
                 "turns": figures.turns,
                 "cut_replies": figures.cut_replies,
                 "first_model_call_s": first_model_call_s(view.session, figures.first_call_at),
+                "first_call_prompt_tokens": figures.first_call_prompt_tokens,
+                "prompt_read_s": figures.prompt_read_s,
             }
         )
     if problem is not None:

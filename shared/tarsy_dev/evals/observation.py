@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tarsy.models import (
+    DetectionEvent,
     LLMInteraction,
     LLMResponseEvent,
     LLMToolCallEvent,
@@ -87,6 +88,21 @@ class RunObservation(BaseModel):
         default=None,
         description="From the session's creation to the start of its first model call.",
     )
+    first_call_prompt_tokens: int | None = Field(
+        default=None, description="The prompt tokens of the first investigating model call."
+    )
+    prompt_read_s: float | None = Field(
+        default=None,
+        description="Seconds the server spent reading prompts (its own timings; None: it "
+        "reports none).",
+    )
+    detections: list[str] = Field(
+        default_factory=list, description="The findings of the automatic checks, as written."
+    )
+    compact: bool = Field(default=False, description="The run took the compact path.")
+    follow_up: bool = Field(
+        default=False, description="On the compact path, the model asked for the follow-up."
+    )
 
     @property
     def answered_without_tools(self) -> bool:
@@ -104,6 +120,12 @@ class RecordFigures(BaseModel):
     first_call_at: datetime | None = Field(
         default=None, description="When the first model call started, answered or not."
     )
+    first_call_prompt_tokens: int | None = Field(
+        default=None, description="The prompt tokens of the first answered model call."
+    )
+    prompt_read_s: float | None = Field(
+        default=None, description="Prompt reading time the server reported, summed."
+    )
 
 
 def record_figures(interactions: Sequence[LLMInteraction]) -> RecordFigures:
@@ -111,15 +133,21 @@ def record_figures(interactions: Sequence[LLMInteraction]) -> RecordFigures:
 
     A turn is one iteration's model call (a call that summarized a large tool
     result is not one, but its time counts inside the model). A record is made
-    as its call begins, so its ``created_at`` is the call's start.
+    as its call begins, so its ``created_at`` is the call's start. Prompt
+    reading time is the server's own account (llama-server's timings, kept on
+    the record's metadata), summed over the calls that carry one.
     """
-    turns = [i for i in interactions if i.kind == "iteration"]
-    starts = [i.created_at for i in turns]
+    turns = sorted((i for i in interactions if i.kind == "iteration"), key=lambda i: i.created_at)
+    answered = [i for i in turns if i.tokens.input_tokens]
+    timings = [i.metadata.get("server_timings") for i in interactions]
+    reads = [t["prompt_ms"] for t in timings if isinstance(t, dict) and "prompt_ms" in t]
     return RecordFigures(
         model_s=round(sum(i.duration_ms for i in interactions) / 1000, 3),
         turns=len(turns),
         cut_replies=sum(1 for i in turns if i.error is not None and i.error.code == "truncated"),
-        first_call_at=min(starts, default=None),
+        first_call_at=turns[0].created_at if turns else None,
+        first_call_prompt_tokens=answered[0].tokens.input_tokens if answered else None,
+        prompt_read_s=round(sum(reads) / 1000, 1) if reads else None,
     )
 
 
@@ -184,6 +212,7 @@ def observe(view: SessionView, *, scenario: str, model: str, attempt: int = 1) -
     tokens = session.get("tokens") or {}
     events = [timeline_event(event) for event in view.timeline]
     calls = [tool_call(event) for event in events if isinstance(event, MCPToolCallEvent)]
+    compact = {getattr(event, "compact", None) for event in events}
     asked = sum(1 for event in events if isinstance(event, LLMToolCallEvent))
     error = session.get("error")
     latency = None
@@ -206,6 +235,9 @@ def observe(view: SessionView, *, scenario: str, model: str, attempt: int = 1) -
         latency_s=latency,
         invalid_calls=sum(1 for event in events if is_invalid(event)),
         model_tool_calls=asked,
+        detections=[event.content for event in events if isinstance(event, DetectionEvent)],
+        compact=bool(compact & {"answer", "not_enough"}),
+        follow_up="not_enough" in compact,
         **_gather_figures(session),
     )
 

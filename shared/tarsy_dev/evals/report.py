@@ -89,6 +89,24 @@ class ModelSummary(BaseModel):
     first_model_call_p50_s: float | None = Field(
         default=None, description="Median time from ingest to the first model call."
     )
+    forbidden_runs: int = Field(default=0, description="Runs that drew a forbidden conclusion.")
+    detections_stated: int = Field(
+        default=0, description="Expected findings the detections alone state, over all runs."
+    )
+    first_call_prompt_tokens_p50: float | None = Field(
+        default=None, description="Median prompt tokens of the first model call."
+    )
+    first_call_prompt_tokens_max: int | None = Field(
+        default=None, description="The largest first-call prompt."
+    )
+    avg_tokens: float = Field(
+        default=0.0, description="Mean tokens per investigation (input, output and thinking)."
+    )
+    avg_prompt_read_s: float | None = Field(
+        default=None, description="Mean seconds the server spent reading prompts per run."
+    )
+    compact_runs: int = Field(default=0, description="Runs that took the compact path.")
+    follow_ups: int = Field(default=0, description="Compact runs that asked for the follow-up.")
 
 
 class ScenarioCell(BaseModel):
@@ -168,9 +186,29 @@ def _summary(model: ModelUnderTest, runs: list[RunResult]) -> ModelSummary:
         fix_proposed=sum(r.score.fix_proposed for r in runs),
         findings_stated=sum(sum(f.found for f in r.score.findings) for r in runs),
         findings_expected=sum(len(r.score.findings) for r in runs),
+        forbidden_runs=sum(any(f.found for f in r.score.forbidden) for r in runs),
+        detections_stated=sum(sum(f.found for f in r.score.detection_findings) for r in runs),
+        avg_tokens=round(
+            sum(o.input_tokens + o.output_tokens + o.thinking_tokens for o in observations) / count,
+            1,
+        ),
+        compact_runs=sum(o.compact for o in observations),
+        follow_ups=sum(o.follow_up for o in observations),
         **behaviour(observations),
         **evidence_figures(observations),
+        **prompt_figures(observations),
     )
+
+
+def prompt_figures(observations: Sequence[RunObservation]) -> dict[str, Any]:
+    """The first call's prompt (median, largest) and the time spent reading prompts."""
+    firsts = [o.first_call_prompt_tokens for o in observations if o.first_call_prompt_tokens]
+    reads = [o.prompt_read_s for o in observations if o.prompt_read_s is not None]
+    return {
+        "first_call_prompt_tokens_p50": round(percentile(firsts, 50)) if firsts else None,
+        "first_call_prompt_tokens_max": max(firsts) if firsts else None,
+        "avg_prompt_read_s": round(statistics.fmean(reads), 1) if reads else None,
+    }
 
 
 def evidence_figures(observations: Sequence[RunObservation]) -> dict[str, Any]:
@@ -334,6 +372,45 @@ def _tokens(value: float | None) -> str:
     return NONE if value is None else f"{value:,.0f}"
 
 
+def _first_call(m: ModelSummary) -> str:
+    if m.first_call_prompt_tokens_p50 is None:
+        return NONE
+    return f"{m.first_call_prompt_tokens_p50:,.0f} ({m.first_call_prompt_tokens_max or 0:,})"
+
+
+def _stated(facts: Sequence[Any]) -> str:
+    return f"{sum(f.found for f in facts)}/{len(facts)}"
+
+
+def _run_rows(report: EvalReport) -> list[str]:
+    """Every real model's run on one line: what it stated, what the detections stated, its costs."""
+    runs = [r for r in report.runs if not _scripted(report, r.observation.model)]
+    if not runs:
+        return []
+    lines = [
+        "",
+        "## Runs",
+        "",
+        "| Model | Scenario | Run | Result | Findings | Fix | Forbidden | Detections alone "
+        "| Tokens in / out | First-call prompt | Ingest to completed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        o, score = run.observation, run.score
+        first = NONE if o.first_call_prompt_tokens is None else f"{o.first_call_prompt_tokens:,}"
+        lines.append(
+            f"| {o.model} | {o.scenario} | {o.attempt} | {PASS if score.passed else FAIL} | "
+            f"{_stated(score.findings)} | {'yes' if score.fix_proposed else 'no'} | "
+            f"{sum(f.found for f in score.forbidden)} | {_stated(score.detection_findings)} | "
+            f"{o.input_tokens:,} / {o.output_tokens:,} | {first} | {_seconds(o.latency_s)} |"
+        )
+    return lines
+
+
+def _scripted(report: EvalReport, model: str) -> bool:
+    return any(m.scripted for m in report.models if m.model == model)
+
+
 def to_markdown(report: EvalReport) -> str:
     """The report as Markdown: summary, per-scenario table, failures."""
     lines = [f"# tarsy evaluation, {report.created_at:%Y-%m-%d %H:%M} UTC", ""]
@@ -370,16 +447,24 @@ def to_markdown(report: EvalReport) -> str:
         "",
         "## Evidence first",
         "",
-        "| Model | Findings stated | Gather p50 | Brief (tokens, est.) "
-        "| Ingest to first model call p50 |",
-        "|---|---|---|---|---|",
+        "Detections alone: the scenario's finding matchers over the automatic checks' texts, "
+        "what a model could copy without reading anything else.",
+        "",
+        "| Model | Findings stated | Detections alone | Forbidden | Gather p50 "
+        "| Brief (tokens, est.) | Ingest to first model call p50 | First-call prompt p50 (max) "
+        "| Tokens per run | Prompt reading per run | Compact path (follow-ups) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
         f"| {m.label} | {m.findings_stated}/{m.findings_expected} | "
+        f"{m.detections_stated}/{m.findings_expected} | {m.forbidden_runs}/{m.runs} | "
         f"{_seconds(m.gather_p50_s)} | {_tokens(m.brief_tokens)} | "
-        f"{_seconds(m.first_model_call_p50_s)} |"
+        f"{_seconds(m.first_model_call_p50_s)} | {_first_call(m)} | "
+        f"{_tokens(m.avg_tokens)} | {_seconds(m.avg_prompt_read_s)} | "
+        f"{m.compact_runs}/{m.runs} ({m.follow_ups}) |"
         for m in report.models
     ]
+    lines += _run_rows(report)
     labels = [m.label for m in report.models]
     lines += [
         "",

@@ -52,6 +52,18 @@ class RunScore(BaseModel):
     )
     judge: SessionScore | None = Field(default=None, description="The LLM judge's score, if any.")
     judge_error: str | None = None
+    detection_findings: list[FactResult] = Field(
+        default_factory=list,
+        description="Each required finding, and whether the automatic checks' texts alone "
+        "state it (the same matchers over the detections): what a model could copy.",
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def detections_found(self) -> float:
+        """Share of the required findings the detections alone state (0-1)."""
+        stated = self.detection_findings
+        return sum(f.found for f in stated) / len(stated) if stated else 0.0
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -116,6 +128,14 @@ def score_run(scenario: Scenario, observation: RunObservation) -> RunScore:
         findings.append(
             FactResult(fact=finding.fact, found=sentence is not None, sentence=sentence)
         )
+    # One detection a paragraph: a matcher reads sentences, never across two findings.
+    detected = "\n\n".join(observation.detections)
+    detection_findings = []
+    for finding in scenario.expected.findings:
+        sentence = finding.found_in(detected) if detected else None
+        detection_findings.append(
+            FactResult(fact=finding.fact, found=sentence is not None, sentence=sentence)
+        )
     forbidden = []
     for wrong in scenario.expected.forbidden:
         sentence = wrong.found_in(analysis)
@@ -151,4 +171,5 @@ def score_run(scenario: Scenario, observation: RunObservation) -> RunScore:
             scenario.is_relevant_call(call.tool, call.arguments) for call in observation.tool_calls
         ),
         failed_calls=len(observation.tool_calls) - len(succeeded),
+        detection_findings=detection_findings,
     )

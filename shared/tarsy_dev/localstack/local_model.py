@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -135,6 +136,8 @@ class LocalModel(BaseModel):
     model: str
     label: str
     process: ProcessInfo | None = None
+    # Measured at start (:func:`measure_prompt_speed`); None: not measured.
+    prompt_tokens_per_second: float | None = None
 
     def provider(self) -> dict[str, Any]:
         """The ``llm_providers`` entry that reaches it."""
@@ -152,6 +155,12 @@ class LocalModel(BaseModel):
             # (540 s less the commit's reserve), and llama-server keeps what a cut attempt
             # read (its prompt cache), so the retry, and the next step's, go on from there.
             "retry": {"max_retries": 1, "timeout": 240.0},
+            # What the server read at start: it sizes the compact path's opening.
+            **(
+                {"prompt_tokens_per_second": round(self.prompt_tokens_per_second, 1)}
+                if self.prompt_tokens_per_second
+                else {}
+            ),
         }
 
 
@@ -314,7 +323,11 @@ def start(
     wait_until(lambda: _health(url), timeout=120, what="llama-server", process=process)
     name = WEIGHTS[size].model if gguf is None else gguf.stem
     local = LocalModel(
-        url=url, model=name, label=f"{name} on llama.cpp at {url} (a real model)", process=process
+        url=url,
+        model=name,
+        label=f"{name} on llama.cpp at {url} (a real model)",
+        process=process,
+        prompt_tokens_per_second=measure_prompt_speed(url, name, say),
     )
     _server_file(root).write_text(local.model_dump_json(indent=2))
     return local
@@ -324,10 +337,63 @@ def use_server(root: Path, url: str, model: str) -> LocalModel:
     """Record the user's own OpenAI-compatible server as the local model."""
     if not _health(url) and not url.endswith("/v1"):
         raise Unavailable(f"{url} does not answer; give the server's …/v1 URL")
-    local = LocalModel(url=url, model=model, label=f"{model} at {url} (your server)")
+    local = LocalModel(
+        url=url,
+        model=model,
+        label=f"{model} at {url} (your server)",
+        prompt_tokens_per_second=measure_prompt_speed(url, model),
+    )
     cache_dir(root).mkdir(parents=True, exist_ok=True)
     _server_file(root).write_text(local.model_dump_json(indent=2))
     return local
+
+
+# The probe's prompt: plain text of a realistic length, never cached (``cache_prompt``).
+_PROBE_LINE = "The service returned errors for some requests while the others succeeded. "
+PROBE_REPEATS = 40
+
+
+def prompt_speed(response: dict[str, Any], elapsed: float) -> float | None:
+    """Prompt tokens read per second, from llama-server's own timings, else the wall clock.
+
+    llama-server reports ``timings.prompt_per_second`` on its OpenAI-compatible
+    answers; another server reports only ``usage.prompt_tokens``, so the time of
+    a one-token answer stands in for the reading time.
+    """
+    timings = response.get("timings")
+    if isinstance(timings, dict) and isinstance(timings.get("prompt_per_second"), int | float):
+        return float(timings["prompt_per_second"]) or None
+    usage = response.get("usage")
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if isinstance(tokens, int) and tokens > 0 and elapsed > 0:
+        return tokens / elapsed
+    return None
+
+
+def measure_prompt_speed(url: str, model: str, say: Any = print) -> float | None:
+    """Ask the server one uncached question and measure how fast it read it (None: no answer)."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": _PROBE_LINE * PROBE_REPEATS + "Say OK."}],
+        "max_tokens": 1,
+        "cache_prompt": False,
+    }
+    request = urllib.request.Request(
+        f"{url}/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=300) as response:
+            answer = json.loads(response.read())
+    except (OSError, ValueError) as e:
+        say(f"could not measure the server's prompt speed ({e}); the compact path assumes none")
+        return None
+    speed = prompt_speed(answer, time.monotonic() - started)
+    if speed is not None:
+        say(f"prompt reading measured: {speed:.0f} tokens/s (sizes the compact path's opening)")
+    return speed
 
 
 def shut_down(root: Path) -> bool:

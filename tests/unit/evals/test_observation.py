@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tarsy.models import ErrorInfo, LLMInteraction
+from tarsy.models import ErrorInfo, LLMInteraction, TokenUsage
 from tarsy_dev.client import SessionView
 from tarsy_dev.evals.observation import first_model_call_s, observe, record_figures
 
@@ -169,3 +169,44 @@ def test_the_first_model_call_starts_when_its_record_was_made_even_if_it_failed(
     assert figures.first_call_at == began
     session = {"created_at": "2026-01-01T12:00:00+00:00"}
     assert first_model_call_s(session, figures.first_call_at) == 10.0
+
+
+def test_the_first_calls_prompt_and_the_servers_reading_time_come_from_the_records() -> None:
+    began = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    first = interaction(2, 60_000.0).model_copy(
+        update={
+            "created_at": began,
+            "tokens": TokenUsage(input_tokens=2100, output_tokens=250),
+            "metadata": {"server_timings": {"prompt_n": 2100.0, "prompt_ms": 58_000.0}},
+        }
+    )
+    summary = interaction(3, 9_000.0).model_copy(
+        update={
+            "created_at": began + timedelta(minutes=2),
+            "tokens": TokenUsage(input_tokens=500, output_tokens=90),
+            "metadata": {"server_timings": {"prompt_n": 500.0, "prompt_ms": 4_400.0}},
+        }
+    )
+    figures = record_figures([summary, first])
+    assert (figures.first_call_prompt_tokens, figures.prompt_read_s) == (2100, 62.4)
+    hosted = record_figures([interaction(2, 900.0)])
+    assert (hosted.first_call_prompt_tokens, hosted.prompt_read_s) == (None, None)
+
+
+def test_detections_and_the_compact_path_are_read_from_the_timeline() -> None:
+    events: list[dict[str, Any]] = [
+        {"type": "detection", "content": "Pod a-0 was OOMKilled at its 64Mi limit."},
+        {"type": "llm_response", "content": "x", "metadata": {"compact": "not_enough"}},
+        {"type": "final_analysis", "content": "y", "metadata": {"compact": "follow_up"}},
+    ]
+    observation = observe(timeline_view(*events), scenario="s", model="m")
+    assert observation.detections == ["Pod a-0 was OOMKilled at its 64Mi limit."]
+    assert (observation.compact, observation.follow_up) == (True, True)
+    answered = observe(
+        timeline_view(
+            {"type": "final_analysis", "content": "y", "metadata": {"compact": "answer"}}
+        ),
+        scenario="s",
+        model="m",
+    )
+    assert (answered.compact, answered.follow_up) == (True, False)

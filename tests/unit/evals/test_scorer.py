@@ -90,3 +90,28 @@ def test_findings_are_matched_tolerantly_and_relevance_counts_any_needed_call() 
     assert score.tools[1].by == (
         "resources_get(apiVersion=v1, kind=configmap, name=payments-api-config)"
     )
+
+
+def test_detections_alone_are_scored_by_the_same_matchers_one_finding_at_a_time() -> None:
+    scenario = load_scenario("crashloop-bad-configmap")
+    analysis = (
+        "The pods crash because someone edited PAYMENTS-API-CONFIG: its Database-Host now names "
+        "payments_db_primary, which has no Service."
+    )
+    # The same words, one detection each: the matcher must not join two detections.
+    detections = [
+        "Someone edited PAYMENTS-API-CONFIG: its Database-Host now names payments_db_primary.",
+        "payments_db_primary has no Service.",
+    ]
+    run = RunObservation(
+        scenario=scenario.name, model="m", status="completed", final_analysis=analysis,
+        detections=detections,
+    )  # fmt: skip
+    score = score_run(scenario, run)
+    stated = [f.found for f in score.findings]
+    alone = [f.found for f in score.detection_findings]
+    assert len(alone) == len(stated) and any(alone)
+    assert score.detections_found == sum(alone) / len(alone)
+    silent = score_run(scenario, run.model_copy(update={"detections": []}))
+    assert not any(f.found for f in silent.detection_findings)
+    assert silent.detections_found == 0.0

@@ -7,9 +7,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from tarsy.agent.compact import MIN_BRIEF_TOKENS, STRUCTURED_GUIDANCE
+from tarsy.agent.prompts import EVIDENCE_INSTRUCTIONS
 from tarsy.config.loader import load_config
 from tarsy.engine.gathering import gather_commit, gathers, opening_with_evidence
 from tarsy.engine.messages import iterate_message, new_execution
+from tarsy.evidence import brief
 from tarsy.evidence.catalog import Collector, EvidenceSettings
 from tarsy.evidence.gather import Gathered, gather
 from tarsy.evidence.snapshot import AlertFacts
@@ -17,6 +20,7 @@ from tarsy.llm.base import ToolDefinition
 from tarsy.models import DetectionEvent, MCPToolCallEvent, Session, StepMessage, ToolCall
 from tarsy.settings import Settings
 from tarsy.tools.base import CachedToolList, ToolListing, ToolResult
+from tarsy_dev.localstack.local_model import LocalModel, local_config
 
 POD = """\
 apiVersion: v1
@@ -222,3 +226,27 @@ def test_nothing_gathered_leaves_the_opening_as_it_was() -> None:
     session = _session({"labels": {}})
     opening = opening_with_evidence(config, agent, session, "", Gathered())
     assert (opening.messages, opening.brief_chars) == ([], 0)
+
+
+async def test_the_compact_opening_states_the_answer_form_and_sizes_the_brief_to_read() -> None:
+    small = LocalModel(
+        url="http://127.0.0.1:1/v1", model="qwen2.5-coder-1.5b-instruct", label="small",
+        prompt_tokens_per_second=8.0,
+    )  # fmt: skip
+    config = load_config(Settings(), user_text=json.dumps(local_config(small, {})))
+    agent = config.resolve("kubernetes", 0, 0)
+    assert agent.compact is not None
+    session = _session({"labels": {"namespace": "shop", "pod": "web-1"}})
+    gathered = await gather(COLLECTORS, EvidenceSettings(), ALERT, ClusterTools(ANSWERS), LISTING)
+    opening = opening_with_evidence(config, agent, session, "", gathered)
+    [system, message] = opening.messages
+    assert system.content.endswith(STRUCTURED_GUIDANCE)
+    assert "Findings of tarsy's automatic checks" in message.content
+    assert "use your tools" not in message.content  # the first call offers none
+    # 8 tokens/s for 60 s leaves less than the smallest brief: the brief is that floor.
+    findings = brief.findings_text(gathered.detections)
+    assert opening.brief_chars <= len(findings) + MIN_BRIEF_TOKENS * brief.CHARS_PER_TOKEN
+    capable = load_config(Settings()).resolve("kubernetes", 0, 0)
+    assert capable.compact is None  # Gemini keeps its tools from the first call
+    agentic = opening_with_evidence(config, capable, session, "", gathered)
+    assert EVIDENCE_INSTRUCTIONS in agentic.messages[-1].content

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tarsy.agent.strategies.base import Strategy
+from tarsy.agent.strategies.compact import CompactStrategy
 from tarsy.agent.strategies.judge import JudgeStrategy
 from tarsy.agent.strategies.native_thinking import (
     ChatStrategy,
@@ -32,6 +33,7 @@ _STRATEGIES: dict[str, Strategy] = {
         ExecutiveSummaryStrategy(),
         ChatStrategy(),
         JudgeStrategy(),
+        CompactStrategy(),
     )
 }
 

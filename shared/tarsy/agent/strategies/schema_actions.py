@@ -171,14 +171,53 @@ def unwritten_answer(answer: str) -> str | None:
     return answers.unwritten_answer(answer, (GUIDANCE, CONCLUSION_GUIDANCE))
 
 
+def _type_of(schema: Any) -> str:
+    """A parameter's type in a word or two (``string``, ``one of a|b``, ``list of string``)."""
+    if not isinstance(schema, dict):
+        return "any"
+    if "enum" in schema:
+        return "one of " + "|".join(str(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "array":
+        return f"list of {_type_of(schema.get('items'))}"
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind)
+    return str(kind) if kind else "any"
+
+
+def signature(tool: ToolDefinition) -> str:
+    """A tool's arguments as one line: ``name: type`` each, optional ones with ``?``.
+
+    Design constraint: the schema is stated once. The reply's JSON schema
+    already holds each tool's full parameter schema and constrains the
+    arguments to it, so the prompt names the arguments and their types only
+    (the full schemas written out in the text were about half the opening).
+    """
+    schema = _arguments_schema(tool)
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not properties:
+        return "()"
+    required = set(schema.get("required") or ())
+    parts = []
+    for name, spec in properties.items():
+        mark = "" if name in required else "?"
+        default = (
+            f" = {json.dumps(spec['default'])}"
+            if isinstance(spec, dict) and "default" in spec
+            else ""
+        )
+        parts.append(f"{name}{mark}: {_type_of(spec)}{default}")
+    return f"({', '.join(parts)})"
+
+
 def tools_as_text(tools: Sequence[ToolDefinition]) -> str:
-    """The offered tools, with their parameter schemas, as the prompt lists them."""
+    """The offered tools, each with its arguments and description, as the prompt lists them."""
     if not tools:
         return "No tools are available: reason from what you were given and conclude."
-    lines = ["Tools (use the exact server.tool name):"]
+    lines = ["Tools (use the exact server.tool name; arguments marked ? are optional):"]
     for tool in tools:
-        lines.append(f"- {tool.name}: {tool.description.strip() or '(no description)'}")
-        lines.append(f"  arguments schema: {json.dumps(_arguments_schema(tool), sort_keys=True)}")
+        description = " ".join(tool.description.split()) or "(no description)"
+        lines.append(f"- {tool.name}{signature(tool)}: {description}")
     return "\n".join(lines)
 
 
@@ -263,10 +302,16 @@ class SchemaActionsStrategy:
             guidance = f"{GUIDANCE}\n\n{tools_as_text(tools)}"
         return GenerateRequest(
             execution_id=state.execution.execution_id,
-            messages=with_guidance(state.messages, guidance),
+            messages=self.guided(state.messages, guidance),
             config=state.config.provider,
             response_schema=action_schema(tools, final=not required),
         )
+
+    def guided(
+        self, messages: list[ConversationMessage], guidance: str
+    ) -> list[ConversationMessage]:
+        """The conversation as sent: the guidance and tool catalogue after the system prompt."""
+        return with_guidance(messages, guidance)
 
     def _parse(self, state: IterationState, result: LLMResult) -> Action | str:
         reason = conclusion_reason(state, past_calls(state))
@@ -334,3 +379,25 @@ class SchemaActionsStrategy:
             ConversationMessage(role="user", content=observation(call, content)),
         ]
         return continue_or_stop(state, exchange, timeline)
+
+
+class TrailingGuidanceActions(SchemaActionsStrategy):
+    """Schema actions with the guidance at the end of the request, not in the system message.
+
+    The compact path's follow-up (:mod:`tarsy.agent.strategies.compact`): its
+    conversation opened with another system message (the answer form), which a
+    server's prefix cache already holds; guidance added to the last message
+    leaves everything before it as it was read.
+    """
+
+    def guided(
+        self, messages: list[ConversationMessage], guidance: str
+    ) -> list[ConversationMessage]:
+        """The conversation with the guidance appended to its last message (not stored)."""
+        if not messages:
+            return [ConversationMessage(role="user", content=guidance)]
+        last = messages[-1]
+        return [
+            *messages[:-1],
+            last.model_copy(update={"content": f"{last.content}\n\n{guidance}"}),
+        ]

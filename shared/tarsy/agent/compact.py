@@ -1,0 +1,251 @@
+"""The compact path: after the evidence, one short conclusion call; tools only if it asks (pure).
+
+Design constraint: a small model on a CPU reads a prompt at tens of tokens a
+second and writes at about ten (``docs/models.md``), and it copies findings
+faithfully but does not plan a search. So its first call after the gather step
+offers no tools: it reads the alert, the part of the runbook about it, the
+findings and a brief sized to what it reads in ``read_seconds``, and answers in
+a fixed short structure under an output limit. Only if it says the evidence is
+not enough does a bounded follow-up with tools run
+(:class:`~tarsy.agent.strategies.compact.CompactStrategy`).
+
+The static part of the opening (who the agent is, its instructions, the answer
+form) is the system message, identical between sessions of the same agent, so
+a server with a prefix cache reads it once; everything about the incident is
+in the user message after it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from tarsy._pydantic import DeferredModel
+from tarsy.config.schema import CompactPathSettings
+from tarsy.llm.base import Capabilities
+
+# The smallest brief worth sending: below this the findings alone are the evidence.
+MIN_BRIEF_TOKENS = 300
+# The runbook's share of the opening: the part about the alert, not the whole book.
+RUNBOOK_CHARS = 1200
+# The user message that starts the follow-up; the strategy recognises the phase by it.
+FOLLOW_UP_HEAD = "Follow-up: you said the evidence above is not enough."
+
+ANSWER_FIELDS = ("broken", "root_cause", "evidence", "fix")
+_HEADINGS = {
+    "broken": "What is broken",
+    "root_cause": "Root cause",
+    "evidence": "Evidence",
+    "fix": "Fix",
+}
+
+STRUCTURED_GUIDANCE = """\
+Answer with one JSON object, each text field one or two plain sentences:
+"broken": what is broken, as the alert and the evidence show it;
+"root_cause": the cause, naming the resource (kind and name) and the exact value or \
+change that caused it, as the findings and the evidence show it (a finding marked \
+"likely cause" usually is it; a "symptom" is not the cause);
+"evidence": the findings and evidence that show it, with their [E..] labels;
+"fix": the concrete change that resolves it (what to set or change back, and where);
+"evidence_enough": true when the findings and evidence show the root cause, false only \
+when they do not;
+"check_next": when evidence_enough is false, what to look at with the cluster tools; \
+else "".
+Write nothing else."""
+
+TEXT_GUIDANCE = """\
+Answer in exactly this form, each part one or two plain sentences, nothing else:
+What is broken: <what is broken, as the alert and the evidence show it>
+Root cause: <the cause, naming the resource (kind and name) and the exact value or \
+change that caused it; a finding marked "likely cause" usually is it, a "symptom" is not>
+Evidence: <the findings and evidence that show it, with their [E..] labels>
+Fix: <the concrete change that resolves it: what to set or change back, and where>
+Evidence enough: <yes when the findings and evidence show the root cause, no only when \
+they do not>
+Check next: <when the evidence is not enough, what to look at with the cluster tools>"""
+
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "broken": {"type": "string"},
+        "root_cause": {"type": "string"},
+        "evidence": {"type": "string"},
+        "fix": {"type": "string"},
+        "evidence_enough": {"type": "boolean"},
+        "check_next": {"type": "string"},
+    },
+    "required": ["broken", "root_cause", "evidence", "fix", "evidence_enough", "check_next"],
+    "additionalProperties": False,
+}
+
+
+class CompactAnswer(DeferredModel):
+    """The conclusion call's answer, whichever form it came in."""
+
+    broken: str = ""
+    root_cause: str = ""
+    evidence: str = ""
+    fix: str = ""
+    evidence_enough: bool = True
+    check_next: str = ""
+
+    @property
+    def written(self) -> bool:
+        """Whether it says anything at all (a cut or empty reply does not)."""
+        return any(getattr(self, f).strip() for f in ANSWER_FIELDS)
+
+    def analysis(self) -> str:
+        """The answer as the session's final analysis (Markdown, one paragraph a part)."""
+        parts = [
+            f"**{_HEADINGS[f]}:** {getattr(self, f).strip()}"
+            for f in ANSWER_FIELDS
+            if getattr(self, f).strip()
+        ]
+        return "\n\n".join(parts)
+
+
+def guidance(capabilities: Capabilities) -> str:
+    """The answer form: a JSON object where replies can be constrained, else labelled lines."""
+    return STRUCTURED_GUIDANCE if capabilities.structured_output else TEXT_GUIDANCE
+
+
+# ─── reading the answer ───────────────────────────────────────────────────────
+
+_JSON_STRING = r'"{field}"\s*:\s*"((?:[^"\\]|\\.)*)'
+_JSON_BOOL = r'"evidence_enough"\s*:\s*(true|false)'
+# A labelled line: "Root cause: ...", "**Root cause:** ...", "- Fix: ...", "## Fix: ...".
+_LINE = re.compile(
+    r"^[#*\-\s]*(what is broken|root cause|evidence enough|evidence|fix|check next)"
+    r"\s*\**\s*:\s*\**\s*(.*)$",
+    re.IGNORECASE,
+)
+_LINE_FIELDS = {
+    "what is broken": "broken",
+    "root cause": "root_cause",
+    "evidence": "evidence",
+    "fix": "fix",
+    "evidence enough": "evidence_enough",
+    "check next": "check_next",
+}
+
+
+def _unescape(raw: str) -> str:
+    try:
+        return str(json.loads(f'"{raw}"'))
+    except ValueError:
+        return raw.replace('\\"', '"').replace("\\n", "\n")
+
+
+def _from_json(text: str) -> CompactAnswer | None:
+    """A JSON answer, whole or cut at the output limit (each field read as far as it got)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        known = {k: v for k, v in value.items() if k in CompactAnswer.model_fields}
+        try:
+            return CompactAnswer.model_validate(known)
+        except ValueError:
+            pass
+    fields: dict[str, Any] = {}
+    for name in (*ANSWER_FIELDS, "check_next"):
+        match = re.search(_JSON_STRING.format(field=name), text)
+        if match:
+            fields[name] = _unescape(match.group(1))
+    enough = re.search(_JSON_BOOL, text)
+    if enough:
+        fields["evidence_enough"] = enough.group(1) == "true"
+    return CompactAnswer.model_validate(fields) if fields else None
+
+
+def _from_lines(text: str) -> CompactAnswer | None:
+    """An answer in labelled lines; a label's text runs on until the next label."""
+    fields: dict[str, str] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        match = _LINE.match(line)
+        if match:
+            current = _LINE_FIELDS[match.group(1).lower()]
+            fields[current] = match.group(2).strip()
+        elif current is not None and line.strip():
+            fields[current] = f"{fields[current]} {line.strip()}".strip()
+    if not fields:
+        return None
+    enough = fields.pop("evidence_enough", "yes").strip().lower()
+    return CompactAnswer(**fields, evidence_enough=not enough.startswith("no"))
+
+
+def parse_answer(text: str) -> CompactAnswer | None:
+    """The answer in ``text``, JSON or labelled lines; None when it holds neither."""
+    stripped = text.strip()
+    fenced = re.match(r"^```(?:json)?\s*(.*?)\s*(?:```)?$", stripped, re.DOTALL)
+    if fenced:
+        stripped = fenced.group(1)
+    answer = _from_json(stripped) if stripped.startswith("{") else _from_lines(stripped)
+    return answer if answer is not None and answer.written else None
+
+
+def follow_up_request(answer: CompactAnswer, calls: int) -> str:
+    """The user message that opens the follow-up: what the model asked to check, and the bound."""
+    wanted = answer.check_next.strip() or "what the evidence leaves unexplained"
+    return (
+        f"{FOLLOW_UP_HEAD} Check {wanted} with the tools: at most {calls} calls, one per "
+        "reply, then give your final analysis (what is broken, the root cause naming the "
+        "resource and the value or change, the evidence, the fix)."
+    )
+
+
+# ─── sizing the opening ───────────────────────────────────────────────────────
+
+
+def brief_tokens(
+    capabilities: Capabilities,
+    settings: CompactPathSettings,
+    budget_tokens: int,
+    rest_tokens: int,
+) -> int:
+    """The brief's size on the compact path: what the reading time leaves, within the budget.
+
+    Args:
+        capabilities: The model's profile; its reading speed, where known, sizes the opening.
+        settings: The compact path's budgets.
+        budget_tokens: The brief's configured budget (``evidence.brief_tokens``), never exceeded.
+        rest_tokens: The opening without the brief (instructions, alert, runbook, findings).
+    """
+    speed = capabilities.prompt_tokens_per_second
+    if speed is None:
+        wanted = settings.brief_tokens
+    else:
+        wanted = int(speed * settings.read_seconds) - rest_tokens
+    return max(MIN_BRIEF_TOKENS, min(wanted, budget_tokens))
+
+
+def _words(texts: Iterable[str]) -> set[str]:
+    return {w for t in texts for w in re.findall(r"[a-z0-9][a-z0-9_\-.]{2,}", t.lower())}
+
+
+def relevant_runbook(runbook: str, alert_words: Iterable[str], max_chars: int) -> str:
+    """The sections of a runbook that share most words with the alert, in their order.
+
+    A runbook is split at its Markdown headings (a runbook without headings is one
+    section); sections are taken, best first, while they fit ``max_chars``, and
+    shown in the runbook's own order. A runbook that fits is returned whole.
+    """
+    if len(runbook) <= max_chars:
+        return runbook
+    sections = [s for s in re.split(r"\n(?=#{1,6}\s)", runbook) if s.strip()]
+    words = _words(alert_words)
+    ranked = sorted(range(len(sections)), key=lambda i: (-len(_words([sections[i]]) & words), i))
+    chosen: list[int] = []
+    used = 0
+    for index in ranked:
+        size = len(sections[index]) + 2
+        if used + size <= max_chars:
+            chosen.append(index)
+            used += size
+    if not chosen:
+        return sections[ranked[0]][:max_chars].rstrip() + "\n(cut here)"
+    return "\n\n".join(sections[i].strip() for i in sorted(chosen))

@@ -1,0 +1,289 @@
+"""The compact path as pure functions: the answer call, its answer, and the bounded follow-up."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+
+from tarsy.agent.compact import (
+    ANSWER_SCHEMA,
+    FOLLOW_UP_HEAD,
+    STRUCTURED_GUIDANCE,
+    TEXT_GUIDANCE,
+    CompactAnswer,
+    brief_tokens,
+    parse_answer,
+    relevant_runbook,
+)
+from tarsy.agent.strategies.base import IterationState
+from tarsy.agent.strategies.compact import EMPTY_ANSWER, CompactStrategy
+from tarsy.agent.strategies.schema_actions import (
+    CONCLUSION_GUIDANCE,
+    TrailingGuidanceActions,
+    signature,
+    tools_as_text,
+)
+from tarsy.config.schema import CompactPathSettings, LLMProviderConfig, ResolvedAgentConfig
+from tarsy.llm.base import Capabilities, LLMResult, ToolDefinition
+from tarsy.models import (
+    AgentExecution,
+    ConversationMessage,
+    FinalAnalysisEvent,
+    LLMResponseEvent,
+)
+from tarsy.tools.base import ToolListing, ToolResult
+
+POD_LOG = ToolDefinition(
+    name="cluster.pods_log",
+    description="Read a pod's log",
+    parameters={
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "previous": {"type": "boolean", "default": False},
+        },
+        "required": ["name"],
+    },
+)
+STRATEGY = CompactStrategy()
+OPENING = [
+    ConversationMessage(role="system", content=f"You are investigator.\n\n{STRUCTURED_GUIDANCE}"),
+    ConversationMessage(role="user", content="Alert: pod api-0 crash loops.\n\nFindings: ..."),
+]
+
+
+def state(
+    messages: list[ConversationMessage] | None = None,
+    *,
+    iteration: int = 0,
+    follow_up_calls: int = 2,
+    structured: bool = True,
+    tools: list[ToolDefinition] | None = None,
+) -> IterationState:
+    execution = AgentExecution(
+        execution_id="s1-s00-a00", session_id="s1", stage=0, agent="investigator",
+        strategy="compact", provider="local", step=iteration + 2, iteration=iteration,
+        max_iterations=20,
+    )  # fmt: skip
+    provider = LLMProviderConfig(
+        type="openai-compatible", model="qwen2.5-1.5b-instruct", base_url="http://127.0.0.1:1/v1",
+        max_output_tokens=2048, structured_output=structured,
+    )  # fmt: skip
+    config = ResolvedAgentConfig(
+        agent="investigator", instructions="Investigate.", custom_instructions="",
+        iteration_strategy="schema-actions", provider_name="local", provider=provider,
+        max_iterations=20, mcp_servers=["cluster"],
+        compact=CompactPathSettings(follow_up_calls=follow_up_calls, output_tokens=300),
+    )  # fmt: skip
+    return IterationState(
+        execution=execution,
+        config=config,
+        messages=list(messages or OPENING),
+        tools=ToolListing(tools=[POD_LOG] if tools is None else tools),
+    )
+
+
+def answer(**fields: Any) -> LLMResult:
+    body = {
+        "broken": "Pod api-0 restarts.",
+        "root_cause": "ConfigMap api-config key DB_HOST names db.prod, which has no Service.",
+        "evidence": "[E2] log: lookup db.prod: no such host.",
+        "fix": "Set DB_HOST back to db in ConfigMap api-config.",
+        "evidence_enough": True,
+        "check_next": "",
+        **fields,
+    }
+    return LLMResult(text=json.dumps(body))
+
+
+# ─── the answer call ──────────────────────────────────────────────────────────
+
+
+def test_the_answer_call_offers_no_tools_and_limits_its_output() -> None:
+    request = STRATEGY.build_request(state())
+    assert request.tools == []
+    assert request.tool_choice == "none"
+    assert request.config.max_output_tokens == 300
+    assert request.response_schema == ANSWER_SCHEMA
+    # The opening already holds the answer form: the request is the stored conversation.
+    assert [m.content for m in request.messages] == [m.content for m in OPENING]
+
+
+def test_an_opening_without_the_form_gets_it_and_a_free_text_model_gets_lines() -> None:
+    plain = [ConversationMessage(role="system", content="You are investigator."), OPENING[1]]
+    request = STRATEGY.build_request(state(plain, structured=False))
+    assert request.response_schema is None
+    assert request.messages[0].content.endswith(TEXT_GUIDANCE)
+
+
+def test_an_answer_with_enough_evidence_is_the_final_analysis() -> None:
+    outcome = STRATEGY.on_result(state(), answer(), [])
+    assert outcome.next == "complete"
+    assert outcome.final_analysis is not None
+    assert outcome.final_analysis.startswith("**What is broken:** Pod api-0 restarts.")
+    assert "**Root cause:** ConfigMap api-config key DB_HOST" in outcome.final_analysis
+    final = [e for e in outcome.timeline if isinstance(e, FinalAnalysisEvent)]
+    assert final and final[0].compact == "answer"
+    assert STRATEGY.tool_calls(state(), answer()) == []
+
+
+def test_an_answer_that_asks_for_more_opens_a_bounded_follow_up() -> None:
+    reply = answer(evidence_enough=False, check_next="the previous container's log")
+    outcome = STRATEGY.on_result(state(), reply, [])
+    assert outcome.next == "continue"
+    assert outcome.final_analysis is None
+    follow = outcome.messages[-1]
+    assert follow.role == "user" and follow.content.startswith(FOLLOW_UP_HEAD)
+    assert "the previous container's log" in follow.content and "at most 2 calls" in follow.content
+    shown = [e for e in outcome.timeline if isinstance(e, LLMResponseEvent)]
+    assert shown and shown[0].compact == "not_enough"
+
+
+def test_without_tools_or_follow_up_calls_the_answer_stands() -> None:
+    reply = answer(evidence_enough=False, check_next="events")
+    assert STRATEGY.on_result(state(follow_up_calls=0), reply, []).next == "complete"
+    assert STRATEGY.on_result(state(tools=[]), reply, []).next == "complete"
+
+
+def test_free_text_is_the_analysis_and_an_empty_reply_is_asked_again_once() -> None:
+    prose = STRATEGY.on_result(state(), LLMResult(text="The pod lacks its ConfigMap."), [])
+    assert prose.next == "complete"
+    assert prose.final_analysis == "The pod lacks its ConfigMap."
+    empty = STRATEGY.on_result(state(), LLMResult(text=""), [])
+    assert empty.next == "continue"
+    assert empty.messages[-1].content == EMPTY_ANSWER
+    again = STRATEGY.on_result(state([*OPENING, *empty.messages], iteration=1), LLMResult(), [])
+    assert again.next == "fail"
+    assert again.error is not None and "empty twice" in again.error.message
+
+
+# ─── the follow-up ────────────────────────────────────────────────────────────
+
+
+def followed(reply: LLMResult) -> list[ConversationMessage]:
+    return [*OPENING, *STRATEGY.on_result(state(), reply, []).messages]
+
+
+def test_the_follow_up_calls_tools_with_its_guidance_last_and_the_opening_unchanged() -> None:
+    messages = followed(answer(evidence_enough=False, check_next="logs"))
+    turn = state(messages, iteration=1)
+    request = STRATEGY.build_request(turn)
+    # The opening and the answer are sent as read before: a prefix cache keeps them.
+    assert [m.content for m in request.messages[:3]] == [m.content for m in messages[:3]]
+    assert request.messages[-1].content.startswith(FOLLOW_UP_HEAD)
+    assert "cluster.pods_log(name: string, previous?: boolean = false)" in (
+        request.messages[-1].content
+    )
+    assert request.response_schema is not None
+    call = {"thought": "t", "action": "call_tool", "tool": "cluster.pods_log",
+            "arguments": {"name": "api-0"}}  # fmt: skip
+    jsonschema.validate(call, request.response_schema)
+    calls = STRATEGY.tool_calls(turn, LLMResult(text=json.dumps(call)))
+    assert [c.name for c in calls] == ["cluster.pods_log"]
+    assert isinstance(STRATEGY.follow_up(turn), TrailingGuidanceActions)
+
+
+def test_the_follow_up_concludes_after_its_calls() -> None:
+    messages = followed(answer(evidence_enough=False, check_next="logs"))
+    for n in range(2):  # two tool turns: the follow-up's whole allowance
+        arguments = {"name": f"p{n}"}
+        reply = {"thought": "t", "action": "call_tool", "tool": "cluster.pods_log",
+                 "arguments": arguments}  # fmt: skip
+        turn = state(messages, iteration=1 + n)
+        schema = STRATEGY.build_request(turn).response_schema or {}
+        jsonschema.validate(reply, schema)  # a tool call is still allowed
+        result = ToolResult(
+            call_id="x", name="cluster.pods_log", arguments=arguments, content="log",
+            full_content="log",
+        )  # fmt: skip
+        outcome = STRATEGY.on_result(turn, LLMResult(text=json.dumps(reply)), [result])
+        assert outcome.next == "continue"
+        messages += outcome.messages
+    last = state(messages, iteration=3)
+    request = STRATEGY.build_request(last)
+    assert CONCLUSION_GUIDANCE in request.messages[-1].content
+    final = {"thought": "t", "action": "final_answer", "answer": "The key DB_HOST is wrong."}
+    jsonschema.validate(final, request.response_schema or {})
+    outcome = STRATEGY.on_result(last, LLMResult(text=json.dumps(final)), [])
+    assert outcome.next == "complete"
+    assert outcome.final_analysis == "The key DB_HOST is wrong."
+
+
+# ─── the answer's forms ───────────────────────────────────────────────────────
+
+
+def test_a_json_answer_cut_at_the_output_limit_keeps_what_it_wrote() -> None:
+    cut = '{"broken": "Pod api-0 restarts.", "root_cause": "Memory limit 64Mi is too lo'
+    parsed = parse_answer(cut)
+    assert parsed is not None
+    assert parsed.broken == "Pod api-0 restarts."
+    assert parsed.root_cause == "Memory limit 64Mi is too lo"
+    assert parsed.evidence_enough is True
+
+
+def test_an_answer_in_labelled_lines_is_read() -> None:
+    text = (
+        "**What is broken:** checkout returns 503.\n"
+        "Root cause: NetworkPolicy deny-all in shop blocks port 8080,\n"
+        "added before the alert.\n"
+        "- Evidence: [E4] the policy.\n"
+        "Fix: remove deny-all.\n"
+        "Evidence enough: no\n"
+        "Check next: the policy's spec\n"
+    )
+    parsed = parse_answer(text)
+    assert parsed == CompactAnswer(
+        broken="checkout returns 503.",
+        root_cause="NetworkPolicy deny-all in shop blocks port 8080, added before the alert.",
+        evidence="[E4] the policy.",
+        fix="remove deny-all.",
+        evidence_enough=False,
+        check_next="the policy's spec",
+    )
+
+
+def test_text_without_any_part_is_no_answer() -> None:
+    assert parse_answer("") is None
+    assert parse_answer("Fixing this needs more data.") is None
+    assert parse_answer('{"evidence_enough": true}') is None
+
+
+# ─── sizing ───────────────────────────────────────────────────────────────────
+
+
+def test_the_brief_is_what_the_reading_time_leaves_within_the_budget() -> None:
+    settings = CompactPathSettings(read_seconds=60, brief_tokens=1500)
+    known = Capabilities(prompt_tokens_per_second=35.0)
+    assert brief_tokens(known, settings, budget_tokens=6000, rest_tokens=800) == 35 * 60 - 800
+    fast = Capabilities(prompt_tokens_per_second=1000.0)
+    assert brief_tokens(fast, settings, budget_tokens=6000, rest_tokens=800) == 6000
+    assert brief_tokens(Capabilities(), settings, budget_tokens=6000, rest_tokens=800) == 1500
+    slow = Capabilities(prompt_tokens_per_second=5.0)
+    assert brief_tokens(slow, settings, budget_tokens=6000, rest_tokens=800) == 300
+
+
+def test_a_long_runbook_keeps_the_sections_about_the_alert_in_order() -> None:
+    runbook = "\n".join(
+        [
+            "# Service runbook",
+            "General notes. " * 20,
+            "## Disk full",
+            "Clean the volume. " * 20,
+            "## KubePodCrashLooping",
+            "Read the previous container's log and the ConfigMap. " * 4,
+            "## Certificates",
+            "Renew the certificate. " * 20,
+        ]
+    )
+    shown = relevant_runbook(runbook, ["KubePodCrashLooping", "pod api-0 crashloop"], 400)
+    assert shown.startswith("## KubePodCrashLooping")
+    assert "Renew" not in shown and len(shown) <= 400
+    assert relevant_runbook("short", ["x"], 400) == "short"
+
+
+def test_a_tool_signature_states_arguments_once() -> None:
+    assert signature(POD_LOG) == "(name: string, previous?: boolean = false)"
+    text = tools_as_text([POD_LOG])
+    assert "schema" not in text and "cluster.pods_log(name: string" in text
