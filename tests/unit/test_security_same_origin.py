@@ -152,6 +152,17 @@ async def test_the_pages_own_json_request_passes_the_checks(
     assert store.calls == ["get_session"]
 
 
+@pytest.mark.parametrize("route", CHANGING, ids=_id)
+@pytest.mark.parametrize("body", [b"[1]", b'"{}"', b'{"unexpected": 1}'])
+async def test_json_that_is_not_the_actions_body_is_refused_before_anything(
+    signin: SignIn, route: Route, body: bytes
+) -> None:
+    store = RecordingStore()
+    response = await handle(_request(signin, route, "application/json", body), _deps(signin, store))
+    assert response.status == 422, response.body
+    assert store.calls == []
+
+
 async def test_reads_are_not_refused_for_their_origin(signin: SignIn) -> None:
     # A cross-site read is the browser's business (no CORS: the page cannot read the answer).
     store = RecordingStore()

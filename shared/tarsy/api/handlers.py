@@ -50,7 +50,9 @@ class ChatRequest(DeferredModel):
 
 
 class ResumeRequest(DeferredModel):
-    """``POST /sessions/{id}/resume`` body (optional)."""
+    """``POST /sessions/{id}/resume`` body: ``{}`` or how many more iterations."""
+
+    model_config = ConfigDict(extra="forbid")
 
     extra_iterations: int | None = Field(default=None, ge=1, le=200)
 
@@ -399,9 +401,15 @@ def _body(request: HttpRequest, model: type[_Body]) -> _Body:
         raise InputError("invalid request body", status=422, details=details) from e
 
 
+class NoFields(DeferredModel):
+    """The body of an action without fields: ``{}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 def _no_fields(request: HttpRequest) -> None:
-    """An action without fields still reads its body: ``{}``, and a hostile one is a 4xx."""
-    read_json(request, empty={})
+    """An action without fields still reads its body: ``{}`` (422 for anything else)."""
+    _body(request, NoFields)
 
 
 async def _act(
