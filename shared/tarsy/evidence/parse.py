@@ -67,7 +67,7 @@ def table_rows(text: str) -> list[dict[str, str]]:
 
 
 def quantity(text: str) -> float | None:
-    """A Kubernetes quantity as a number (``250m`` → 0.25, ``512Mi`` → 536870912)."""
+    """A Kubernetes quantity as a number (``750m`` → 0.75, ``320Mi`` → 335544320)."""
     match = re.fullmatch(r"\s*([0-9.]+)\s*(m|Ki|Mi|Gi|Ti|k|M|G)?\s*", text or "")
     if match is None:
         return None

@@ -89,7 +89,7 @@ def reference_time(snapshot: Snapshot) -> datetime:
 
 
 def memory_text(value: float | None) -> str:
-    """Bytes in the largest binary unit that keeps one decimal (``536870912`` → ``512Mi``)."""
+    """Bytes in the largest binary unit that keeps one decimal (``335544320`` → ``320Mi``)."""
     if value is None:
         return "unknown"
     for unit, size in _BINARY:
@@ -99,7 +99,7 @@ def memory_text(value: float | None) -> str:
 
 
 def cpu_text(cores: float | None) -> str:
-    """Cores as Kubernetes prints them (``0.25`` → ``250m``, ``2`` → ``2``)."""
+    """Cores as Kubernetes prints them (``0.75`` → ``750m``, ``2`` → ``2``)."""
     if cores is None:
         return "unknown"
     if cores >= 1 and float(cores).is_integer():

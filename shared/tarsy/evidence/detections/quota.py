@@ -1,7 +1,7 @@
 """Quota checks: ResourceQuotas used up, and the creations they refused.
 
 Design constraint: pure functions of the snapshot; figures are compared as
-Kubernetes quantities (``1536Mi`` against ``2Gi``), and printed as the
+Kubernetes quantities (``1536Mi`` against ``3Gi``), and printed as the
 quota prints them.
 """
 
