@@ -172,7 +172,11 @@ async def test_an_openai_compatible_server_investigates_with_schema_actions_by_d
     deps: Deps, store: Store, openai_fake: FakeOpenAI
 ) -> None:
     openai_fake.responder = schema_investigator
-    user = provider_yaml("openai-compatible", "qwen2.5-coder-1.5b", openai_fake.base_url)
+    # Declared capable: this is the agentic path of a self-hosted model (a small one takes
+    # the compact path, tested below).
+    user = provider_yaml(
+        "openai-compatible", "qwen2.5-coder-1.5b", openai_fake.base_url, ", small: false"
+    )
     async for local in with_config(deps, store, user + agent_yaml(None)):
         session_id = await investigate(local, store)
     await assert_investigated(store, session_id, "vendor")
@@ -326,3 +330,126 @@ async def test_vertex_ai_investigates_with_the_processs_google_credentials(
     for call in fake_gemini.calls:
         assert call.path.startswith("/v1beta1/projects/demo-proj/locations/europe-west4/")
         assert call.api_key is None and call.authorization == f"Bearer {oauth.tokens[-1]}"
+
+
+# ─── the compact path (a small model) ─────────────────────────────────────────
+
+COMPACT_ANSWER = {
+    "broken": "The payments-api pods crash loop in checkout.",
+    "root_cause": FINAL,
+    "evidence": "[E1] the pods restart.",
+    "fix": "Restore the database password in the payments-api Secret.",
+    "evidence_enough": True,
+    "check_next": "",
+}
+# The alert names its namespace and deployment, so the gather step has something to read.
+NAMED_ALERT = json.dumps(
+    {"labels": {"alertname": "KubePodCrashLooping", "namespace": "checkout",
+                "deployment": "payments-api"}}
+)  # fmt: skip
+READ_PER_SECOND = 35.0
+
+
+def is_compact_answer(body: dict[str, Any]) -> bool:
+    """Whether a request is the compact path's answer call (its reply schema asks for one)."""
+    schema = body.get("response_format", {}).get("json_schema", {}).get("schema", {})
+    return "root_cause" in schema.get("properties", {})
+
+
+def concluding(body: dict[str, Any]) -> bool:
+    """Whether a schema-actions request allows the final answer only (the conclusion call)."""
+    schema = body.get("response_format", {}).get("json_schema", {}).get("schema", {})
+    return "anyOf" not in schema and "answer" in schema.get("properties", {})
+
+
+async def investigate_named(local: Deps, store: Store) -> str:
+    session = await in_process.new_session(store, alert_type="generic", alert_data=NAMED_ALERT)
+    await drive(local, StepMessage(session_id=session.session_id, kind="start_session"))
+    return session.session_id
+
+
+def small_model_yaml(url: str, follow_up_calls: int = 3) -> str:
+    return (
+        provider_yaml(
+            "openai-compatible", "qwen2.5-coder-1.5b-instruct", url,
+            f", prompt_tokens_per_second: {READ_PER_SECOND}",
+        )
+        + agent_yaml(None).replace("max_iterations: 4", "max_iterations: 10")
+        + f"compact_path: {{follow_up_calls: {follow_up_calls}}}\n"
+    )  # fmt: skip
+
+
+async def test_a_small_model_answers_first_without_tools_from_an_opening_it_reads_in_a_minute(
+    deps: Deps, store: Store, openai_fake: FakeOpenAI
+) -> None:
+    def respond(call: RecordedCall) -> ScriptedReply:
+        if is_compact_answer(call.body):
+            return ScriptedReply(text=json.dumps(COMPACT_ANSWER), input_tokens=1800)
+        return ScriptedReply(text="Summary: database password rotated.")
+
+    openai_fake.responder = respond
+    async for local in with_config(deps, store, small_model_yaml(openai_fake.base_url)):
+        session_id = await investigate_named(local, store)
+    done = await store.get_session(session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED, done and done.error
+    assert done.gather is not None and done.gather.calls > 0  # the evidence came first
+    first = openai_fake.calls[0].body
+    assert is_compact_answer(first)
+    assert "tools" not in first and "Tools (use the exact" not in json.dumps(first["messages"])
+    assert first["max_completion_tokens"] == 400
+    # What it reads fits the minute its reading speed buys (3.5 characters a token, est.).
+    read = sum(len(m["content"]) for m in first["messages"]) / 3.5
+    assert read <= READ_PER_SECOND * 60 * 1.1, read
+    assert done.final_analysis is not None
+    assert done.final_analysis.startswith("**What is broken:** The payments-api pods")
+    assert f"**Root cause:** {FINAL}" in done.final_analysis
+    [agent] = [e for e in await store.list_executions(session_id) if e.role == "agent"]
+    assert agent.strategy == "compact"
+    mcp = await store.list_mcp_interactions(agent.execution_id)
+    assert mcp and all(m.call_id.startswith("gather-") for m in mcp)  # the model called none
+    # The summary reads the analysis, not the conversation.
+    summary = openai_fake.calls[-1].body
+    assert "Final analysis of the investigation" in json.dumps(summary["messages"])
+
+
+async def test_a_small_model_that_wants_more_evidence_gets_a_bounded_follow_up_with_tools(
+    deps: Deps, store: Store, openai_fake: FakeOpenAI
+) -> None:
+    namespaces = iter(["checkout", "default", "kube-system", "payments", "other"])
+
+    def respond(call: RecordedCall) -> ScriptedReply:
+        body = call.body
+        if is_compact_answer(body):
+            unsure = {**COMPACT_ANSWER, "evidence_enough": False, "check_next": "the pods"}
+            return ScriptedReply(text=json.dumps(unsure))
+        if "response_format" not in body:
+            return ScriptedReply(text="Summary: database password rotated.")
+        if concluding(body):
+            return ScriptedReply(
+                text=json.dumps({"thought": "t", "action": "final_answer", "answer": FINAL})
+            )
+        # A model that would never stop calling tools: the follow-up's bound stops it.
+        action = {"thought": "Look again.", "action": "call_tool", "tool": "kubernetes.pods_list",
+                  "arguments": {"namespace": next(namespaces)}}  # fmt: skip
+        return ScriptedReply(text=json.dumps(action))
+
+    openai_fake.responder = respond
+    user = small_model_yaml(openai_fake.base_url, follow_up_calls=2)
+    async for local in with_config(deps, store, user):
+        session_id = await investigate_named(local, store)
+    done = await store.get_session(session_id)
+    assert done is not None and done.status is ExecutionStatus.COMPLETED, done and done.error
+    assert done.final_analysis == FINAL
+    [agent] = [e for e in await store.list_executions(session_id) if e.role == "agent"]
+    mcp = await store.list_mcp_interactions(agent.execution_id)
+    asked = [m for m in mcp if not m.call_id.startswith("gather-")]
+    assert [(m.tool, m.arguments["namespace"]) for m in asked] == [
+        ("pods_list", "checkout"),
+        ("pods_list", "default"),
+    ]
+    bodies = [c.body for c in openai_fake.calls if "response_format" in c.body]
+    assert [is_compact_answer(b) for b in bodies] == [True, False, False, False]
+    assert concluding(bodies[-1])
+    # The follow-up keeps the opening as the answer call sent it (a prefix cache reuses it).
+    opening = bodies[0]["messages"][:2]
+    assert all(b["messages"][:2] == opening for b in bodies[1:])

@@ -192,10 +192,27 @@ def evidence_text(
         parts.append(block)
         used += len(block) + 2
     if omitted:
-        parts.append(
-            "Gathered but not shown here (call the tool to read it):\n" + "\n".join(omitted)
-        )
+        parts.append(_omitted_text(omitted, budget_chars - used))
     return "\n\n".join(parts)
+
+
+def _omitted_text(omitted: Sequence[str], room: int) -> str:
+    """What was gathered but not shown, named while there is room, then counted.
+
+    The listing is part of the brief, so it keeps to the brief's budget too: a
+    small model's opening is sized to what it reads in a minute.
+    """
+    head = "Gathered but not shown here (call the tool to read it):"
+    named: list[str] = []
+    used = len(head)
+    for line in omitted:
+        if used + len(line) + 1 > room:
+            break
+        named.append(line)
+        used += len(line) + 1
+    rest = len(omitted) - len(named)
+    tail = [f"({rest} more gathered calls)"] if rest else []
+    return "\n".join([head, *named, *tail])
 
 
 def brief_chars(tokens: int, context_window: int | None, window_share: float) -> int:
