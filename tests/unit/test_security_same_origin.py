@@ -136,9 +136,11 @@ async def test_a_request_another_site_could_make_is_refused_and_touches_nothing(
     [
         {"origin": PUBLIC, "sec-fetch-site": "same-origin"},  # the page, through the proxy
         {"origin": "https://TARSY.example.com"},  # the host it was sent to, any case
+        # The host a proxy in front was asked for (the local sign-in proxy passes it on).
+        {"origin": "http://localhost:8080", "x-forwarded-host": "localhost:8080"},
         {},  # the CLI, curl: no browser headers
     ],
-    ids=["the page", "its own host", "not a browser"],
+    ids=["the page", "its own host", "the host asked of a proxy", "not a browser"],
 )
 async def test_the_pages_own_json_request_passes_the_checks(
     signin: SignIn, route: Route, headers: dict[str, str]

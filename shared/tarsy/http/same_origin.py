@@ -13,8 +13,10 @@ request is therefore refused (403, before anything is read or written) unless:
   ``same-site`` (a sibling subdomain is another party) are refused;
 * its ``Origin``, when present, is the api's own: the origin of
   ``TARSY_PUBLIC_API_URL`` (where people open it, through the proxy) or the
-  origin of the host the request was sent to (a browser sets ``Host``; a page
-  cannot). ``null`` (a sandboxed frame, a redirect) is not the api's.
+  origin of the host the request was sent to (``Host``, or the
+  ``X-Forwarded-Host`` a proxy in front sets: a page can set neither on
+  another site's request). ``null`` (a sandboxed frame, a redirect) is not the
+  api's.
 
 Clients that are not browsers (the CLI, curl) send neither header and pass,
 as long as they send JSON. Pure: headers in, an error or nothing out.
@@ -44,10 +46,14 @@ def own_origins(headers: Mapping[str, str], public_api_url: str) -> frozenset[st
     origins: set[str] = set()
     if (public := origin_of(public_api_url)) is not None:
         origins.add(public)
-    host = headers.get("host", "").strip().lower()
-    if host:
-        # The scheme the browser used is not in the request; either is this host.
-        origins.update({f"http://{host}", f"https://{host}"})
+    # The host the browser sent the request to: its own Host, or the one a proxy in
+    # front passed on (a page cannot set X-Forwarded-Host on another site's request
+    # without a preflight, which the api never answers).
+    for name in ("host", "x-forwarded-host"):
+        for host in headers.get(name, "").lower().split(","):
+            if host := host.strip():
+                # The scheme the browser used is not in the request; either is this host.
+                origins.update({f"http://{host}", f"https://{host}"})
     return frozenset(origins)
 
 

@@ -171,8 +171,13 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {
             name: value
             for name, value in self.headers.items()
-            if name.lower() not in _HOP_BY_HOP and name.lower() != ASSERTION_HEADER
+            if name.lower() not in _HOP_BY_HOP
+            and name.lower() not in (ASSERTION_HEADER, "x-forwarded-host")
         }
+        # The host the browser asked for (the api sees the proxy's upstream as Host): a
+        # page opened at localhost rather than 127.0.0.1 is still the api's own origin.
+        if host := self.headers.get("Host"):
+            headers["X-Forwarded-Host"] = host
         headers[ASSERTION_HEADER] = assertion(
             self.server.private_pem, self.server.user, audience=self.server.audience
         )
