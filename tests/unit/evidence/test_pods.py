@@ -131,9 +131,19 @@ def test_an_image_pull_failure_names_the_image_the_missing_tag_and_the_previous_
     assert len(found) == 1
     text = found[0].finding
     assert f"cannot pull image {image} (ImagePullBackOff)" in text
-    assert "does not exist in the registry" in text
+    assert "the tag does not exist in the registry" in text
     assert "previous revision (web-55d, revision 4) ran tag 2.4.0, this one asks for 2.4.1" in text
     assert pulled.source in found[0].evidence
+
+
+def test_a_missing_repository_is_told_from_a_missing_tag() -> None:
+    message = (
+        'failed to resolve reference "registry.example.com/gone/tool:1": '
+        "repository name not known to registry: name unknown"
+    )
+    [found] = pods.image_pull(snapshot(_pulling("registry.example.com/gone/tool:1", message)))
+    assert "the repository does not exist in the registry" in found.finding
+    assert "the tag does not exist" not in found.finding
 
 
 def test_an_image_pull_refused_by_the_registry_is_classified_as_unauthorized() -> None:

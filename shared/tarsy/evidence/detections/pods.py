@@ -269,8 +269,13 @@ _PULL_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
         "the registry answers that the repository does not exist or needs credentials",
     ),
     (
-        words(r"not found|manifest unknown|does not exist|no such image|repository .* not found"),
-        "the image or its tag does not exist in the registry",
+        words(r"repository [^,;]*not found|name unknown|no such repository"),
+        "the repository does not exist in the registry",
+    ),
+    (
+        # The registry answered for the repository and found no such manifest: the tag.
+        words(r"not found|manifest unknown|does not exist|no such image"),
+        "the tag does not exist in the registry",
     ),
     (
         words(r"unauthori[sz]ed|authentication required|denied|forbidden|\b401\b|\b403\b"),
