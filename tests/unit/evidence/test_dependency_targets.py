@@ -140,3 +140,20 @@ def test_listed_suspects_keep_rows_that_look_failing() -> None:
     assert ObjectRef(kind="CronJob", name="fine", namespace="orders") not in [
         ObjectRef(kind=k, name=n, namespace=ns) for k, ns, n in found
     ]
+
+
+def test_failed_jobs_are_suspects_and_a_claims_volume_is_followed() -> None:
+    rows = [
+        ListedRow(kind="Job", namespace="orders", name="nightly-1", source="j",
+                  columns={"STATUS": "Failed", "COMPLETIONS": "0/1"}),
+        ListedRow(kind="Job", namespace="orders", name="nightly-2", source="j",
+                  columns={"STATUS": "Complete", "COMPLETIONS": "1/1"}),
+        ListedRow(kind="Job", namespace="orders", name="old-style", source="j",
+                  columns={"COMPLETIONS": "0/1"}),
+    ]  # fmt: skip
+    found = _names("listed.suspect:Job", *rows)
+    assert sorted(name for _, _, name in found) == ["nightly-1", "old-style"]
+    claim = obj("PersistentVolumeClaim", "data-0", spec={"volumeName": "pv-7"})
+    [volume] = targets_of("references", ALERT, snapshot(claim))
+    assert (volume["kind"], volume["name"], volume["namespace"]) == ("PersistentVolume", "pv-7", "")
+    assert volume["api_version"] == "v1"
