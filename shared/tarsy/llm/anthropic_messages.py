@@ -188,7 +188,12 @@ class AnthropicProvider(StreamingProvider):
             "stream": True,
         }
         if system:
-            kwargs["system"] = system
+            # One cache breakpoint after the static part (tools, then the system prompt: the
+            # order Anthropic caches in): an agent's sessions share it, and below the
+            # model's minimum cacheable length the marker is simply not used.
+            kwargs["system"] = [
+                {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
+            ]
         if config.temperature is not None:
             kwargs["temperature"] = min(config.temperature, 1.0)  # Anthropic's range is 0-1
         if request.tools:

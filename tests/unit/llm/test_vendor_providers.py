@@ -219,7 +219,10 @@ async def test_anthropic_streams_text_tool_use_usage_and_stop_reason(
     # The SDK sends the key as x-api-key or, in recent versions, as a bearer token.
     credential = sent.headers.get("x-api-key") or sent.headers.get("authorization", "")
     assert credential.endswith("key-of-ANTHROPIC_API_KEY")
-    assert sent.body["system"] == "You investigate alerts."
+    # The static part carries the prompt cache's breakpoint: an agent's sessions share it.
+    assert sent.body["system"] == [
+        {"type": "text", "text": "You investigate alerts.", "cache_control": {"type": "ephemeral"}}
+    ]
     assert [m["role"] for m in sent.body["messages"]] == ["user", "assistant", "user"]
     assert sent.body["messages"][2]["content"][0] == {
         "type": "tool_result",
