@@ -28,6 +28,7 @@ from tarsy.evidence.detections import (
     network,
     nodes,
     pods,
+    policies,
     quota,
     rollouts,
     routing,
@@ -82,6 +83,7 @@ CHECKS: Mapping[str, Check] = MappingProxyType(
         "daemonset_unavailable": workloads.daemonset_unavailable,
         "pdb": workloads.pdb_blocks,
         "config_map_empty": config.config_map_empty,
+        "network_policy_scope": policies.network_policy_scope,
         "warning_events": events.warning_events,
         "recent_change": changes.recent_change,
     }
