@@ -114,3 +114,23 @@ def test_repeats_are_one_finding_with_their_count_and_the_newest_line() -> None:
         '(attempt 2)").',
     ]
     assert all(f.severity == 2 and f.evidence == ["log-api-1-app-previous"] for f in found)
+
+
+def test_the_same_failure_in_several_pods_is_one_finding_naming_the_others() -> None:
+    line = "dial tcp 10.0.0.5:5432: connect: connection refused"
+    found = logs.log_signals(
+        snapshot(log("api-1", line), log("api-2", line), log("api-3", line, previous=False))
+    )
+    [only] = found
+    assert only.finding.endswith("; the same in pods api-2, api-3.")
+    assert only.evidence == [
+        "log-api-1-app-previous",
+        "log-api-2-app-previous",
+        "log-api-3-app-current",
+    ]
+
+
+def test_log_findings_are_capped() -> None:
+    items = [log(f"api-{n}", f"dial tcp 10.0.0.{n}:5432: connect: connection refused")
+             for n in range(10)]  # fmt: skip
+    assert len(logs.log_signals(snapshot(*items))) == logs.MAX_FINDINGS

@@ -29,6 +29,8 @@ from tarsy.evidence.snapshot import Detection, KubeObject, Snapshot
 
 # How long before the alert's start a change counts as "shortly before".
 WINDOW = timedelta(hours=1)
+# At most this many changes are reported (rollouts first, then edits, scaling, jobs).
+MAX_FINDINGS = 5
 # A change recorded this soon after the start is still part of it (clocks, event delay).
 GRACE = timedelta(minutes=2)
 _CONTROL_PLANE = "kube-controller-manager"
@@ -139,9 +141,11 @@ def recent_change(snapshot: Snapshot) -> list[Detection]:
     if snapshot.alert.starts_at is None:
         return []
     start = reference_time(snapshot)
-    return [
+    found = [
         *_rollouts(snapshot, start),
         *_edits(snapshot, start),
         *_scaling(snapshot, start),
         *_jobs_on_node(snapshot, start),
     ]
+    # Context is worth a few lines: the kinds of change in order, each capped.
+    return found[:MAX_FINDINGS]

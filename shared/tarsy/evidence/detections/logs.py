@@ -176,6 +176,8 @@ CLASSES: tuple[_Class, ...] = (
 )
 # A log that repeats one failure is one fact: at most this many classes per log.
 _PER_LOG = 3
+# The brief is read by models that copy findings: a few log findings, not one per pod.
+MAX_FINDINGS = 6
 
 
 def classify_line(line: str) -> str | None:
@@ -230,16 +232,25 @@ def log_signals(snapshot: Snapshot) -> list[Detection]:
 
     Classes: exhausted resources, name resolution, refused and timed-out
     connections, denied access, TLS failures, configuration that does not parse.
+    The same class about the same thing in several pods' logs is one finding
+    naming the other pods; at most :data:`MAX_FINDINGS` are reported.
     """
-    found: list[Detection] = []
+    groups: dict[tuple[str, str, str], list[tuple[PodLog, int, str]]] = {}
     for log in snapshot.logs:
         for name, about, count, line in classify_log(log.text)[:_PER_LOG]:
-            lines = "1 line" if count == 1 else f"{count} lines"
-            finding = (
-                f"{_log_name(log)} shows {name}{' ' + about if about else ''} "
-                f"({lines}; newest: {quoted(line)})."
-            )
-            found.append(detection("log_signals", _pod_ref(log), finding, [log.source], 2))
+            groups.setdefault((log.namespace, name, about), []).append((log, count, line))
+    found: list[Detection] = []
+    for (_namespace, name, about), seen in list(groups.items())[:MAX_FINDINGS]:
+        log, count, line = seen[0]
+        lines = "1 line" if count == 1 else f"{count} lines"
+        others = sorted({other.pod for other, _, _ in seen[1:]} - {log.pod})
+        also = f"; the same in pods {', '.join(others[:3])}" if others else ""
+        finding = (
+            f"{_log_name(log)} shows {name}{' ' + about if about else ''} "
+            f"({lines}; newest: {quoted(line)}){also}."
+        )
+        evidence = [log.source, *(other.source for other, _, _ in seen[1:4])]
+        found.append(detection("log_signals", _pod_ref(log), finding, evidence, 2))
     return found
 
 
