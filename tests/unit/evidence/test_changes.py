@@ -76,3 +76,13 @@ def test_changes_outside_the_window_or_without_an_alert_start_are_not_reported()
     assert changes.recent_change(snapshot(late, early)) == []
     recent = replica_set("api-4d", "api", 6, {"containers": [container()]}, created=-5)
     assert changes.recent_change(snapshot(recent, alert=AlertFacts())) == []
+
+
+def test_context_is_capped_with_rollouts_first() -> None:
+    sets = [
+        replica_set(f"app{n}-2b", f"app{n}", 2, {"containers": [container()]}, created=-10 - n)
+        for n in range(7)
+    ]
+    found = changes.recent_change(snapshot(*sets))
+    assert len(found) == changes.MAX_FINDINGS
+    assert all("rolled out revision 2" in f.finding for f in found)

@@ -45,7 +45,7 @@ from .cluster import log, snapshot
             'pods is forbidden: User "system:serviceaccount:ops:reporter" cannot list '
             'resource "pods" in API group "" in the namespace "ops"',
             "permission denied",
-            "(service account ops/reporter may not list pods)",
+            "(service account ops/reporter is not allowed to list pods)",
         ),
         (
             "open /etc/app/secret.key: permission denied",

@@ -85,7 +85,7 @@ def _permission_subject(line: str) -> str:
     account = _SERVICE_ACCOUNT.search(line)
     if account:
         namespace, name, verb, resource = account.groups()
-        return f"(service account {namespace}/{name} may not {verb} {resource})"
+        return f"(service account {namespace}/{name} is not allowed to {verb} {resource})"
     target = _path(line) or _endpoint(line)
     return f"on {target}" if target else ""
 
