@@ -514,8 +514,8 @@ def _routing_refs(obj: KubeObject) -> Iterator[tuple[str, str, str]]:
         for tls in dicts(obj.spec.get("tls")):
             if tls.get("secretName"):
                 yield "Secret", str(tls["secretName"]), obj.namespace
-        if obj.spec.get("ingressClassName"):
-            yield "IngressClass", str(obj.spec["ingressClassName"]), ""
+        if routing.ingress_class(obj):
+            yield "IngressClass", routing.ingress_class(obj), ""
     elif obj.kind in ("HTTPRoute", "GRPCRoute"):
         for rule in dicts(obj.spec.get("rules")):
             for backend in dicts(rule.get("backendRefs")):

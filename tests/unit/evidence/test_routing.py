@@ -152,3 +152,15 @@ def test_a_webhook_with_ready_endpoints_is_quiet() -> None:
         "Endpoints", "policy-svc", namespace="guard", subsets=[{"addresses": [{"ip": "10.0.0.9"}]}]
     )
     assert routing.webhook_unavailable(snapshot(_webhook(None), endpoints)) == []
+
+
+def test_the_older_class_annotation_is_read_too() -> None:
+    ingress = _ingress()
+    ingress.body["metadata"]["annotations"] = {"kubernetes.io/ingress.class": "legacy"}
+    missing = ObjectRef(kind="IngressClass", name="legacy")
+    [found] = routing.ingress_problems(
+        snapshot(ingress, missing, _service("front", 80), _endpoints("front", 1))
+    )
+    assert found.finding == (
+        "Ingress orders/shop: its IngressClass legacy does not exist (no controller serves it)."
+    )

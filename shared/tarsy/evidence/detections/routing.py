@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tarsy.evidence.detections.kube import (
+    annotations_of,
     as_dict,
     condition_text,
     detection,
@@ -70,9 +71,16 @@ def ingress_backends(ingress: KubeObject) -> Iterator[tuple[str, object]]:
                 yield str(service["name"]), port.get("number") or port.get("name")
 
 
+def ingress_class(ingress: KubeObject) -> str:
+    """The IngressClass an Ingress asks for: ``ingressClassName``, else the older annotation."""
+    return scalar(ingress.spec.get("ingressClassName")) or annotations_of(ingress).get(
+        "kubernetes.io/ingress.class", ""
+    )
+
+
 def _ingress_problems(snapshot: Snapshot, ingress: KubeObject) -> list[str]:
     problems: list[str] = []
-    klass = scalar(ingress.spec.get("ingressClassName"))
+    klass = ingress_class(ingress)
     if klass and _absent(snapshot, "IngressClass", klass):
         problems.append(f"its IngressClass {klass} does not exist (no controller serves it)")
     for name, port in dict.fromkeys(ingress_backends(ingress)):
