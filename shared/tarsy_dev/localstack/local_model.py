@@ -348,9 +348,11 @@ def use_server(root: Path, url: str, model: str) -> LocalModel:
     return local
 
 
-# The probe's prompt: plain text of a realistic length, never cached (``cache_prompt``).
+# The probe's prompt: plain text about as long as a compact opening (about 1,500 tokens;
+# reading slows as a prompt grows, so a short probe would overstate the speed), never
+# cached (``cache_prompt``).
 _PROBE_LINE = "The service returned errors for some requests while the others succeeded. "
-PROBE_REPEATS = 40
+PROBE_REPEATS = 110
 
 
 def prompt_speed(response: dict[str, Any], elapsed: float) -> float | None:
