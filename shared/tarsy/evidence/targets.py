@@ -209,7 +209,7 @@ def restarted_containers(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
         {**_object_target("Pod", pod.name, pod.namespace), "container": str(s.get("name"))}
         for pod in snapshot.of_kind("Pod")
         for s in _statuses(pod)
-        if (s.get("lastState") or {}).get("terminated") and s.get("name")
+        if as_dict(s.get("lastState")).get("terminated") and s.get("name")
     ]
 
 
@@ -219,8 +219,8 @@ def _volume_refs(pod: KubeObject, key: str, field: str) -> Iterator[str]:
             name = volume[key].get(field)
             if name:
                 yield str(name)
-        projected = volume.get("projected") if isinstance(volume, dict) else None
-        for source in (projected or {}).get("sources") or []:
+        projected = as_dict(volume.get("projected")) if isinstance(volume, dict) else {}
+        for source in dicts(projected.get("sources")):
             if isinstance(source, dict) and isinstance(source.get(key), dict):
                 name = source[key].get("name")
                 if name:
@@ -327,7 +327,7 @@ def workload_selectors(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
     for obj in snapshot.objects:
         if obj.kind not in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
             continue
-        selector = _selector((obj.spec.get("selector") or {}).get("matchLabels"))
+        selector = _selector(as_dict(obj.spec.get("selector")).get("matchLabels"))
         if selector:
             target = _object_target(obj.kind, obj.name, obj.namespace)
             targets.append({**target, "selector": selector})

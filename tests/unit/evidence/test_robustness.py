@@ -6,7 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tarsy.evidence.detections import CHECKS
-from tarsy.evidence.snapshot import KubeEvent, KubeObject, ObjectRef, PodLog, Snapshot
+from tarsy.evidence.snapshot import AlertFacts, KubeEvent, KubeObject, ObjectRef, PodLog, Snapshot
+from tarsy.evidence.targets import SOURCES, targets_of
 
 from .cluster import container, event, log, obj, pod, terminated, usage, waiting
 
@@ -133,3 +134,40 @@ def test_no_check_raises_when_any_field_of_a_real_looking_cluster_is_junk(
     )
     for check in CHECKS.values():
         check(cluster)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_objects(), max_size=6), st.text(max_size=80))
+def test_no_target_source_raises_on_objects_of_unexpected_shape(
+    objects: list[KubeObject], text: str
+) -> None:
+    ref = ObjectRef(kind="Pod", name="", namespace="")
+    cluster = Snapshot(
+        objects=objects,
+        events=[KubeEvent(object=ref, reason="FailedCreate", message=text, source="e")],
+        logs=[PodLog(namespace="", pod="", text=text, source="l")],
+    )
+    alert = AlertFacts(labels={"namespace": "orders", "pod": "p"})
+    for name in SOURCES:
+        targets_of(name, alert, cluster)
+    targets_of("listed.suspect:HorizontalPodAutoscaler,CronJob,Job,Ingress", alert, cluster)
+
+
+def test_no_target_source_raises_on_fields_of_the_wrong_type() -> None:
+    odd = {
+        "metadata": {"name": "a", "ownerReferences": [{"kind": 1, "name": [2]}], "labels": [1]},
+        "spec": {
+            "selector": [1],
+            "volumes": [{"configMap": "x", "projected": [1]}, "y"],
+            "containers": ["abc", {"envFrom": "x", "env": [1]}],
+            "nodeName": ["x"],
+        },
+        "status": {"containerStatuses": [{"name": "a", "lastState": "x", "state": "y"}]},
+    }
+    cluster = Snapshot(
+        objects=[KubeObject(kind=kind, body=odd, source="x") for kind in _KINDS],
+        logs=[PodLog(namespace="", pod="", text="a.b:1 x.y.svc", source="l")],
+    )
+    alert = AlertFacts(labels={"namespace": "orders"})
+    for name in SOURCES:
+        assert isinstance(targets_of(name, alert, cluster), list)
