@@ -93,6 +93,10 @@ def test_clock_times_are_not_taken_for_host_ports() -> None:
 
 def test_ordinary_lines_have_no_class() -> None:
     assert logs.classify_line("GET /healthz 200 3ms") is None
+    assert logs.classify_line('ERROR: syntax error at or near "SELEC"') is None
+    assert logs.classify_line("bad request: could not parse body") is None
+    [(klass, about, _, _)] = logs.classify_log("error decoding settings.json: invalid character")
+    assert (klass, about) == ("configuration does not parse", "")
     assert logs.classify_log("listening on :8080\nready\n") == []
 
 

@@ -27,7 +27,7 @@ _ENDPOINT = re.compile(
 )
 _PATH = re.compile(r"(?<![\w/.:])(/(?:[\w.@+-]+/)*[\w.@+-]+)")
 _KEY = words(
-    r"""(?:key|field|property|setting|option|variable)\s*[:=]?\s*["'`]?([\w.\-/]+)["'`]?"""
+    r"""\b(?:key|field|property|setting|option|variable)\b\s*[:=]?\s*["'`]?([\w.\-/]+)["'`]?"""
 )
 _LINE_NO = words(r"\bline (\d+)")
 _SERVICE_ACCOUNT = words(
@@ -164,12 +164,17 @@ CLASSES: tuple[_Class, ...] = (
     ),
     _Class(
         "configuration does not parse",
+        # YAML's own errors are configuration's; a generic parse error counts only next to
+        # a configuration word or file, so a request or a query that does not parse is not one.
         words(
-            r"yaml: |json: cannot unmarshal|invalid character .* looking for|cannot unmarshal|"
-            r"parse error|(?:failed|unable|could not) to parse|failed parsing|syntax error|"
-            r"unexpected token|mapping values are not allowed|unknown field|"
-            r"JSONDecodeError|ScannerError|ParserError|invalid (?:config|configuration)\b|"
-            r"missing required (?:field|key|property|setting|option)"
+            r"yaml: |ScannerError|ParserError|mapping values are not allowed|"
+            r"found character that cannot start|unknown field|"
+            r"missing required (?:field|key|property|setting|option)|"
+            r"invalid (?:config|configuration)\b|"
+            r"(?:config\w*|settings|\.ya?ml|\.json|\.toml|\.conf|\.ini|\.properties)\b"
+            r"[^\n]{0,80}(?:pars|syntax|unmarshal|decod|invalid character|unexpected token)|"
+            r"(?:pars|syntax|unmarshal|decod)[^\n]{0,80}"
+            r"(?:config\w*|settings|\.ya?ml|\.json|\.toml|\.conf|\.ini|\.properties)\b"
         ),
         _config_subject,
     ),
