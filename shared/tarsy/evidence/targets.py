@@ -22,8 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from tarsy.evidence import metric_targets
-from tarsy.evidence.detections import routing
-from tarsy.evidence.detections.kube import as_dict, dicts
+from tarsy.evidence.fields import as_dict, dicts
 from tarsy.evidence.snapshot import AlertFacts, KubeObject, ListedRow, ObjectRef, Snapshot
 
 Target = dict[str, str]
@@ -508,6 +507,10 @@ def _ref_target(kind: str, name: str, namespace: str) -> tuple[ObjectRef, Target
 
 def _routing_refs(obj: KubeObject) -> Iterator[tuple[str, str, str]]:
     """(kind, name, namespace) of what an Ingress, HTTPRoute or webhook configuration names."""
+    # Imported here: the routing readers live with their checks, which a step loads only
+    # when it gathers (importing this module must not load every check).
+    from tarsy.evidence.detections import routing
+
     if obj.kind == "Ingress":
         for service, _port in routing.ingress_backends(obj):
             yield "Service", service, obj.namespace

@@ -13,26 +13,17 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+# Re-exported: the checks read untyped fields through this module.
+from tarsy.evidence.fields import as_dict as as_dict
+from tarsy.evidence.fields import dicts as dicts
 from tarsy.evidence.snapshot import Detection, KubeEvent, KubeObject, ObjectRef, Snapshot
 
 _BINARY = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
 
-def as_dict(value: object) -> dict[str, Any]:
-    """``value`` when it is a mapping with text keys, else an empty dict."""
-    return dict(value) if isinstance(value, Mapping) else {}
-
-
 def items(value: object) -> list[object]:
     """``value`` when it is a list, else an empty list."""
     return list(value) if isinstance(value, list) else []
-
-
-def dicts(value: object) -> list[dict[str, Any]]:
-    """The mappings in ``value`` when it is a list (other items are skipped)."""
-    if not isinstance(value, list):
-        return []
-    return [dict(item) for item in value if isinstance(item, Mapping)]
 
 
 def scalar(value: object) -> str:
