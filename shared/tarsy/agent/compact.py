@@ -49,8 +49,8 @@ change that caused it, as the findings and the evidence show it (a finding marke
 "likely cause" usually is it; a "symptom" is not the cause);
 "evidence": the findings and evidence that show it, with their [E..] labels;
 "fix": the concrete change that resolves it (what to set or change back, and where);
-"evidence_enough": true when the findings and evidence show the root cause, false only \
-when they do not;
+"evidence_enough": true when you could name the root cause above from the findings and \
+the evidence; false when you could not name it;
 "check_next": when evidence_enough is false, what to look at with the cluster tools; \
 else "".
 Write nothing else."""
@@ -62,8 +62,8 @@ Root cause: <the cause, naming the resource (kind and name) and the exact value 
 change that caused it; a finding marked "likely cause" usually is it, a "symptom" is not>
 Evidence: <the findings and evidence that show it, with their [E..] labels>
 Fix: <the concrete change that resolves it: what to set or change back, and where>
-Evidence enough: <yes when the findings and evidence show the root cause, no only when \
-they do not>
+Evidence enough: <yes when you could name the root cause above from the findings and the \
+evidence, no when you could not name it>
 Check next: <when the evidence is not enough, what to look at with the cluster tools>"""
 
 ANSWER_SCHEMA: dict[str, Any] = {
@@ -188,13 +188,18 @@ def parse_answer(text: str) -> CompactAnswer | None:
     return answer if answer is not None and answer.written else None
 
 
+FINAL_REQUEST = (
+    "That was the last tool call of the follow-up. Give your final answer now, in the form "
+    "you were given first, from everything above."
+)
+
+
 def follow_up_request(answer: CompactAnswer, calls: int) -> str:
     """The user message that opens the follow-up: what the model asked to check, and the bound."""
     wanted = answer.check_next.strip() or "what the evidence leaves unexplained"
     return (
         f"{FOLLOW_UP_HEAD} Check {wanted} with the tools: at most {calls} calls, one per "
-        "reply, then give your final analysis (what is broken, the root cause naming the "
-        "resource and the value or change, the evidence, the fix)."
+        "reply; then you answer again in the form you were given first."
     )
 
 

@@ -9,6 +9,7 @@ import jsonschema
 
 from tarsy.agent.compact import (
     ANSWER_SCHEMA,
+    FINAL_REQUEST,
     FOLLOW_UP_HEAD,
     STRUCTURED_GUIDANCE,
     TEXT_GUIDANCE,
@@ -20,7 +21,6 @@ from tarsy.agent.compact import (
 from tarsy.agent.strategies.base import IterationState
 from tarsy.agent.strategies.compact import EMPTY_ANSWER, CompactStrategy
 from tarsy.agent.strategies.schema_actions import (
-    CONCLUSION_GUIDANCE,
     TrailingGuidanceActions,
     signature,
     tools_as_text,
@@ -203,10 +203,22 @@ def test_the_follow_up_concludes_after_its_calls() -> None:
         messages += outcome.messages
     last = state(messages, iteration=3)
     request = STRATEGY.build_request(last)
-    assert CONCLUSION_GUIDANCE in request.messages[-1].content
+    # The follow-up ends in the same fixed form as the first answer, without tools.
+    assert request.response_schema == ANSWER_SCHEMA and request.tool_choice == "none"
+    assert request.messages[-1].content.endswith(FINAL_REQUEST)
+    assert STRATEGY.tool_calls(last, answer()) == []
+    still_unsure = answer(evidence_enough=False, check_next="more logs")
+    outcome = STRATEGY.on_result(last, still_unsure, [])
+    assert outcome.next == "complete"  # its last answer stands, however unsure
+    assert outcome.final_analysis is not None
+    assert outcome.final_analysis.startswith("**What is broken:** Pod api-0 restarts.")
+
+
+def test_a_final_answer_during_the_follow_up_concludes_it() -> None:
+    messages = followed(answer(evidence_enough=False, check_next="logs"))
+    turn = state(messages, iteration=1)
     final = {"thought": "t", "action": "final_answer", "answer": "The key DB_HOST is wrong."}
-    jsonschema.validate(final, request.response_schema or {})
-    outcome = STRATEGY.on_result(last, LLMResult(text=json.dumps(final)), [])
+    outcome = STRATEGY.on_result(turn, LLMResult(text=json.dumps(final)), [])
     assert outcome.next == "complete"
     assert outcome.final_analysis == "The key DB_HOST is wrong."
 

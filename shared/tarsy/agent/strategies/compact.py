@@ -6,9 +6,10 @@ conclusion call: no tools, the answer form in the system message, the output
 limited to ``compact.output_tokens`` (at ten tokens a second every hundred
 tokens is ten seconds). An answer that says the evidence is enough is the
 final analysis. One that says it is not opens the follow-up: the agent's own
-tool strategy, given at most ``compact.follow_up_calls`` tool turns and then
-its conclusion call (``schema-actions`` keeps its guidance at the end of the
-request, so a prefix cache keeps the opening).
+tool strategy, given at most ``compact.follow_up_calls`` tool turns (``schema-
+actions`` keeps its guidance at the end of the request, so a prefix cache keeps
+the opening), then one more answer in the same fixed form, which concludes.
+A model that gives its final answer during the follow-up concludes there.
 
 The phase is read from the conversation, never stored: no follow-up message
 yet means the answer phase. Strategies do no I/O.
@@ -16,8 +17,11 @@ yet means the answer phase. Strategies do no I/O.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from tarsy.agent.compact import (
     ANSWER_SCHEMA,
+    FINAL_REQUEST,
     FOLLOW_UP_HEAD,
     CompactAnswer,
     follow_up_request,
@@ -45,6 +49,8 @@ from tarsy.models import (
 )
 from tarsy.tools.base import ToolResult
 
+# The answer call; a tool turn of the follow-up; the follow-up's answer in the same form.
+Phase = Literal["answer", "tools", "final"]
 EMPTY_ANSWER = (
     "Your answer was empty or not in the form asked. Answer again, in that form, from the "
     "findings and the evidence above."
@@ -94,17 +100,30 @@ class CompactStrategy:
         config = state.config.model_copy(update={"on_max_iterations": "conclude"})
         return state.model_copy(update={"execution": execution, "config": config})
 
+    def phase(self, state: IterationState) -> Phase:
+        """Where the execution is: its answer, a follow-up tool turn, or the follow-up's answer."""
+        started = follow_up_started(state.messages)
+        if started is None:
+            return "answer"
+        if self.bounded(state, started).is_conclusion and state.budget_note is None:
+            return "final"
+        return "tools"
+
     def build_request(self, state: IterationState) -> GenerateRequest:
         """The answer call (no tools, the answer form, a short output), or the follow-up's."""
-        started = follow_up_started(state.messages)
-        if started is not None:
-            bounded = self.bounded(state, started)
+        phase = self.phase(state)
+        if phase == "tools":
+            bounded = self.bounded(state, _started(state))
             return self.follow_up(bounded).build_request(bounded)
         capabilities = _capabilities(state)
         form = answer_guidance(capabilities)
         messages = state.messages
         if not (messages and messages[0].role == "system" and form in messages[0].content):
             messages = with_guidance(messages, form)  # an opening written without evidence
+        if phase == "final":
+            last = messages[-1]
+            closing = last.model_copy(update={"content": f"{last.content}\n\n{FINAL_REQUEST}"})
+            messages = [*messages[:-1], closing]
         output = settings_of(state).output_tokens
         limit = state.config.provider.max_output_tokens
         config = state.config.provider.model_copy(
@@ -119,20 +138,19 @@ class CompactStrategy:
         )
 
     def tool_calls(self, state: IterationState, result: LLMResult) -> list[ToolCall]:
-        """None in the answer phase; the follow-up strategy's in the follow-up."""
-        started = follow_up_started(state.messages)
-        if started is None:
+        """The follow-up strategy's in a follow-up tool turn; none otherwise."""
+        if self.phase(state) != "tools":
             return []
-        bounded = self.bounded(state, started)
+        bounded = self.bounded(state, _started(state))
         return self.follow_up(bounded).tool_calls(bounded, result)
 
     def on_result(
         self, state: IterationState, result: LLMResult, tool_results: list[ToolResult]
     ) -> IterationOutcome:
-        """The answer concludes, or opens the follow-up; a follow-up turn is its strategy's."""
-        started = follow_up_started(state.messages)
-        if started is not None:
-            bounded = self.bounded(state, started)
+        """The answer concludes or opens the follow-up; a tool turn is its strategy's."""
+        phase = self.phase(state)
+        if phase == "tools":
+            bounded = self.bounded(state, _started(state))
             outcome = self.follow_up(bounded).on_result(bounded, result, tool_results)
             timeline = [
                 e.model_copy(update={"compact": "follow_up"}) if hasattr(e, "compact") else e
@@ -140,15 +158,22 @@ class CompactStrategy:
             ]
             return outcome.model_copy(update={"timeline": timeline})
         notes = turn_notes(state, result)
-        notes["compact"] = "answer"
+        notes["compact"] = "answer" if phase == "answer" else "follow_up"
         timeline = thinking_events(result.thinking, notes, "native")
         answer = parse_answer(result.text)
         if answer is None:
             return _unanswered(state, result, notes, timeline)
         calls = settings_of(state).follow_up_calls
-        if answer.evidence_enough or calls == 0 or not state.tools.tools:
+        done = answer.evidence_enough or calls == 0 or not state.tools.tools
+        if phase == "final" or done:
             return conclude(state, result.text, answer.analysis(), timeline, notes)
         return _follow_up(state, result, answer, calls, notes, timeline)
+
+
+def _started(state: IterationState) -> int:
+    started = follow_up_started(state.messages)
+    assert started is not None  # only called in the follow-up
+    return started
 
 
 def _capabilities(state: IterationState) -> Capabilities:
