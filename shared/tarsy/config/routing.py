@@ -26,7 +26,7 @@ one present), ``has_any_field`` (at least one top-level field of the alert's
 data is non-empty text: ``generatorURL``, ``expr``). Labels are the alert's
 ``labels`` mapping (Alertmanager, Grafana, or a ``POST /alerts`` whose
 ``data`` carries one); a ``POST /alerts`` whose ``data`` has no ``labels``
-is labelled by its own top-level text fields (``{"service": "payments-api",
+is labelled by its own top-level text fields (``{"service": "orders-web",
 ...}`` names a service). A user rule with a built-in rule's name replaces it,
 and ``enabled: false`` turns one off.
 """
@@ -125,7 +125,7 @@ def _texts(value: object) -> dict[str, str]:
 def alert_labels(data: object) -> dict[str, str]:
     """The labels of an alert's data: its ``labels`` mapping's text values.
 
-    A flat ``POST /alerts`` body (``{"service": "payments-api", "p99_seconds": 2.3}``)
+    A flat ``POST /alerts`` body (``{"service": "orders-web", "p99_seconds": 2.3}``)
     has no ``labels``: its own top-level text fields label it. A whole notification
     (``alerts: [...]``) is labelled by its first firing alert and its ``commonLabels``.
 

@@ -139,12 +139,6 @@ VOCABULARY = {
 }  # fmt: skip
 # Leaks in modules outside the evidence package's owners' reach, each a docstring
 # example; listed so that no other is added. Remove an entry when its module drops it.
-KNOWN_ELSEWHERE = {
-    ("shared/tarsy/agent/strategies/answers.py", "payments-api"),
-    ("shared/tarsy/agent/strategies/answers.py", "payments-api-7d9f8b6c5-x2k4q"),
-    ("shared/tarsy/agent/strategies/answers.py", "payments-db"),
-    ("shared/tarsy/config/routing.py", "payments-api"),
-}
 
 
 def _is_identifier(word: str) -> bool:
@@ -192,4 +186,4 @@ def test_no_module_or_default_of_the_library_holds_a_scenario_identifier() -> No
         if path.is_file() and path.suffix in LIBRARY_SUFFIXES and "__pycache__" not in path.parts
         for word in identifiers & _tokens(path.read_text(encoding="utf-8"))
     }
-    assert sorted(leaks - KNOWN_ELSEWHERE) == []
+    assert sorted(leaks) == []

@@ -143,8 +143,8 @@ def is_name(token: str) -> bool:
 def names_in(text: str) -> set[str]:
     """The Kubernetes-style names in ``text`` (lower-case tokens with dashes or dots).
 
-    A dotted name also gives its dashed parts: ``payments-db.payments.svc``
-    gives ``payments-db`` too, the way an answer names it.
+    A dotted name also gives its dashed parts: ``orders-db.orders.svc``
+    gives ``orders-db`` too, the way an answer names it.
     """
     names: set[str] = set()
     for token in _TOKEN.findall(text):
@@ -191,8 +191,8 @@ def evidence_names(messages: Sequence[ConversationMessage]) -> set[str]:
 def mentions_any(answer: str, names: Iterable[str]) -> bool:
     """Whether ``answer`` names any of ``names`` (case ignored, whole names only).
 
-    A name the answer gives also names what it owns: ``payments-api`` names the
-    pod ``payments-api-7d9f8b6c5-x2k4q`` that the evidence shows, as a
+    A name the answer gives also names what it owns: ``orders-web`` names the
+    pod ``orders-web-5f6d7c8b9-q7w2e`` that the evidence shows, as a
     Deployment's name starts each of its pods' names.
     """
     said = names_in(answer.lower())
