@@ -137,8 +137,6 @@ VOCABULARY = {
     "OTEL_EXPORTER_OTLP_ENDPOINT", "DB_PASSWORD", "e.g", "re-run", "well-known", "back-off",
     "image-pull", "any_of",
 }  # fmt: skip
-# Leaks in modules outside the evidence package's owners' reach, each a docstring
-# example; listed so that no other is added. Remove an entry when its module drops it.
 
 
 def _is_identifier(word: str) -> bool:
