@@ -16,7 +16,15 @@ from tarsy.config import load_config
 from tarsy.config.schema import ResolvedAgentConfig
 from tarsy.engine.chains import remember
 from tarsy.engine.transitions import with_memory
-from tarsy.memory import HISTORY_HEAD, age_text, history_text, memory_keys, recall, workload_of
+from tarsy.memory import (
+    HISTORY_HEAD,
+    age_text,
+    history_text,
+    judged_keys,
+    memory_keys,
+    recall,
+    workload_of,
+)
 from tarsy.models import ExecutionStatus, Feedback, RecalledSession, Session
 from tarsy.persistence.store import firestore_fields
 from tarsy.persistence.updates import SessionUpdate
@@ -241,9 +249,9 @@ async def test_a_second_alert_on_the_same_workload_opens_with_the_first_cause_as
     store = EarlierSessions(first)
     remembered = await remember(second, deps_of(store))
     assert [r.session_id for r in remembered.recalled] == ["first"]
-    assert store.asked == [
-        (["fp:source=api|f2", "wl:source=api|PodCrashLooping|shop/checkout"], NOW, 20)
-    ]
+    keys = ["fp:source=api|f2", "wl:source=api|PodCrashLooping|shop/checkout"]
+    # The newest sharing a key, then the newest that people judged (their own query).
+    assert store.asked == [(keys, NOW, 20), (judged_keys(keys), NOW, 20)]
 
     opening = initial_messages(agent, remembered)[1].content
     history = _between(opening, "HISTORY")

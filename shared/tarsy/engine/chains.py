@@ -45,7 +45,7 @@ from tarsy.engine.roles import resolve_execution, rules
 from tarsy.engine.sub_agents import answer_of
 from tarsy.errors import InputError
 from tarsy.log import fields
-from tarsy.memory import CANDIDATES, memory_keys, recall
+from tarsy.memory import find_earlier, memory_keys, recall
 from tarsy.models import (
     AgentExecution,
     ConversationMessage,
@@ -152,7 +152,7 @@ async def remember(session: Session, deps: Deps) -> Session:
     cap = deps.settings.memory_recall
     if cap and keys:
         try:
-            earlier = await deps.store.earlier_sessions(keys, session.created_at, CANDIDATES)
+            earlier = await find_earlier(deps.store, keys, session.created_at)
         except Exception:
             logger.warning("recalling earlier sessions for %s failed", session.session_id,
                            exc_info=True)  # fmt: skip
