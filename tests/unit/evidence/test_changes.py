@@ -18,6 +18,16 @@ def test_a_rollout_shortly_before_the_alert_is_context_with_its_time() -> None:
     )
 
 
+def test_a_rollout_says_what_it_changed_when_the_revision_before_it_was_gathered() -> None:
+    env = [{"name": "WORKERS", "value": "4"}]
+    old = replica_set("api-1a", "api", 3, {"containers": [container(env=env)]}, created=-600)
+    raised = [{"name": "WORKERS", "value": "16"}]
+    new = replica_set("api-2b", "api", 4, {"containers": [container(env=raised)]}, created=-12)
+    [found] = changes.recent_change(snapshot(new, old))
+    changed = 'it changed app env WORKERS "4" → "16".'
+    assert found.finding.endswith(f"12 min before the alert began; {changed}")
+
+
 def test_a_configmap_edit_is_read_from_managed_fields_and_control_plane_writes_are_not() -> None:
     edited = obj(
         "ConfigMap",

@@ -25,6 +25,7 @@ from tarsy.evidence.detections.kube import (
     sources,
     stamp,
 )
+from tarsy.evidence.detections.rollouts import revision_changes
 from tarsy.evidence.snapshot import Detection, KubeObject, Snapshot
 
 # How long before the alert's start a change counts as "shortly before".
@@ -55,10 +56,14 @@ def _rollouts(snapshot: Snapshot, start: datetime) -> list[Detection]:
         # Revision 1 is the Deployment's first: a creation, not a change of what ran.
         if deployment is None or when is None or revision(replica_set) == 1:
             continue
+        changes = revision_changes(snapshot, replica_set, deployment)
+        # What the revision changed, where the one before it was gathered: the change
+        # itself is the context a reader needs, not only that a rollout happened.
+        changed = f"; it changed {'; '.join(changes[:4])}" if changes else ""
         finding = (
             f"Deployment {replica_set.namespace}/{deployment} rolled out revision "
             f"{revision(replica_set) or 'unknown'} (ReplicaSet {replica_set.name}) at "
-            f"{stamp(created(replica_set))}, {when}."
+            f"{stamp(created(replica_set))}, {when}{changed}."
         )
         found.append(detection("recent_change", replica_set.ref, finding, sources(replica_set), 3))
     return found

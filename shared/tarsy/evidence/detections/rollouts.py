@@ -132,6 +132,21 @@ def _template_spec(replica_set: KubeObject) -> dict[str, Any]:
     return as_dict(as_dict(replica_set.spec.get("template")).get("spec"))
 
 
+def revision_changes(snapshot: Snapshot, replica_set: KubeObject, deployment: str) -> list[str]:
+    """What ``replica_set``'s pod template changed from the revision before it (gathered ones).
+
+    Empty when the revision before was not gathered, or nothing in the template differs.
+    """
+    revisions = replica_sets(snapshot, replica_set.namespace, deployment)
+    names = [r.name for r in revisions]
+    if replica_set.name not in names:
+        return []
+    index = names.index(replica_set.name)
+    if index + 1 >= len(revisions):
+        return []
+    return template_changes(_template_spec(revisions[index + 1]), _template_spec(replica_set))
+
+
 # Waiting reasons of a pod still starting: not yet a failure.
 _STARTING = {"ContainerCreating", "PodInitializing"}
 # A revision whose pods were not gathered is judged failing once its ReplicaSet is this old.
