@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from tarsy.agent.compact import CHARS_PER_TOKEN as COMPACT_CHARS_PER_TOKEN
 from tarsy.agent.compact import RUNBOOK_CHARS
 from tarsy.agent.compact import brief_tokens as compact_brief_tokens
 from tarsy.agent.compact import guidance as answer_guidance
@@ -258,10 +259,15 @@ def compact_opening(
     def user(evidence: EvidenceBrief) -> str:
         return compact_user_prompt(session, previous_context, evidence, RUNBOOK_CHARS)
 
-    rest_tokens = int((len(system) + len(user(findings))) / brief.CHARS_PER_TOKEN)
+    rest_tokens = int((len(system) + len(user(findings))) / COMPACT_CHARS_PER_TOKEN)
     settings = config.evidence
     tokens = compact_brief_tokens(capabilities, compact, settings.brief_tokens, rest_tokens)
-    budget = brief.brief_chars(tokens, capabilities.context_window, settings.brief_window_share)
+    budget = brief.brief_chars(
+        tokens,
+        capabilities.context_window,
+        settings.brief_window_share,
+        chars_per_token=COMPACT_CHARS_PER_TOKEN,
+    )
     text = brief.evidence_text(gathered.calls, gathered.detections, budget)
     evidence = findings.model_copy(update={"evidence": text})
     return EvidenceOpening(

@@ -203,6 +203,8 @@ def _omitted_text(omitted: Sequence[str], room: int) -> str:
     small model's opening is sized to what it reads in a minute.
     """
     head = "Gathered but not shown here (call the tool to read it):"
+    if room < len(head) + 40:  # no room to name any: one line counts them
+        return f"({len(omitted)} gathered calls not shown)"
     named: list[str] = []
     used = len(head)
     for line in omitted:
@@ -215,8 +217,13 @@ def _omitted_text(omitted: Sequence[str], room: int) -> str:
     return "\n".join([head, *named, *tail])
 
 
-def brief_chars(tokens: int, context_window: int | None, window_share: float) -> int:
+def brief_chars(
+    tokens: int,
+    context_window: int | None,
+    window_share: float,
+    chars_per_token: float = CHARS_PER_TOKEN,
+) -> int:
     """How many characters the brief may take: its budget, or a share of a small window."""
     if context_window is not None:
         tokens = min(tokens, int(context_window * window_share))
-    return int(tokens * CHARS_PER_TOKEN)
+    return int(tokens * chars_per_token)

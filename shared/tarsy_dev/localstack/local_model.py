@@ -348,11 +348,11 @@ def use_server(root: Path, url: str, model: str) -> LocalModel:
     return local
 
 
-# The probe's prompt: plain text about as long as a compact opening (about 1,500 tokens;
-# reading slows as a prompt grows, so a short probe would overstate the speed), never
-# cached (``cache_prompt``).
+# The probe's prompt: plain text about as long as a compact opening (about 3,000 tokens;
+# reading slows as a prompt grows: 70 tokens/s over 1,350 tokens here, 48 over 5,600),
+# never cached (``cache_prompt``).
 _PROBE_LINE = "The service returned errors for some requests while the others succeeded. "
-PROBE_REPEATS = 110
+PROBE_REPEATS = 220
 
 
 def prompt_speed(response: dict[str, Any], elapsed: float) -> float | None:
