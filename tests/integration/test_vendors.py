@@ -390,7 +390,7 @@ async def test_a_small_model_answers_first_without_tools_from_an_opening_it_read
     first = openai_fake.calls[0].body
     assert is_compact_answer(first)
     assert "tools" not in first and "Tools (use the exact" not in json.dumps(first["messages"])
-    assert first["max_completion_tokens"] == 400
+    assert first["max_completion_tokens"] == 600
     # What it reads fits the minute its reading speed buys (3.5 characters a token, est.).
     read = sum(len(m["content"]) for m in first["messages"]) / 3.5
     assert read <= READ_PER_SECOND * 60 * 1.1, read

@@ -48,13 +48,15 @@ _HEADINGS = {
 }
 
 STRUCTURED_GUIDANCE = """\
-Answer with one JSON object, each text field one or two plain sentences:
-"broken": what is broken, as the alert and the evidence show it;
-"root_cause": the cause, naming the resource (kind and name) and the exact value or \
-change that caused it, as the findings and the evidence show it (a finding marked \
+Answer with one JSON object:
+"broken": in one sentence, what is broken, naming the resource as the findings name it;
+"root_cause": in one or two sentences, the cause: the resource (kind and name, as the \
+findings write them) and the exact value or change that caused it (a finding marked \
 "likely cause" usually is it; a "symptom" is not the cause);
-"evidence": the findings and evidence that show it, with their [E..] labels;
-"fix": the concrete change that resolves it (what to set or change back, and where);
+"evidence": the findings that show the cause, copied word for word with their [E..] \
+labels: their names and values are the evidence;
+"fix": in one or two sentences, the concrete change that resolves it (what to set or \
+change back, and where);
 "evidence_enough": true when you could name the root cause above from the findings and \
 the evidence; false when you could not name it;
 "check_next": when evidence_enough is false, what to look at with the cluster tools; \
@@ -62,12 +64,13 @@ else "".
 Write nothing else."""
 
 TEXT_GUIDANCE = """\
-Answer in exactly this form, each part one or two plain sentences, nothing else:
-What is broken: <what is broken, as the alert and the evidence show it>
-Root cause: <the cause, naming the resource (kind and name) and the exact value or \
-change that caused it; a finding marked "likely cause" usually is it, a "symptom" is not>
-Evidence: <the findings and evidence that show it, with their [E..] labels>
-Fix: <the concrete change that resolves it: what to set or change back, and where>
+Answer in exactly this form, nothing else:
+What is broken: <one sentence: what is broken, naming the resource as the findings name it>
+Root cause: <one or two sentences: the resource (kind and name, as the findings write \
+them) and the exact value or change that caused it; a finding marked "likely cause" \
+usually is it, a "symptom" is not>
+Evidence: <the findings that show the cause, copied word for word with their [E..] labels>
+Fix: <one or two sentences: the concrete change that resolves it, what and where>
 Evidence enough: <yes when you could name the root cause above from the findings and the \
 evidence, no when you could not name it>
 Check next: <when the evidence is not enough, what to look at with the cluster tools>"""

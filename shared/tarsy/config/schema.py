@@ -343,8 +343,9 @@ class CompactPathSettings(_Strict):
     # The brief's size when the model's reading speed is unknown (and at most, always,
     # the ``evidence.brief_tokens`` budget).
     brief_tokens: int = Field(default=1500, ge=100)
-    # The conclusion call's output limit: a short fixed structure, not a report.
-    output_tokens: int = Field(default=400, ge=64, le=8192)
+    # The conclusion call's output limit: a short fixed structure, not a report (the
+    # evidence part quotes a few findings word for word).
+    output_tokens: int = Field(default=600, ge=64, le=8192)
     # Tool calls the follow-up may make when the model says the evidence is not enough.
     follow_up_calls: int = Field(default=3, ge=0, le=20)
 
