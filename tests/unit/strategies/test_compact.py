@@ -20,6 +20,7 @@ from tarsy.agent.compact import (
 )
 from tarsy.agent.strategies.base import IterationState
 from tarsy.agent.strategies.compact import EMPTY_ANSWER, CompactStrategy
+from tarsy.agent.strategies.registry import get_strategy
 from tarsy.agent.strategies.schema_actions import (
     TrailingGuidanceActions,
     signature,
@@ -47,7 +48,9 @@ POD_LOG = ToolDefinition(
         "required": ["name"],
     },
 )
-STRATEGY = CompactStrategy()
+COMPACT = get_strategy("compact")
+assert isinstance(COMPACT, CompactStrategy)
+STRATEGY: CompactStrategy = COMPACT
 OPENING = [
     ConversationMessage(role="system", content=f"You are investigator.\n\n{STRUCTURED_GUIDANCE}"),
     ConversationMessage(role="user", content="Alert: pod api-0 crash loops.\n\nFindings: ..."),

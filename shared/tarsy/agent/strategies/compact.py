@@ -17,6 +17,7 @@ yet means the answer phase. Strategies do no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from tarsy.agent.compact import (
@@ -37,6 +38,7 @@ from tarsy.agent.strategies.base import (
     turn_notes,
 )
 from tarsy.agent.strategies.native_thinking import with_guidance
+from tarsy.agent.strategies.schema_actions import TrailingGuidanceActions
 from tarsy.config.schema import CompactPathSettings
 from tarsy.llm.base import Capabilities, GenerateRequest, LLMResult
 from tarsy.models import (
@@ -77,15 +79,16 @@ class CompactStrategy:
     requires = Capabilities()
     uses_tools = True
 
+    def __init__(self, strategies: Mapping[str, Strategy]) -> None:
+        # The registry's strategies by name, for the follow-up (given, so that this
+        # module does not import the registry that imports it).
+        self._strategies = strategies
+
     def follow_up(self, state: IterationState) -> Strategy:
         """The agent's own tool strategy for the follow-up (schema actions: guidance last)."""
-        # Imported here: the registry imports this module.
-        from tarsy.agent.strategies.registry import get_strategy
-        from tarsy.agent.strategies.schema_actions import TrailingGuidanceActions
-
         if state.config.iteration_strategy == "schema-actions":
             return TrailingGuidanceActions()
-        return get_strategy(state.config.iteration_strategy)
+        return self._strategies[state.config.iteration_strategy]
 
     def bounded(self, state: IterationState, started: int) -> IterationState:
         """The state the follow-up sees: its iterations end after ``follow_up_calls`` tool turns.

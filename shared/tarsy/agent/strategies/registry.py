@@ -33,9 +33,10 @@ _STRATEGIES: dict[str, Strategy] = {
         ExecutiveSummaryStrategy(),
         ChatStrategy(),
         JudgeStrategy(),
-        CompactStrategy(),
     )
 }
+# The compact path's follow-up runs one of the others.
+_STRATEGIES["compact"] = CompactStrategy(dict(_STRATEGIES))
 
 
 def strategy_names() -> list[str]:
