@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
+from tarsy.agent.compact import opening_findings
 from tarsy.app import Deps
 from tarsy.config import load_config
-from tarsy.models import ExecutionStatus, StepMessage
+from tarsy.models import ConversationMessage, ExecutionStatus, StepMessage
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings
 from tarsy.tools.mcp_client import MCPToolExecutor
@@ -337,7 +338,7 @@ async def test_vertex_ai_investigates_with_the_processs_google_credentials(
 COMPACT_ANSWER = {
     "broken": "The payments-api pods crash loop in checkout.",
     "root_cause": FINAL,
-    "evidence": "[E1] the pods restart.",
+    "findings": [1],
     "fix": "Restore the database password in the payments-api Secret.",
     "evidence_enough": True,
     "check_next": "",
@@ -397,6 +398,10 @@ async def test_a_small_model_answers_first_without_tools_from_an_opening_it_read
     assert done.final_analysis is not None
     assert done.final_analysis.startswith("**What is broken:** The payments-api pods")
     assert f"**Root cause:** {FINAL}" in done.final_analysis
+    # It cited finding 1 by number; the analysis quotes it as the opening wrote it.
+    opening = first["messages"][1]["content"]
+    cited = opening_findings([ConversationMessage(role="user", content=opening)])[1]
+    assert f"**Evidence:**\n- {cited}" in done.final_analysis
     [agent] = [e for e in await store.list_executions(session_id) if e.role == "agent"]
     assert agent.strategy == "compact"
     mcp = await store.list_mcp_interactions(agent.execution_id)

@@ -33,6 +33,16 @@ def delimit(label: str, text: str) -> str:
     return f"<<<BEGIN {label}>>>\n{safe}\n<<<END {label}>>>"
 
 
+def undelimit(label: str, text: str) -> str:
+    """The text :func:`delimit` wrapped as ``label`` inside ``text`` ("" when there is none)."""
+    begin, end = f"<<<BEGIN {label}>>>\n", f"\n<<<END {label}>>>"
+    start = text.find(begin)
+    if start < 0:
+        return ""
+    stop = text.find(end, start + len(begin))
+    return text[start + len(begin) : stop if stop >= 0 else len(text)]
+
+
 def system_prompt(config: ResolvedAgentConfig) -> str:
     """Return the system prompt of an agent."""
     parts = [

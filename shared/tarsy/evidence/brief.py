@@ -14,6 +14,7 @@ with its tools.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -172,6 +173,15 @@ def findings_text(detections: Sequence[Detection]) -> str:
         word = SEVERITY_WORDS.get(detection.severity, "finding")
         lines.append(f"{n}. ({word}) {detection.finding}{cites}")
     return "\n".join(lines)
+
+
+_FINDING_LINE = re.compile(r"^(\d+)\. (.+)$")
+
+
+def parse_findings(text: str) -> dict[int, str]:
+    """The findings :func:`findings_text` wrote, by number (what a model cites them by)."""
+    found = (_FINDING_LINE.match(line) for line in text.splitlines())
+    return {int(m.group(1)): m.group(2).strip() for m in found if m}
 
 
 def evidence_text(

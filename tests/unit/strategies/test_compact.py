@@ -15,9 +15,13 @@ from tarsy.agent.compact import (
     TEXT_GUIDANCE,
     CompactAnswer,
     brief_tokens,
+    finding_numbers,
+    follow_up_result_chars,
+    opening_findings,
     parse_answer,
     relevant_runbook,
 )
+from tarsy.agent.prompts import delimit
 from tarsy.agent.strategies.base import IterationState
 from tarsy.agent.strategies.compact import EMPTY_ANSWER, CompactStrategy
 from tarsy.agent.strategies.registry import get_strategy
@@ -27,6 +31,8 @@ from tarsy.agent.strategies.schema_actions import (
     tools_as_text,
 )
 from tarsy.config.schema import CompactPathSettings, LLMProviderConfig, ResolvedAgentConfig
+from tarsy.evidence.brief import findings_text
+from tarsy.evidence.snapshot import Detection, ObjectRef
 from tarsy.llm.base import Capabilities, LLMResult, ToolDefinition
 from tarsy.models import (
     AgentExecution,
@@ -48,12 +54,26 @@ POD_LOG = ToolDefinition(
         "required": ["name"],
     },
 )
+DB_HOST_EDITED = Detection(
+    check="configmap_edited", severity=1, evidence=["gather-001"],
+    subject=ObjectRef(kind="ConfigMap", name="api-config"),
+    finding="ConfigMap api-config key DB_HOST changed from db to db.prod before the alert",
+)  # fmt: skip
+NO_SUCH_HOST = Detection(
+    check="log_signals", severity=2, evidence=["gather-002"],
+    subject=ObjectRef(kind="Pod", name="api-0"),
+    finding="Pod api-0 log: name resolution failing for db.prod",
+)  # fmt: skip
 COMPACT = get_strategy("compact")
 assert isinstance(COMPACT, CompactStrategy)
 STRATEGY: CompactStrategy = COMPACT
 OPENING = [
     ConversationMessage(role="system", content=f"You are investigator.\n\n{STRUCTURED_GUIDANCE}"),
-    ConversationMessage(role="user", content="Alert: pod api-0 crash loops.\n\nFindings: ..."),
+    ConversationMessage(
+        role="user",
+        content="Alert: pod api-0 crash loops.\n\n"
+        + delimit("FINDINGS", findings_text([DB_HOST_EDITED, NO_SUCH_HOST])),
+    ),
 ]
 
 
@@ -92,7 +112,7 @@ def answer(**fields: Any) -> LLMResult:
     body = {
         "broken": "Pod api-0 restarts.",
         "root_cause": "ConfigMap api-config key DB_HOST names db.prod, which has no Service.",
-        "evidence": "[E2] log: lookup db.prod: no such host.",
+        "findings": [1],
         "fix": "Set DB_HOST back to db in ConfigMap api-config.",
         "evidence_enough": True,
         "check_next": "",
@@ -188,6 +208,30 @@ def test_the_follow_up_calls_tools_with_its_guidance_last_and_the_opening_unchan
     assert isinstance(STRATEGY.follow_up(turn), TrailingGuidanceActions)
 
 
+def test_a_follow_up_result_is_shown_compact_within_its_share_of_the_reading_time() -> None:
+    messages = followed(answer(evidence_enough=False, check_next="logs"))
+    turn = state(messages, iteration=1)
+    reply = {"thought": "t", "action": "call_tool", "tool": "cluster.pods_log",
+             "arguments": {"name": "api-0"}}  # fmt: skip
+    log = "\n".join(
+        f"2026-12-07T10:{n % 60:02d}:00Z request {n} served in 12ms" for n in range(900)
+    )
+    result = ToolResult(
+        call_id="x", name="cluster.pods_log", arguments={"name": "api-0"}, content=log,
+        full_content=log,
+    )  # fmt: skip
+    outcome = STRATEGY.on_result(turn, LLMResult(text=json.dumps(reply)), [result])
+    # No reading speed is declared: the share is brief_tokens (1,500) over 2 calls, 2.5 a token.
+    limit = follow_up_result_chars(Capabilities(), CompactPathSettings(follow_up_calls=2))
+    assert limit == 750 * 2.5
+    shown = outcome.messages[-1].content
+    assert len(log) > 20 * limit and 0 < len(shown) < 2 * limit
+    # A log is shown as the brief shows one: its newest lines, the rest counted.
+    assert "earlier lines not shown" in shown and "request 899 served" in shown
+    fast = Capabilities(prompt_tokens_per_second=60.0)
+    assert follow_up_result_chars(fast, CompactPathSettings(follow_up_calls=3)) == 1200 * 2.5
+
+
 def test_the_follow_up_concludes_after_its_calls() -> None:
     messages = followed(answer(evidence_enough=False, check_next="logs"))
     for n in range(2):  # two tool turns: the follow-up's whole allowance
@@ -220,10 +264,11 @@ def test_the_follow_up_concludes_after_its_calls() -> None:
 def test_a_final_answer_during_the_follow_up_concludes_it() -> None:
     messages = followed(answer(evidence_enough=False, check_next="logs"))
     turn = state(messages, iteration=1)
-    final = {"thought": "t", "action": "final_answer", "answer": "The key DB_HOST is wrong."}
+    cause = "ConfigMap api-config key DB_HOST names db.prod."
+    final = {"thought": "t", "action": "final_answer", "answer": cause}
     outcome = STRATEGY.on_result(turn, LLMResult(text=json.dumps(final)), [])
     assert outcome.next == "complete"
-    assert outcome.final_analysis == "The key DB_HOST is wrong."
+    assert outcome.final_analysis == cause
 
 
 # ─── the answer's forms ───────────────────────────────────────────────────────
@@ -252,11 +297,54 @@ def test_an_answer_in_labelled_lines_is_read() -> None:
     assert parsed == CompactAnswer(
         broken="checkout returns 503.",
         root_cause="NetworkPolicy deny-all in shop blocks port 8080, added before the alert.",
+        findings=[],
         evidence="[E4] the policy.",
         fix="remove deny-all.",
         evidence_enough=False,
         check_next="the policy's spec",
     )
+
+
+def test_the_analysis_quotes_the_cited_findings_word_for_word_in_the_order_cited() -> None:
+    outcome = STRATEGY.on_result(state(), answer(findings=[2, 1, 2, 9]), [])
+    assert outcome.final_analysis is not None
+    evidence = outcome.final_analysis.split("**Evidence:**\n", 1)[1].split("\n\n")[0]
+    assert evidence.splitlines() == [
+        "- (symptom) Pod api-0 log: name resolution failing for db.prod [E3]",
+        "- (likely cause) ConfigMap api-config key DB_HOST changed from db to db.prod "
+        "before the alert [E2]",
+    ]
+
+
+def test_an_answer_citing_nothing_keeps_its_own_evidence_text_or_none() -> None:
+    own = STRATEGY.on_result(state(), answer(findings=[], evidence="the log says so"), [])
+    assert own.final_analysis is not None
+    assert "**Evidence:** the log says so" in own.final_analysis
+    bare = STRATEGY.on_result(state(), answer(findings=[]), [])
+    assert bare.final_analysis is not None and "Evidence" not in bare.final_analysis
+
+
+def test_findings_are_read_however_a_small_model_cites_them() -> None:
+    assert finding_numbers([2, 5]) == [2, 5]
+    assert finding_numbers(["2", "#5"]) == [2, 5]
+    assert finding_numbers("2, 5 and 7") == [2, 5, 7]
+    assert finding_numbers(["3. (likely cause) Service db has 0 endpoints on port 5432"]) == [3]
+    assert finding_numbers("[E2] the log") == []
+    assert finding_numbers(True) == [] and finding_numbers(None) == []
+    cut = '{"broken": "x", "root_cause": "y", "findings": [4, 1'
+    parsed = parse_answer(cut)
+    assert parsed is not None and parsed.findings == [4, 1]
+    lines = parse_answer("Root cause: y\nFindings: 1 and 3\nFix: z")
+    assert lines is not None and lines.findings == [1, 3]
+
+
+def test_the_findings_are_read_back_from_the_opening_they_were_written_in() -> None:
+    assert opening_findings(OPENING) == {
+        1: "(likely cause) ConfigMap api-config key DB_HOST changed from db to db.prod "
+        "before the alert [E2]",
+        2: "(symptom) Pod api-0 log: name resolution failing for db.prod [E3]",
+    }
+    assert opening_findings([ConversationMessage(role="user", content="no findings")]) == {}
 
 
 def test_text_without_any_part_is_no_answer() -> None:

@@ -8,7 +8,9 @@ tokens is ten seconds). An answer that says the evidence is enough is the
 final analysis. One that says it is not opens the follow-up: the agent's own
 tool strategy, given at most ``compact.follow_up_calls`` tool turns (``schema-
 actions`` keeps its guidance at the end of the request, so a prefix cache keeps
-the opening), then one more answer in the same fixed form, which concludes.
+the opening), each result shown as the brief shows one and cut to its share of
+the reading time, then one more answer in the same fixed form, which concludes.
+The answer cites findings by number; the analysis quotes them (:class:`CompactAnswer`).
 A model that gives its final answer during the follow-up concludes there.
 
 The phase is read from the conversation, never stored: no follow-up message
@@ -26,7 +28,10 @@ from tarsy.agent.compact import (
     FOLLOW_UP_HEAD,
     CompactAnswer,
     follow_up_request,
+    follow_up_result_chars,
+    opening_findings,
     parse_answer,
+    shown_to_small_model,
 )
 from tarsy.agent.compact import guidance as answer_guidance
 from tarsy.agent.strategies.base import (
@@ -154,7 +159,9 @@ class CompactStrategy:
         phase = self.phase(state)
         if phase == "tools":
             bounded = self.bounded(state, _started(state))
-            outcome = self.follow_up(bounded).on_result(bounded, result, tool_results)
+            limit = follow_up_result_chars(_capabilities(state), settings_of(state))
+            shown = [shown_to_small_model(r, limit) for r in tool_results]
+            outcome = self.follow_up(bounded).on_result(bounded, result, shown)
             timeline = [
                 e.model_copy(update={"compact": "follow_up"}) if hasattr(e, "compact") else e
                 for e in outcome.timeline
@@ -169,7 +176,13 @@ class CompactStrategy:
         calls = settings_of(state).follow_up_calls
         done = answer.evidence_enough or calls == 0 or not state.tools.tools
         if phase == "final" or done:
-            return conclude(state, result.text, answer.analysis(), timeline, notes)
+            return conclude(
+                state,
+                result.text,
+                answer.analysis(opening_findings(state.messages)),
+                timeline,
+                notes,
+            )
         return _follow_up(state, result, answer, calls, notes, timeline)
 
 
@@ -222,7 +235,8 @@ def _follow_up(
     """Record the answer that asked for more, and open the follow-up."""
     shown = notes.copy()
     shown["compact"] = "not_enough"
-    timeline.append(LLMResponseEvent(content=answer.analysis(), **shown))
+    analysis = answer.analysis(opening_findings(state.messages))
+    timeline.append(LLMResponseEvent(content=analysis, **shown))
     exchange = [
         ConversationMessage(role="assistant", content=result.text),
         ConversationMessage(role="user", content=follow_up_request(answer, calls)),
