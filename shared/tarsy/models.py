@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal, TypedDict
 from pydantic import (
     ConfigDict,
     Field,
-    PlainSerializer,
     SerializerFunctionWrapHandler,
     TypeAdapter,
     field_validator,
@@ -24,6 +23,7 @@ from pydantic import (
 )
 
 from tarsy._pydantic import DeferredModel
+from tarsy.money import Money as Money  # re-exported: the models' cost type
 
 # ─── statuses ─────────────────────────────────────────────────────────────────
 
@@ -58,15 +58,6 @@ _TERMINAL = frozenset(
 def utcnow() -> datetime:
     """Return the current time, timezone-aware, in UTC."""
     return datetime.now(UTC)
-
-
-# USD, summed as binary floats (Firestore's Increment): 0.1 + 0.2 reads 0.30000000000000004.
-# In JSON a cost is rounded to a ten-billionth of a dollar, far below any price, so
-# what the api serves reads as the decimal it is (0.000424, not 0.00042399999999999995).
-MONEY_DECIMALS = 10
-Money = Annotated[
-    float, PlainSerializer(lambda value: round(value, MONEY_DECIMALS), when_used="json")
-]
 
 
 class _Model(DeferredModel):
@@ -285,7 +276,7 @@ class Session(_Model):
     gather: GatherSummary | None = None
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
-    cost: Money = 0.0
+    cost: Money = 0
     cancel_requested: bool = False
     # What people did to it, as keys the session list filters on (tarsy.access.audit).
     audit_keys: list[str] = Field(default_factory=list)
@@ -410,7 +401,7 @@ class AgentExecution(_Model):
     final_analysis: str | None = None
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
-    cost: Money = 0.0
+    cost: Money = 0
     created_at: datetime = Field(default_factory=utcnow)
     completed_at: datetime | None = None
     # Sub-agents (seed 004). A sub_agent execution is one conversation: the agent
@@ -801,7 +792,7 @@ class LLMInteraction(_Model):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     code_executions: list[CodeExecution] = Field(default_factory=list)
     tokens: TokenUsage = Field(default_factory=TokenUsage)
-    cost: Money = 0.0
+    cost: Money = 0
     duration_ms: float = 0.0
     attempts: int = 1
     # Why the reply ended, in the vendor's words (STOP, length, max_tokens, SAFETY, ...).

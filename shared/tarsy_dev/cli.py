@@ -59,6 +59,7 @@ from tarsy.models import (
     UserQuestionEvent,
     timeline_event,
 )
+from tarsy.money import format_usd, money_of
 from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
 from tarsy_dev.client_settings import ClientSettings
@@ -531,7 +532,7 @@ def print_sessions(console: Console, page: SessionPage, now: datetime) -> None:
             Text(short_span(now - row.created_at, units=1)),
             Text(row.alert_type),
             Text("-" if duration is None else short_span(duration)),
-            Text(f"${row.cost:.4f}"),
+            Text(format_usd(row.cost)),
             Text("-" if row.score is None else f"{row.score:g}"),
             Text("-" if row.verdict is None else row.verdict),
         )
@@ -764,7 +765,8 @@ def print_outcome(console: Console, view: SessionView) -> int:
     console.print(
         f"[bold {colour}]session {session['session_id']} {status.value}[/] "
         f"[dim]tokens in/out/thinking: {tokens.get('input_tokens', 0)}/"
-        f"{tokens.get('output_tokens', 0)}/{tokens.get('thinking_tokens', 0)}[/]"
+        f"{tokens.get('output_tokens', 0)}/{tokens.get('thinking_tokens', 0)} · "
+        f"cost {format_usd(money_of(session.get('cost') or 0))}[/]"
     )
     if status is ExecutionStatus.PAUSED:
         console.print(f"paused at max_iterations: [bold]tarsy resume {session['session_id']}[/]")

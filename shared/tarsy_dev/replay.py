@@ -676,16 +676,16 @@ class SessionSpend:
             ]
         ]
         self.tokens = 0
-        self.cost = 0.0
+        self.cost = 0  # nano-dollars
 
-    def before(self, recorded: LLMInteraction | None) -> tuple[int, float]:
+    def before(self, recorded: LLMInteraction | None) -> tuple[int, int]:
         """The spend the step whose own call is ``recorded`` saw."""
         if self._live or recorded is None:
             return self.tokens, self.cost
         earlier = [(tokens, cost) for at, tokens, cost in self._calls if at < recorded.created_at]
         return sum(t for t, _ in earlier), sum(c for _, c in earlier)
 
-    def add(self, usage: TokenUsage, cost: float) -> None:
+    def add(self, usage: TokenUsage, cost: int) -> None:
         """Count what a replayed step spent."""
         self.tokens += usage.total_tokens
         self.cost += cost

@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from tarsy.agent.strategies.react import FORCED_ANSWER_NOTE
 from tarsy.models import ExecutionStatus
+from tarsy.money import money_of
 from tarsy.persistence.store import Store
 from tarsy.tools.summarize import SUMMARY_SYSTEM
 from tarsy_dev.client import SessionView, TarsyClient
@@ -185,7 +184,7 @@ async def test_each_summary_has_its_own_record_and_a_failed_one_truncates(
     assert view.session["tokens"]["total_tokens"] == sum(
         i.tokens.total_tokens for i in interactions
     )
-    assert view.session["cost"] == pytest.approx(sum(i.cost for i in interactions))
+    assert money_of(view.session["cost"]) == sum(i.cost for i in interactions)  # exact
 
 
 async def test_a_parallel_stage_merged_by_synthesis_native_thinking(

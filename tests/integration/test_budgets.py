@@ -10,6 +10,7 @@ crosses mid-agent (a tool call), so the agent is made to conclude first.
 from __future__ import annotations
 
 from tarsy.models import ExecutionStatus
+from tarsy.money import NANOS_PER_DOLLAR, money_of
 from tarsy_dev.client import TarsyClient
 from tarsy_dev.fakes.fake_gemini import FakeCall, FakeGemini, FakeReply, FakeToolCall
 
@@ -98,4 +99,4 @@ async def test_a_cost_budget_spent_in_stage_one_skips_stage_two_and_still_summar
     assert sorted(e["role"] for e in view.executions) == ["agent", "summary"]
     assert calls_of(fake_gemini, "never-run-agent") == []
     # $12 from the priced model, plus the summary's few tokens at gemini-2.5-flash's price.
-    assert 12.0 <= view.session["cost"] < 12.001
+    assert 12 * NANOS_PER_DOLLAR <= money_of(view.session["cost"]) < 12_001_000_000

@@ -11,6 +11,7 @@ import pytest
 
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus, Session
+from tarsy.money import money_of
 from tarsy.persistence.session_list import SessionQuery, SessionSummary
 from tarsy.persistence.store import Store
 from tarsy_dev.client import TarsyClient
@@ -184,4 +185,4 @@ def test_a_session_from_ingest_is_listed_with_source_api(stack: Stack, client: T
     [row] = page.sessions
     assert row.session_id == submitted.session_id
     assert row.status is view.status is ExecutionStatus.COMPLETED
-    assert row.duration is not None and row.cost == view.session["cost"]
+    assert row.duration is not None and row.cost == money_of(view.session["cost"])

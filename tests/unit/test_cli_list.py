@@ -37,7 +37,7 @@ def row(session_id: str, status: str, age: timedelta, **fields: Any) -> dict[str
         "status": status,
         "created_at": (NOW - age).isoformat(),
         "tokens": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
-        "cost": 0.0,
+        "cost": "0",  # the api serves money as a decimal string of dollars
         **fields,
     }
 
@@ -87,7 +87,7 @@ def test_list_prints_a_table_of_the_page(
         "s-done", "completed", timedelta(hours=3),
         started_at=(NOW - timedelta(hours=3)).isoformat(),
         completed_at=(NOW - timedelta(hours=3) + timedelta(minutes=2, seconds=5)).isoformat(),
-        cost=0.01234, score=87, verdict="partly_right",
+        cost="0.01234", score=87, verdict="partly_right",
     )  # fmt: skip
     running = row("s-running", "active", timedelta(seconds=40), alert_type="[bold]x[/bold]")
     serve(ok(page(completed, running)))
@@ -117,7 +117,7 @@ def test_list_prints_a_table_of_the_page(
         "partly_right",
     ] in lines
     # Unfinished: no duration; no score yet; alert text is not markup.
-    assert ["s-running", "active", "40s", "[bold]x[/bold]", "-", "$0.0000", "-", "-"] in lines
+    assert ["s-running", "active", "40s", "[bold]x[/bold]", "-", "$0", "-", "-"] in lines
     assert err == ""
 
 

@@ -79,7 +79,7 @@ def test_piped_list_never_cuts_a_session_id(
         "status": "completed",
         "created_at": "2025-01-01T00:00:00Z",
         "completed_at": "2025-01-01T00:01:00Z",
-        "cost": 0.0123,
+        "cost": "0.0123",
         "score": 81,
     }
     serve(ok({"sessions": [row], "next_cursor": None}))

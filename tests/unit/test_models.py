@@ -275,11 +275,12 @@ def test_step_message_is_frozen() -> None:
         message.step = 2  # type: ignore[misc]
 
 
-def test_a_cost_in_json_reads_as_the_decimal_it_is_not_a_binary_float() -> None:
-    summed = 0.000212 + 0.000212  # 0.00042399999999999995 as a float
+def test_a_legacy_float_cost_is_read_as_nanodollars_and_served_as_a_decimal_string() -> None:
+    summed = 0.000212 + 0.000212  # 0.00042399999999999995: how older documents summed
     session = Session(session_id="s", alert_type="a", alert_data="d", chain_id="c", cost=summed)
-    assert session.model_dump(mode="json")["cost"] == 0.000424
-    assert '"cost":0.000424' in session.model_dump_json()
-    assert SessionSummary.model_validate(session.model_dump()).model_dump(mode="json")["cost"] == (
-        0.000424
-    )
+    assert session.cost == 424_000
+    assert session.model_dump()["cost"] == 424_000  # what Firestore stores: an int
+    assert session.model_dump(mode="json")["cost"] == "0.000424"
+    assert '"cost":"0.000424"' in session.model_dump_json()
+    served = session.model_dump(mode="json")
+    assert SessionSummary.model_validate(served).cost == 424_000  # what a client reads back

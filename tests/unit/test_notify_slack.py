@@ -110,7 +110,7 @@ def session(status: ExecutionStatus = ExecutionStatus.COMPLETED, **fields: Any) 
         "executive_summary": "The api pod crashes on a bad ConfigMap key.",
         "tokens": TokenUsage(input_tokens=1200, output_tokens=300, total_tokens=1700,
                              thinking_tokens=200),
-        "cost": 0.01234,
+        "cost": 12_340_000,  # nano-dollars, as stored
         **fields,
     }  # fmt: skip
     return Session.model_validate(values)

@@ -89,15 +89,16 @@ def test_iterate_message() -> None:
 
 
 def test_cost_without_price_is_zero() -> None:
-    assert cost_of(None, TokenUsage(input_tokens=10**6, output_tokens=10**6)) == 0.0
+    assert cost_of(None, TokenUsage(input_tokens=10**6, output_tokens=10**6)) == 0
 
 
 def test_cost_bills_thinking_as_output() -> None:
     price = ModelPrice(input_per_million=0.30, output_per_million=2.50)
     usage = TokenUsage(input_tokens=1_000_000, output_tokens=200_000, thinking_tokens=800_000)
-    assert cost_of(price, usage) == pytest.approx(0.30 + 2.50)
-    assert cost_of(price, TokenUsage(input_tokens=1000)) == pytest.approx(0.0003)
-    assert cost_of(price, TokenUsage()) == 0.0
+    assert cost_of(price, usage) == 2_800_000_000  # nano-dollars: exactly $2.80
+    assert cost_of(price, TokenUsage(input_tokens=1000)) == 300_000  # $0.0003
+    assert cost_of(price, TokenUsage(input_tokens=7)) == 2_100  # $0.0000021, no float noise
+    assert cost_of(price, TokenUsage()) == 0
 
 
 # ─── the commit of one step ──────────────────────────────────────────────────
@@ -113,7 +114,7 @@ CONFIG = load_config(Settings())
 def interaction() -> LLMInteraction:
     return LLMInteraction(
         step=4, model="gemini-2.5-flash", provider="google-native", request={}, tokens=USAGE,
-        cost=0.125,
+        cost=125_000_000,
     )  # fmt: skip
 
 
@@ -164,7 +165,7 @@ def test_continue_only_counts_the_iteration() -> None:
     assert result.messages == messages
     assert result.timeline == timeline
     assert result.usage == USAGE
-    assert result.cost == 0.125
+    assert result.cost == 125_000_000
     assert result.stage_index == 0
     assert result.llm_interaction == interaction().model_copy(
         update={"created_at": result.llm_interaction.created_at}

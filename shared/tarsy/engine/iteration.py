@@ -49,6 +49,7 @@ from tarsy.models import (
     TimelineEvent,
     TokenUsage,
 )
+from tarsy.money import usd_float
 from tarsy.persistence.chunking import cap_strings
 from tarsy.tools.base import ToolExecutor, ToolListing, ToolResult, error_result
 from tarsy.tools.summarize import shrink_results
@@ -102,7 +103,7 @@ def build_turn(
         tools=tools,
     )
     request = strategy.build_request(state)
-    spent = budget_crossed(session.tokens.total_tokens, session.cost, config)
+    spent = budget_crossed(session.tokens.total_tokens, usd_float(session.cost), config)
     if spent is not None and strategy.uses_tools and request.tool_choice != "none":
         state = state.model_copy(update={"budget_note": spent})
         request = strategy.build_request(state)

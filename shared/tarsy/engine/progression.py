@@ -47,6 +47,7 @@ from tarsy.models import (
     Session,
     StepMessage,
 )
+from tarsy.money import usd_float
 
 
 class Next(DeferredModel):
@@ -208,7 +209,7 @@ def stage_error(stage_name: str, status: ExecutionStatus, reasons: list[str]) ->
 def session_spent(config: TarsyConfig, session: Session) -> str | None:
     """What the session's spend, as committed, has crossed of its chain's budget, or None."""
     budget = config.session_budget(session.chain_id)
-    return budget_crossed(session.tokens.total_tokens, session.cost, budget)
+    return budget_crossed(session.tokens.total_tokens, usd_float(session.cost), budget)
 
 
 def skipped_stages(chain: ChainConfig, index: int) -> list[str]:

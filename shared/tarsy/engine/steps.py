@@ -635,7 +635,7 @@ def step_records(
         mcp_interactions=tools.records,
         summary_interactions=tools.interactions,
         usage=usage,
-        cost=(call.interaction.cost if call is not None else 0.0) + cost_of(price, tools.usage),
+        cost=(call.interaction.cost if call is not None else 0) + cost_of(price, tools.usage),
         role=turn.execution.role,
     )
     if call is not None and call.result is not None and call.result.provider_state:

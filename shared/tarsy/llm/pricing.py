@@ -1,4 +1,4 @@
-"""What a model call costs in USD: configured prices per model, 0 for a self-hosted model.
+"""What a model call costs, in nano-dollars: configured prices per model, 0 for a self-hosted model.
 
 Design constraint: prices are configuration (``pricing:``, keyed by model name
 or prefix), never guessed; a call without a price costs 0, and a self-hosted
@@ -10,30 +10,36 @@ reported or refused (``unpriced_models``), not discovered on the invoice.
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_EVEN, Decimal
+
 from tarsy.config.schema import LLMProviderConfig, ModelPrice, TarsyConfig
 from tarsy.llm.backends import backend_for
 from tarsy.models import TokenUsage
+from tarsy.money import nanos_of_dollars
 
 SELF_HOSTED_NOTE = "self-hosted model: no per-token price (add one under pricing to count it)"
 
 
-def cost_of(price: ModelPrice | None, usage: TokenUsage) -> float:
-    """USD cost of one call; thinking tokens are billed as output. 0 without a price."""
+def cost_of(price: ModelPrice | None, usage: TokenUsage) -> int:
+    """Nano-dollar cost of one call; thinking tokens are billed as output. 0 without a price.
+
+    Computed in decimals from the configured prices as written (``0.15`` per
+    million is 0.15, not its binary neighbour), rounded once to a nano-dollar.
+    """
     if price is None:
-        return 0.0
+        return 0
     output = usage.output_tokens + usage.thinking_tokens
-    return (
-        usage.input_tokens * price.input_per_million + output * price.output_per_million
-    ) / 1_000_000
+    per_million = usage.input_tokens * Decimal(nanos_of_dollars(price.input_per_million)) + (
+        output * Decimal(nanos_of_dollars(price.output_per_million))
+    )
+    return int((per_million / 1_000_000).to_integral_value(rounding=ROUND_HALF_EVEN))
 
 
-def priced(
-    config: TarsyConfig, provider: LLMProviderConfig, usage: TokenUsage
-) -> tuple[float, str]:
-    """USD cost of a call and, for a self-hosted model without a configured price, why it is 0."""
+def priced(config: TarsyConfig, provider: LLMProviderConfig, usage: TokenUsage) -> tuple[int, str]:
+    """Nano-dollar cost of a call and, for a self-hosted model without a price, why it is 0."""
     price = config.price_for(provider.model)
     if price is None and backend_for(provider.type).self_hosted:
-        return 0.0, SELF_HOSTED_NOTE
+        return 0, SELF_HOSTED_NOTE
     return cost_of(price, usage), ""
 
 

@@ -24,6 +24,7 @@ from tarsy import telemetry
 from tarsy._pydantic import DeferredModel
 from tarsy.log import fields
 from tarsy.models import ExecutionStatus
+from tarsy.money import usd_float
 from tarsy.notify import configured
 from tarsy.notify.ledger import NotificationLedger, firestore_ledger
 from tarsy.notify.result import NotificationResult
@@ -88,7 +89,7 @@ async def on_session_end(
                     session.status.value,
                     chain_id=session.chain_id,
                     total_tokens=session.tokens.total_tokens,
-                    cost_usd=session.cost,
+                    cost_usd=usd_float(session.cost),
                 )
                 report.counted = True
         except Exception:

@@ -44,6 +44,7 @@ from tarsy import secrets
 from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import TarsyConfig
 from tarsy.models import ExecutionStatus, Session
+from tarsy.money import format_usd
 from tarsy.notify import configured
 from tarsy.notify.ledger import NotificationLedger
 from tarsy.notify.result import NotificationResult
@@ -186,12 +187,6 @@ def _truncate(text: str, limit: int = MAX_SECTION_CHARS) -> str:
     return text[:limit].rstrip() + "\n_… (truncated: the full text is in the session)_"
 
 
-def _cost(cost: float) -> str:
-    if cost <= 0:
-        return "$0"
-    return "< $0.0001" if cost < 0.0001 else f"${cost:,.4f}"
-
-
 def build_message(
     session: Session,
     *,
@@ -212,7 +207,7 @@ def build_message(
         f"*Chain*\n{_escape(session.chain_id)}",
         f"*Tokens*\n{total:,} (in {tokens.input_tokens:,} / out "
         f"{tokens.output_tokens + tokens.thinking_tokens:,})",
-        f"*Cost*\n{_cost(session.cost)}",
+        f"*Cost*\n{format_usd(session.cost)}",
     ]
     score = score_of(session)
     if score is not None:

@@ -141,7 +141,7 @@ class SessionSummary(DeferredModel):
     current_stage: int | None = None
     error: ErrorInfo | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
-    cost: Money = 0.0
+    cost: Money = 0
     # Written by the session scoring stage when it exists (0-100); None until then.
     score: float | None = None
     # A responder's feedback (tarsy.feedback), and its verdict the list filters on.

@@ -27,6 +27,7 @@ from tarsy.models import (
     ExecutionStatus,
     LLMInteraction,
     MCPInteraction,
+    Money,
     Session,
     StepMessage,
     TimelineEvent,
@@ -116,7 +117,7 @@ class StepCommit(DeferredModel):
     role: str = "agent"
     execution: ExecutionUpdate = Field(default_factory=ExecutionUpdate)
     usage: TokenUsage = Field(default_factory=TokenUsage)
-    cost: float = 0.0
+    cost: Money = 0  # nano-dollars: Firestore's Increment adds them exactly
     stage_index: int | None = None
     stage: StageUpdate | None = None
     session: SessionUpdate | None = None

@@ -20,6 +20,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from tarsy.money import format_usd
 from tarsy.web.charts import metric_chart
 
 # What Markdown may produce once sanitized: structure and emphasis, links, no images
@@ -91,9 +92,9 @@ def when(value: datetime | None) -> str:
     return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def cost(value: float) -> str:
-    """Dollars, with the precision small model bills need."""
-    return f"${value:.4f}"
+def cost(value: int) -> str:
+    """Nano-dollars as dollars, with the precision small model bills need."""
+    return format_usd(value)
 
 
 @cache

@@ -25,6 +25,7 @@ from tarsy.models import (
     TimelineEvent,
     timeline_event,
 )
+from tarsy.money import money_of, usd_float
 from tarsy_dev.client import SessionView
 
 
@@ -231,7 +232,7 @@ def observe(view: SessionView, *, scenario: str, model: str, attempt: int = 1) -
         input_tokens=int(tokens.get("input_tokens") or 0),
         output_tokens=int(tokens.get("output_tokens") or 0),
         thinking_tokens=int(tokens.get("thinking_tokens") or 0),
-        cost=float(session.get("cost") or 0.0),
+        cost=usd_float(money_of(session.get("cost") or 0)),
         latency_s=latency,
         invalid_calls=sum(1 for event in events if is_invalid(event)),
         model_tool_calls=asked,

@@ -17,7 +17,7 @@ def view(**session: Any) -> SessionView:
         "final_analysis": "## Root cause\nX.",
         "executive_summary": "X broke.",
         "tokens": {"input_tokens": 1200, "output_tokens": 300, "thinking_tokens": 50},
-        "cost": 0.0123,
+        "cost": "0.0123",
         "created_at": "2026-11-23T10:00:00.000000+00:00",
         "completed_at": "2026-11-23T10:00:42.500000+00:00",
     }
