@@ -8,6 +8,9 @@ Base URLs and the API key come from flags (before or after the subcommand),
 else the environment (``TARSY_INGEST_URL``, ``TARSY_API_URL``,
 ``TARSY_API_KEY``), else the ``.local/stack.env`` that ``make up`` writes. A
 flag given empty (``--api-key ""``) is a usage error, never a silent fallback.
+With ``TARSY_IAP_AUDIENCE`` (IAP's OAuth client id) set, api requests carry an
+identity token for it (:class:`tarsy_dev.client.IapIdentity`), as a deployed api
+behind Identity-Aware Proxy requires.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from tarsy.models import (
 )
 from tarsy.money import format_usd, money_of
 from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
-from tarsy_dev.client import LocalSignIn, SessionView, TarsyClient
+from tarsy_dev.client import IapIdentity, LocalSignIn, SessionView, TarsyClient
 from tarsy_dev.client_settings import ClientSettings
 from tarsy_dev.evals.cli import add_arguments as add_eval_arguments
 from tarsy_dev.evals.cli import run as run_eval
@@ -398,9 +401,14 @@ def connection(args: argparse.Namespace, settings: ClientSettings) -> Connection
 
 
 def _client(args: argparse.Namespace) -> TarsyClient:
-    where = connection(args, ClientSettings())
-    signin = None
-    if where.signin_key and where.user:
+    settings = ClientSettings()
+    where = connection(args, settings)
+    signin: LocalSignIn | IapIdentity | None = None
+    if settings.iap_audience and where.api_url:
+        # Through IAP: an identity token, never the local key (IAP would drop its header).
+        given = settings.iap_token.get_secret_value() if settings.iap_token else None
+        signin = IapIdentity(settings.iap_audience, where.api_url, token=given)
+    elif where.signin_key and where.user:
         try:
             signin = LocalSignIn(Path(where.signin_key).read_bytes(), where.user)
         except OSError as e:

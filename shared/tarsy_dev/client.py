@@ -126,6 +126,59 @@ class LocalSignIn(httpx.Auth):
         yield request
 
 
+class IapIdentity(httpx.Auth):
+    """An OIDC identity token for IAP's audience on every api request, as IAP requires.
+
+    Design constraint: IAP refuses the API key; a non-browser client must send
+    ``Authorization: Bearer`` with a Google-issued identity token whose ``aud`` is
+    IAP's OAuth client id. The token comes from google-auth
+    (``fetch_id_token_credentials``: the service-account key file named by
+    ``GOOGLE_APPLICATION_CREDENTIALS``, or the metadata server), refreshed when it
+    expires, or is one the person obtained (``gcloud auth print-identity-token``),
+    sent as given. Only requests to the api carry it: ingest keeps its own key.
+    """
+
+    def __init__(self, audience: str, api_url: str, *, token: str | None = None) -> None:
+        self.audience = audience
+        self._api = api_url.rstrip("/")
+        self._given = token
+        self._credentials: Any = None
+
+    def token(self) -> str:
+        """The current identity token, fetched or refreshed with google-auth when needed.
+
+        Raises:
+            ApiError: google-auth found no credentials that can mint an identity token.
+        """
+        if self._given:
+            return self._given
+        import google.auth.exceptions
+        import google.auth.transport.requests
+        import google.oauth2.id_token
+
+        request = google.auth.transport.requests.Request()
+        try:
+            if self._credentials is None:
+                self._credentials = google.oauth2.id_token.fetch_id_token_credentials(  # type: ignore[no-untyped-call]
+                    self.audience, request=request
+                )
+            if not self._credentials.valid:
+                self._credentials.refresh(request)
+        except google.auth.exceptions.GoogleAuthError as e:
+            raise ApiError(
+                f"cannot get an identity token for {self.audience!r} (TARSY_IAP_AUDIENCE): {e}; "
+                "set GOOGLE_APPLICATION_CREDENTIALS to a service account's key file, or "
+                "TARSY_IAP_TOKEN to a token (gcloud auth print-identity-token)"
+            ) from e
+        return str(self._credentials.token)
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        """Add the bearer token to a request for the api."""
+        if str(request.url).startswith(self._api):
+            request.headers["Authorization"] = f"Bearer {self.token()}"
+        yield request
+
+
 class TarsyClient:
     """Submit alerts and read sessions over HTTP."""
 
@@ -140,7 +193,7 @@ class TarsyClient:
         ingest_url: str | None,
         api_url: str | None,
         api_key: str | None,
-        signin: LocalSignIn | None = None,
+        signin: LocalSignIn | IapIdentity | None = None,
         ui_url: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,

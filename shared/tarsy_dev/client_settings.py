@@ -29,3 +29,9 @@ class ClientSettings(BaseSettings):
     # The local stack's sign-in key, with which the CLI signs its api requests as ``user``.
     signin_key: str | None = Field(default=None, validation_alias="TARSY_SIGNIN_KEY")
     user: str | None = Field(default=None, validation_alias="TARSY_USER")
+    # IAP's OAuth client id: when set, api requests carry an identity token for it (IAP's
+    # programmatic access) instead of the API key or a local signature.
+    iap_audience: str | None = Field(default=None, validation_alias="TARSY_IAP_AUDIENCE")
+    # An identity token obtained elsewhere (``gcloud auth print-identity-token``); else
+    # google-auth fetches one (a service-account key file, or the metadata server).
+    iap_token: SecretStr | None = Field(default=None, validation_alias="TARSY_IAP_TOKEN")
