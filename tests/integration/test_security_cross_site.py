@@ -24,6 +24,7 @@ WAIT_S = 90.0
 BODIES: dict[str, dict[str, str]] = {
     "chat": {"question": "who did it?"},
     "feedback": {"verdict": "wrong", "root_cause": "a cause made up on another site"},
+    "erase": {"reason": "erased from another site"},
 }
 
 
@@ -66,7 +67,7 @@ def test_a_form_a_text_post_a_foreign_origin_and_a_cross_site_fetch_change_nothi
                 "a cross-site fetch": ({**own, "Sec-Fetch-Site": "cross-site"}, body),
             }
             for what, (headers, content) in forged.items():
-                response = proxy.post(path, headers=headers, content=content)
+                response = proxy.request(route.method, path, headers=headers, content=content)
                 assert response.status_code == 403, (what, path, response.text)
                 assert response.json()["error"]["message"].startswith("refused"), response.text
                 assert response.headers["X-Content-Type-Options"] == "nosniff"

@@ -81,16 +81,21 @@ def forged_identities(stack: Stack) -> dict[str, dict[str, str]]:
 ACTION_BODIES: dict[str, dict[str, str]] = {
     "chat": {"question": "who did it?"},
     "feedback": {"verdict": "wrong", "root_cause": "a made-up cause"},
+    "erase": {"reason": "a made-up request"},
 }
 
 
-def every_route(session_id: str, execution_id: str) -> list[tuple[str, str, dict[str, str]]]:
-    """Every route a person calls, from the route table (a new route is tried at once)."""
+def every_route(session_id: str, execution_id: str) -> list[tuple[str, str, dict[str, str], str]]:
+    """Every route a person calls, from the route table (a new route is tried at once).
+
+    Each as ``(method, path, a body it accepts, the role it needs)``.
+    """
     return [
         (
             route.method,
             route.path(session_id=session_id, execution_id=execution_id),
             ACTION_BODIES.get(route.action or "", {}),
+            route.role or "",
         )
         for route in person_routes()
     ]
@@ -110,12 +115,12 @@ def test_a_request_without_a_verified_identity_is_refused_and_writes_nothing(
 ) -> None:
     [execution] = [e for e in client.session(running).executions if e["role"] == "agent"]
     for what, headers in forged_identities(stack).items():
-        for method, path, body in every_route(running, execution["execution_id"]):
+        for method, path, body, _ in every_route(running, execution["execution_id"]):
             response = httpx.request(
                 method,
                 stack.api_url + path,
                 headers=headers,
-                json=body if method == "POST" else None,
+                json=body if method != "GET" else None,
                 timeout=10,
             )
             assert response.status_code == 401, (what, method, path, response.text)
@@ -132,20 +137,20 @@ def test_a_viewer_reads_but_cannot_cancel_or_chat_and_is_told_the_role(
     read = httpx.get(f"{stack.api_url}/sessions/{running}", headers=signed_in(stack, viewer))
     assert read.status_code == 200 and read.json()["session"]["session_id"] == running
     [execution] = [e for e in client.session(running).executions if e["role"] == "agent"]
-    for method, path, body in every_route(running, execution["execution_id"]):
-        if method == "GET":
+    for method, path, body, role in every_route(running, execution["execution_id"]):
+        if role == "viewer":
             continue
         refused = httpx.request(
             method,
             stack.api_url + path,
             headers=signed_in(stack, viewer),
-            json=body,
+            json=body if method != "GET" else None,
             timeout=10,
         )
         assert refused.status_code == 403, (path, refused.text)
         error = refused.json()["error"]
-        assert error["details"] == {"required_role": "responder"}
-        assert "needs the responder role" in error["message"] and viewer in error["message"]
+        assert error["details"] == {"required_role": role}
+        assert f"needs the {role} role" in error["message"] and viewer in error["message"]
     assert_untouched(client.session(running))
 
 

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate
 from tarsy.models import AgentExecution, AlertFingerprint, Session
+from tarsy.persistence.audit_log import ActionWrites
 from tarsy.tools.base import CachedToolList
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -116,3 +117,10 @@ class MemoryAlertStore:
         execution = self.executions[execution_id]
         changes = {name: getattr(update, name) for name in update.written() - {"release_lease"}}
         self.executions[execution_id] = execution.model_copy(update=changes)
+
+    async def commit_action(self, writes: ActionWrites) -> None:
+        """A cancel's session and execution updates (one commit in the real store)."""
+        if writes.session is not None:
+            await self.update_session(writes.session_id, writes.session)
+        for execution_id, update in writes.executions:
+            await self.update_execution(execution_id, update)

@@ -15,6 +15,7 @@ from tarsy.app import Deps
 from tarsy.feedback import FeedbackRequest, audit_detail, feedback_of, summarize
 from tarsy.http.request import HttpRequest
 from tarsy.models import AuditEvent, ExecutionStatus, Feedback, Session
+from tarsy.persistence.audit_log import ActionWrites
 from tarsy.persistence.session_list import SessionSummary
 from tarsy.persistence.store import Store
 from tarsy.persistence.updates import SessionUpdate
@@ -79,11 +80,12 @@ class FeedbackStore:
     async def get_session(self, session_id: str) -> Session | None:
         return self.sessions.get(session_id)
 
-    async def update_session(self, session_id: str, update: SessionUpdate) -> None:
-        self.updates.append((session_id, update))
-
-    async def record_action(self, session_id: str, event: AuditEvent, keys: list[str]) -> None:
-        self.recorded.append((session_id, event, keys))
+    async def commit_action(self, writes: ActionWrites) -> None:
+        """The session's update and its audit record: one commit."""
+        assert writes.session is not None and writes.record is not None
+        self.updates.append((writes.session_id, writes.session))
+        record = writes.record
+        self.recorded.append((record.session_id, record.event, list(record.keys)))
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from tarsy.memory import (
     recall,
 )
 from tarsy.models import ExecutionStatus, Feedback, Session
+from tarsy.persistence.audit_log import ActionWrites
 from tarsy.persistence.store import Store
 from tarsy.persistence.updates import SessionUpdate
 from tarsy.settings import Settings
@@ -212,11 +213,9 @@ class FeedbackStore:
     async def get_session(self, session_id: str) -> Session | None:
         return self.sessions.get(session_id)
 
-    async def update_session(self, session_id: str, update: SessionUpdate) -> None:
-        self.updates.append(update)
-
-    async def record_action(self, *args: object) -> None:
-        return None
+    async def commit_action(self, writes: ActionWrites) -> None:
+        if writes.session is not None:
+            self.updates.append(writes.session)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 from tarsy.api.routes import ROUTES
 
 SECURITY_MD = Path(__file__).resolve().parents[2] / "docs" / "security.md"
-_ROW = re.compile(r"^\| (GET|POST) \| `([^`]+)` \| (\w+) \| (\w+)")
+_ROW = re.compile(r"^\| (GET|POST|DELETE) \| `([^`]+)` \| (\w+) \| (\w+)")
 
 
 def test_the_documented_routes_are_the_route_table() -> None:

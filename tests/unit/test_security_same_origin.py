@@ -1,7 +1,8 @@
 """No action from another site (issue 42): every state-changing route, from the route table.
 
-Each request is signed in as a responder (the role every action needs), so a
-refusal here is the same-origin check's, not the sign-in's or the role's. The
+Each request is signed in with the role its route needs (a responder's, an
+admin's for erasure), so a refusal here is the same-origin check's, not the
+sign-in's or the role's. The
 store records every call: a refused request must not have read or written
 anything.
 """
@@ -24,15 +25,19 @@ from tarsy.errors import InputError
 from tarsy.http.request import HttpRequest, to_framework_response
 from tarsy.http.same_origin import check_same_origin, own_origins
 from tarsy.persistence.store import Store
+from tarsy.tools.masking import MaskingConfig
 from tarsy.web import pages
-from tests.unit.signin import RESPONDER, SignIn, signin_server
+from tests.unit.signin import ADMIN, RESPONDER, SignIn, signin_server
 
 PUBLIC = "https://tarsy.example.com"
 # A body each action accepts, so that a request that passes the checks reaches the store.
 VALID_BODY: dict[str, dict[str, Any]] = {
     "chat": {"question": "what changed?"},
     "feedback": {"verdict": "wrong", "root_cause": "a made-up cause"},
+    "erase": {"reason": "a secret pasted by mistake"},
 }
+# What an action that passes the checks asks the store first (and, finding nothing, stops).
+FIRST_CALL: dict[str, str] = {"erase": "erase_session"}
 
 
 class RecordingStore:
@@ -55,14 +60,17 @@ def signin() -> Iterator[SignIn]:
 
 
 def _deps(signin: SignIn, store: RecordingStore) -> Deps:
-    fields = {"settings": signin.settings(TARSY_PUBLIC_API_URL=PUBLIC), "store": cast(Store, store)}
+    config = type("C", (), {"alert_masking": MaskingConfig()})()
+    settings = signin.settings(TARSY_PUBLIC_API_URL=PUBLIC)
+    fields = {"settings": settings, "store": cast(Store, store), "config": config}
     return cast(Deps, type("D", (), fields)())
 
 
 def _request(
     signin: SignIn, route: Route, content_type: str | None, body: bytes, **headers: str
 ) -> HttpRequest:
-    sent = {**signin.headers(RESPONDER), "host": "tarsy.example.com", **headers}
+    user = ADMIN if route.role == "admin" else RESPONDER
+    sent = {**signin.headers(user), "host": "tarsy.example.com", **headers}
     if content_type is not None:
         sent["content-type"] = content_type
     return HttpRequest(
@@ -105,7 +113,7 @@ FORGED: dict[str, tuple[str | None, Callable[[Route], bytes], dict[str, str]]] =
 def test_the_table_has_every_recorded_action_as_a_state_changing_route() -> None:
     # A new action is a new route in the table, and so under every test below.
     assert {r.action for r in CHANGING} == set(RECORDED_ACTIONS)
-    assert all(r.method == "POST" for r in CHANGING)
+    assert all(r.method in ("POST", "DELETE") for r in CHANGING)
     assert {r.template for r in CHANGING} >= {
         "/sessions/{session_id}/cancel",
         "/sessions/{session_id}/feedback",
@@ -151,7 +159,7 @@ async def test_the_pages_own_json_request_passes_the_checks(
     response = await handle(request, _deps(signin, store))
     # Past every check: the action looked the session up, found none, and wrote nothing.
     assert response.status == 404, response.body
-    assert store.calls == ["get_session"]
+    assert store.calls == [FIRST_CALL.get(route.action or "", "get_session")]
 
 
 @pytest.mark.parametrize("route", CHANGING, ids=_id)
@@ -192,9 +200,10 @@ async def test_another_method_on_an_action_is_refused_before_anything(
     signin: SignIn, route: Route
 ) -> None:
     store = RecordingStore()
-    request = _request(signin, route, None, b"").model_copy(update={"method": "GET"})
+    request = _request(signin, route, None, b"").model_copy(update={"method": "PUT"})
     response = await handle(request, _deps(signin, store))
-    assert (response.status, response.headers["Allow"]) == (405, "POST")
+    assert response.status == 405
+    assert route.method in response.headers["Allow"].split(", ")
     assert store.calls == []
 
 

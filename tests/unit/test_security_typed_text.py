@@ -8,17 +8,28 @@ with, the session's feedback and every audit record see only the mask.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 import pytest
 
 from tarsy.api import handlers
+from tarsy.api.recorded import Recorder
 from tarsy.app import Deps
+from tarsy.bus import Publisher
+from tarsy.config.schema import TarsyConfig
 from tarsy.engine import chains
 from tarsy.http.request import HttpRequest
-from tarsy.models import AuditEvent, ExecutionStatus, Session
-from tarsy.persistence.store import Store
+from tarsy.models import (
+    AgentExecution,
+    AuditEvent,
+    ConversationMessage,
+    ExecutionStatus,
+    Session,
+    TimelineEvent,
+)
+from tarsy.persistence.audit_log import ActionRecord, ActionWrites
+from tarsy.persistence.ports import Persistence
 from tarsy.persistence.updates import SessionUpdate
 from tarsy.tools.masking import MaskingConfig
 from tests.unit.signin import RESPONDER, SignIn, signin_server
@@ -42,8 +53,21 @@ class ActionStore:
     async def update_session(self, session_id: str, update: SessionUpdate) -> None:
         self.updates.append(update)
 
-    async def record_action(self, session_id: str, event: AuditEvent, keys: list[str]) -> None:
-        self.recorded.append(event)
+    async def commit_action(self, writes: ActionWrites) -> None:
+        if writes.session is not None:
+            self.updates.append(writes.session)
+        if writes.record is not None:
+            self.recorded.append(writes.record.event)
+
+    async def create_recorded_execution(
+        self,
+        execution: AgentExecution,
+        opening: Sequence[ConversationMessage],
+        timeline: Sequence[TimelineEvent],
+        record: ActionRecord,
+    ) -> bool:
+        self.recorded.append(record.event)
+        return True
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +77,13 @@ def signin() -> Iterator[SignIn]:
 
 
 def _deps(signin: SignIn, store: ActionStore) -> Deps:
-    config = type("C", (), {"alert_masking": MaskingConfig()})()
-    fields = {"settings": signin.settings(), "store": cast(Store, store), "config": config}
-    return cast(Deps, type("D", (), fields)())
+    config = cast(TarsyConfig, type("C", (), {"alert_masking": MaskingConfig()})())
+    return Deps(
+        settings=signin.settings(),
+        config=config,
+        store=cast(Persistence, store),
+        bus=cast(Publisher, None),
+    )
 
 
 def _post(signin: SignIn, action: str, body: dict[str, Any]) -> HttpRequest:
@@ -82,7 +110,12 @@ async def test_a_chat_question_is_masked_before_the_chat_and_the_audit(
     async def start_chat(session: Session, question: str, deps: Deps, **_: object) -> Any:
         # The engine stores the question on the timeline and sends it to the model.
         asked.append(question)
-        return type("E", (), {"execution_id": "chat-1"})()
+        execution = AgentExecution(
+            execution_id="chat-1", session_id=session.session_id, stage=-2, agent="chat",
+            strategy="react", provider="default",
+        )  # fmt: skip
+        await deps.store.create_execution(execution, [], [])
+        return execution
 
     monkeypatch.setattr(chains, "start_chat", start_chat)
     store = ActionStore()
@@ -111,7 +144,11 @@ async def test_a_corrected_cause_is_masked_on_the_session_and_in_the_audit(
 async def test_the_reason_for_investigating_again_is_masked_in_the_audit(
     signin: SignIn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def investigate_again(deps: Deps, session_id: str) -> dict[str, Any]:
+    async def investigate_again(
+        deps: Deps, session_id: str, recorder: Recorder | None = None
+    ) -> dict[str, Any]:
+        assert recorder is not None
+        await deps.store.commit_action(ActionWrites(session_id, recorder.record(target="s-2")))
         return {"session_id": "s-2", "investigation_of": session_id, "status_url": ""}
 
     monkeypatch.setattr(handlers, "investigate_again", investigate_again)
@@ -129,7 +166,11 @@ async def test_the_reason_for_investigating_again_is_masked_in_the_audit(
 async def test_investigating_again_takes_an_empty_body_and_nothing_else(
     signin: SignIn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def investigate_again(deps: Deps, session_id: str) -> dict[str, Any]:
+    async def investigate_again(
+        deps: Deps, session_id: str, recorder: Recorder | None = None
+    ) -> dict[str, Any]:
+        assert recorder is not None
+        await deps.store.commit_action(ActionWrites(session_id, recorder.record(target="s-2")))
         return {"session_id": "s-2", "investigation_of": session_id, "status_url": ""}
 
     monkeypatch.setattr(handlers, "investigate_again", investigate_again)

@@ -46,13 +46,15 @@ class Role(StrEnum):
 _RANKS = {Role.VIEWER: 0, Role.RESPONDER: 1, Role.ADMIN: 2}
 
 # What each api action needs. Reading is a viewer's; anything that changes a session,
-# or spends money on a model (chat, re-score), is a responder's.
+# or spends money on a model (chat, re-score), is a responder's; reading the audit
+# across sessions and erasing a session are an admin's alone.
 RecordedAction = Literal[
-    "cancel", "cancel_agent", "resume", "chat", "score", "investigate", "feedback"
+    "cancel", "cancel_agent", "resume", "chat", "score", "investigate", "feedback", "erase"
 ]
 Action = Literal[
-    "read", "cancel", "cancel_agent", "resume", "chat", "score", "investigate", "feedback"
-]
+    "read", "cancel", "cancel_agent", "resume", "chat", "score", "investigate", "feedback",
+    "audit", "erase",
+]  # fmt: skip
 RECORDED_ACTIONS: tuple[RecordedAction, ...] = get_args(RecordedAction)
 REQUIRED_ROLE: dict[Action, Role] = {
     "read": Role.VIEWER,
@@ -63,6 +65,8 @@ REQUIRED_ROLE: dict[Action, Role] = {
     "score": Role.RESPONDER,
     "investigate": Role.RESPONDER,
     "feedback": Role.RESPONDER,
+    "audit": Role.ADMIN,
+    "erase": Role.ADMIN,
 }
 
 

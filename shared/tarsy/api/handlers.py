@@ -1,9 +1,14 @@
-"""The api endpoint: list sessions, read one, cancel it, resume it, chat, health."""
+"""The api endpoint: list sessions, read one, act on one (recorded at once), the audit, erasure.
+
+Design constraint: an action's state change and its audit record are one
+commit (:mod:`tarsy.api.recorded`): no action exists without its record.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -11,11 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tarsy import telemetry
 from tarsy._pydantic import DeferredModel
-from tarsy.access.audit import audit_event, audit_keys
 from tarsy.access.iap import authenticate
-from tarsy.access.roles import Principal, RecordedAction
+from tarsy.access.roles import Principal
+from tarsy.api.recorded import Recorder, recorded_deps
 from tarsy.api.routes import API_ROUTES, Route, find_route
-from tarsy.api.session_list import parse_query
+from tarsy.api.session_list import parse_audit_query, parse_query
 from tarsy.app import Deps
 from tarsy.engine import transitions
 from tarsy.engine.messages import iterate_message
@@ -33,7 +38,9 @@ from tarsy.http.same_origin import check_same_origin
 from tarsy.intake.sessions import new_session
 from tarsy.intake.sources.api import status_url
 from tarsy.models import ExecutionStatus, Feedback, StepMessage, ThreadReply, utcnow
+from tarsy.persistence.audit_log import ActionWrites
 from tarsy.persistence.ports import SessionReader
+from tarsy.persistence.updates import ExecutionUpdate, StageUpdate
 from tarsy.tools.masking import Masker
 
 logger = logging.getLogger(__name__)
@@ -55,6 +62,14 @@ class ResumeRequest(DeferredModel):
     model_config = ConfigDict(extra="forbid")
 
     extra_iterations: int | None = Field(default=None, ge=1, le=200)
+
+
+class EraseRequest(DeferredModel):
+    """``DELETE /sessions/{id}`` body: why the session is erased (kept in its erasure's record)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=3, max_length=2000)
 
 
 class InvestigateRequest(DeferredModel):
@@ -123,26 +138,37 @@ async def session_view(store: SessionReader, session_id: str) -> dict[str, Any]:
     }
 
 
-async def cancel(deps: Deps, session_id: str) -> dict[str, Any]:
-    """Ask for a session to stop; steps check the flag before each LLM call and publish."""
+async def cancel(deps: Deps, session_id: str, recorder: Recorder | None = None) -> dict[str, Any]:
+    """Ask for a session to stop; steps check the flag before each LLM call and publish.
+
+    The session's mark, its executions' and the audit record are one commit.
+    """
     session = await deps.store.get_session(session_id)
     if session is None:
         raise NotFoundError(f"no session {session_id!r}")
     if session.status.is_terminal:
         raise InputError(f"session {session_id} is already {session.status.value}", status=409)
-    await deps.store.update_session(session_id, transitions.request_cancel(session))
     # Nothing runs for a paused execution: end it here. A running one is marked, so
     # that its step's commit fails its precondition and the step cancels instead.
     now = utcnow()
+    executions: list[tuple[str, ExecutionUpdate]] = []
     for execution in await deps.store.list_executions(session_id):
         if execution.status is ExecutionStatus.PAUSED:
-            await deps.store.update_execution(
-                execution.execution_id, transitions.cancel_execution(execution, now)
+            executions.append(
+                (execution.execution_id, transitions.cancel_execution(execution, now))
             )
         elif not execution.status.is_terminal and rules(execution.role).stopped_with_its_session:
-            await deps.store.update_execution(
-                execution.execution_id, transitions.request_cancel_of_execution(execution)
+            executions.append(
+                (execution.execution_id, transitions.request_cancel_of_execution(execution))
             )
+    await deps.store.commit_action(
+        ActionWrites(
+            session_id,
+            recorder.record() if recorder else None,
+            session=transitions.request_cancel(session),
+            executions=tuple(executions),
+        )
+    )
     if session.status is ExecutionStatus.PAUSED:
         # Imported here: only ending a paused session notifies (reads never load the notifiers).
         from tarsy.notify.session_end import on_session_end
@@ -153,8 +179,11 @@ async def cancel(deps: Deps, session_id: str) -> dict[str, Any]:
     return {"session_id": session_id, "cancel_requested": True}
 
 
-async def rescore(deps: Deps, session_id: str) -> dict[str, Any]:
-    """Score a finished session again with the chain's judge (the new score replaces the old)."""
+async def rescore(deps: Deps, session_id: str, recorder: Recorder | None = None) -> dict[str, Any]:
+    """Score a finished session again with the chain's judge (the new score replaces the old).
+
+    The judge's execution is created with the audit record, in one commit.
+    """
     session = await deps.store.get_session(session_id)
     if session is None:
         raise NotFoundError(f"no session {session_id!r}")
@@ -174,16 +203,20 @@ async def rescore(deps: Deps, session_id: str) -> dict[str, Any]:
     # Imported here: only starting a judge or a chat needs the engine's chains and prompts.
     from tarsy.engine.chains import start_scoring
 
+    acting = deps if recorder is None else recorded_deps(deps, recorder)[0]
     with telemetry.in_session_trace(session.trace_context):
-        execution = await start_scoring(session, len(scorings), deps)
+        execution = await start_scoring(session, len(scorings), acting)
     await deps.store.update_session(session_id, transitions.keep_until_answered(session, utcnow()))
     return {"session_id": session_id, "execution_id": execution.execution_id}
 
 
-async def cancel_agent(deps: Deps, session_id: str, execution_id: str) -> dict[str, Any]:
+async def cancel_agent(
+    deps: Deps, session_id: str, execution_id: str, recorder: Recorder | None = None
+) -> dict[str, Any]:
     """Cancel one running agent; its stage completes per its success_policy without it.
 
     A cancelled sub-agent gives its parent an error observation instead of an answer.
+    The mark (or a paused agent's end) and the audit record are one commit.
     """
     session = await deps.store.get_session(session_id)
     if session is None:
@@ -207,43 +240,70 @@ async def cancel_agent(deps: Deps, session_id: str, execution_id: str) -> dict[s
         # Imported here: ending a paused agent runs the engine's fan-in (tarsy.engine.chains).
         from tarsy.engine.lifecycle import cancel_one
 
-        await cancel_one(execution, deps)
+        await cancel_one(execution, deps if recorder is None else recorded_deps(deps, recorder)[0])
     else:
-        await deps.store.update_execution(
-            execution_id, transitions.request_cancel_of_execution(execution)
+        await deps.store.commit_action(
+            ActionWrites(
+                session_id,
+                recorder.record(target=execution_id) if recorder else None,
+                executions=((execution_id, transitions.request_cancel_of_execution(execution)),),
+            )
         )
     logger.info("cancel requested for %s of %s", execution_id, session_id)
     return {"session_id": session_id, "execution_id": execution_id, "cancel_requested": True}
 
 
-async def resume(deps: Deps, session_id: str, request: ResumeRequest) -> dict[str, Any]:
-    """Continue a session paused at max_iterations, with more iterations."""
+async def resume(
+    deps: Deps, session_id: str, request: ResumeRequest, recorder: Recorder | None = None
+) -> dict[str, Any]:
+    """Continue a session paused at max_iterations, with more iterations.
+
+    The executions, their stages, the session and the audit record are one
+    commit; the steps are published after it (each resumed execution carries a
+    due time, so the sweeper publishes one whose publish was lost).
+    """
     session = await deps.store.get_session(session_id)
     if session is None:
         raise NotFoundError(f"no session {session_id!r}")
     if session.status is not ExecutionStatus.PAUSED:
         raise InputError(f"session {session_id} is {session.status.value}, not paused", status=409)
-    resumed: list[str] = []
-    for execution in await deps.store.list_executions(session_id):
-        if execution.status is not ExecutionStatus.PAUSED:
-            continue
-        extra = request.extra_iterations or execution.max_iterations
-        due = utcnow() + timedelta(seconds=deps.settings.step_due_seconds)
-        await deps.store.update_execution(
-            execution.execution_id, transitions.resume_execution(execution, extra, due)
+    paused = [
+        e for e in await deps.store.list_executions(session_id)
+        if e.status is ExecutionStatus.PAUSED
+    ]  # fmt: skip
+    due = utcnow() + timedelta(seconds=deps.settings.step_due_seconds)
+    executions = tuple(
+        (
+            e.execution_id,
+            transitions.resume_execution(e, request.extra_iterations or e.max_iterations, due),
         )
-        if rules(execution.role).pauses == "stage_and_session":
-            await deps.store.update_stage(session_id, execution.stage, transitions.resume_stage())
-        with telemetry.in_session_trace(session.trace_context):
-            await deps.bus.publish(iterate_message(execution, execution.step))
-        resumed.append(execution.execution_id)
+        for e in paused
+    )
+    stages: dict[int, StageUpdate] = {
+        e.stage: transitions.resume_stage()
+        for e in paused
+        if rules(e.role).pauses == "stage_and_session"
+    }
     # The pause did not use the session's time: it gets a whole timeout again.
     deadline = utcnow() + timedelta(seconds=deps.config.session_timeout(session.chain_id))
-    await deps.store.update_session(session_id, transitions.resume_session(session, deadline))
-    return {"session_id": session_id, "resumed": resumed}
+    await deps.store.commit_action(
+        ActionWrites(
+            session_id,
+            recorder.record() if recorder else None,
+            session=transitions.resume_session(session, deadline),
+            executions=executions,
+            stages=tuple(stages.items()),
+        )
+    )
+    with telemetry.in_session_trace(session.trace_context):
+        for execution in paused:
+            await deps.bus.publish(iterate_message(execution, execution.step))
+    return {"session_id": session_id, "resumed": [e.execution_id for e in paused]}
 
 
-async def investigate_again(deps: Deps, session_id: str) -> dict[str, Any]:
+async def investigate_again(
+    deps: Deps, session_id: str, recorder: Recorder | None = None
+) -> dict[str, Any]:
     """Start a new session from a finished session's alert, with today's configuration.
 
     Design constraint: after a fix, a configuration change or a provider outage
@@ -251,7 +311,9 @@ async def investigate_again(deps: Deps, session_id: str) -> dict[str, Any]:
     answered ``duplicate``; so this starts the new session directly (no source's
     dedup window applies) and links the two both ways, while native re-sends
     stay deduplicated. Its chain is routed afresh; its alert, runbook, tool
-    selection, metadata and source are the first's.
+    selection, metadata and source are the first's. The new session, both
+    links and the audit record are one commit (undone, record too, when the
+    start cannot be published).
     """
     first = await deps.store.get_session(session_id)
     if first is None:
@@ -275,11 +337,16 @@ async def investigate_again(deps: Deps, session_id: str) -> dict[str, Any]:
         metadata=first.metadata,
         source=first.source,
     ).model_copy(update={"investigation_of": first.session_id})
-    await deps.store.create_reinvestigation(session)
+    writes = ActionWrites(
+        session_id,
+        recorder.record(target=session.session_id) if recorder else None,
+        new_session=session,
+    )
+    await deps.store.commit_action(writes)
     try:
         await deps.bus.publish(StepMessage(session_id=session.session_id, kind="start_session"))
     except Exception as e:
-        await deps.store.delete_reinvestigation(session)
+        await deps.store.undo_reinvestigation(writes)
         logger.exception("publishing the start of %s failed; removed", session.session_id)
         raise InputError("queue unavailable, retry", status=503) from e
     logger.info("%s investigates %s again", session.session_id, session_id)
@@ -298,7 +365,8 @@ async def give_feedback(
     Design constraint: feedback judges an analysis, so only a finished session
     takes it (409 while it runs); a later one replaces it on the session, while
     the audit keeps each one. The cause is masked as alert data is: a later
-    alert's investigation reads it as history (tarsy.memory).
+    alert's investigation reads it as history (tarsy.memory). The verdict, the
+    cause and the audit record are one commit.
     """
     session = await deps.store.get_session(session_id)
     if session is None:
@@ -320,7 +388,8 @@ async def give_feedback(
     keys = keys_after_feedback(session.memory_keys, feedback)
     if keys != session.memory_keys:
         update = update.model_copy(update={"memory_keys": keys})
-    await deps.store.update_session(session_id, update)
+    record = Recorder(principal, "feedback", session_id).record(detail=audit_detail(feedback))
+    await deps.store.commit_action(ActionWrites(session_id, record, session=update))
     return feedback
 
 
@@ -337,7 +406,12 @@ MAX_QUESTION_CHARS = 100_000  # as TARSy accepts (its #194)
 
 
 async def chat(
-    deps: Deps, session_id: str, request: ChatRequest, *, reply_to: ThreadReply | None = None
+    deps: Deps,
+    session_id: str,
+    request: ChatRequest,
+    *,
+    reply_to: ThreadReply | None = None,
+    recorder: Recorder | None = None,
 ) -> dict[str, Any]:
     """Ask a question about a finished investigation; the answer lands in the timeline.
 
@@ -365,27 +439,17 @@ async def chat(
     # Imported here: only starting a judge or a chat needs the engine's chains and prompts.
     from tarsy.engine.chains import start_chat
 
-    # Masked before it is stored anywhere (the conversation, the timeline) or sent to a model.
+    # Masked before it is stored anywhere (the conversation, the timeline, the audit)
+    # or sent to a model.
     question = masked_typed_text(deps, request.question)
+    acting = deps
+    if recorder is not None:
+        # The chat's execution is created with the audit record, in one commit.
+        acting = recorded_deps(deps, replace(recorder, detail=question))[0]
     with telemetry.in_session_trace(session.trace_context):
-        execution = await start_chat(session, question, deps, reply_to=reply_to)
+        execution = await start_chat(session, question, acting, reply_to=reply_to)
     await deps.store.update_session(session_id, transitions.keep_until_answered(session, utcnow()))
     return {"session_id": session_id, "execution_id": execution.execution_id}
-
-
-async def _record(
-    deps: Deps,
-    principal: Principal,
-    action: RecordedAction,
-    session_id: str,
-    *,
-    target: str | None = None,
-    detail: str = "",
-) -> None:
-    """Record on the session who did ``action``, once it has succeeded."""
-    event = audit_event(principal, action, target=target, detail=detail)
-    await deps.store.record_action(session_id, event, audit_keys(event))
-    logger.info("%s by %s on %s", action, principal.email, session_id)
 
 
 def _body(request: HttpRequest, model: type[_Body]) -> _Body:
@@ -412,62 +476,64 @@ def _no_fields(request: HttpRequest) -> None:
     _body(request, NoFields)
 
 
+async def erase(deps: Deps, session_id: str, request: EraseRequest, recorder: Recorder) -> None:
+    """Delete every record of a session (an admin's, for a person's request or a pasted secret).
+
+    Design constraint: the erasure is audited with who and why, and that record
+    is the one thing of the session kept; the reason is masked like anything typed.
+    """
+    reason = masked_typed_text(deps, request.reason)
+    if not await deps.store.erase_session(recorder.record(target=session_id, detail=reason)):
+        raise NotFoundError(f"no session {session_id!r}")
+    logger.info("%s erased by %s", session_id, recorder.principal.email)
+
+
 async def _act(
     request: HttpRequest, deps: Deps, principal: Principal, route: Route, ids: dict[str, str]
 ) -> HttpResponse:
-    """One action on a session, its role already checked; recorded once it succeeded."""
+    """One action on a session, its role already checked; recorded in the action's commit."""
     session_id = ids["session_id"]
     action = route.action
     if action == "cancel":
         _no_fields(request)
-        body = await cancel(deps, session_id)
-        await _record(deps, principal, "cancel", session_id)
+        body = await cancel(deps, session_id, Recorder(principal, "cancel", session_id))
         return HttpResponse(status=202, body=body)
     if action == "cancel_agent":
         _no_fields(request)
-        body = await cancel_agent(deps, session_id, ids["execution_id"])
-        await _record(deps, principal, "cancel_agent", session_id, target=ids["execution_id"])
+        recorder = Recorder(principal, "cancel_agent", session_id)
+        body = await cancel_agent(deps, session_id, ids["execution_id"], recorder)
         return HttpResponse(status=202, body=body)
     if action == "resume":
-        body = await resume(deps, session_id, _body(request, ResumeRequest))
-        await _record(deps, principal, "resume", session_id)
+        resumed = _body(request, ResumeRequest)
+        body = await resume(deps, session_id, resumed, Recorder(principal, "resume", session_id))
         return HttpResponse(status=202, body=body)
     if action == "score":
         _no_fields(request)
-        body = await rescore(deps, session_id)
-        await _record(deps, principal, "score", session_id, target=body["execution_id"])
+        body = await rescore(deps, session_id, Recorder(principal, "score", session_id))
         return HttpResponse(status=202, body=body)
     if action == "investigate":
         why = _body(request, InvestigateRequest).reason
-        body = await investigate_again(deps, session_id)
-        await _record(
-            deps,
-            principal,
-            "investigate",
-            session_id,
-            target=body["session_id"],
-            detail=masked_typed_text(deps, why) if why else "",
+        recorder = Recorder(
+            principal, "investigate", session_id, masked_typed_text(deps, why) if why else ""
         )
+        body = await investigate_again(deps, session_id, recorder)
         return HttpResponse(status=202, body=body)
     if action == "feedback":
         feedback = await give_feedback(deps, session_id, _body(request, FeedbackRequest), principal)
-        await _record(deps, principal, "feedback", session_id, detail=audit_detail(feedback))
         return HttpResponse(
             status=200,
             body={"session_id": session_id, "feedback": feedback.model_dump(mode="json")},
         )
     if action == "chat":
         question = _body(request, ChatRequest)
-        body = await chat(deps, session_id, question)
-        await _record(
-            deps,
-            principal,
-            "chat",
-            session_id,
-            target=body["execution_id"],
-            detail=masked_typed_text(deps, question.question),
-        )
+        recorder = Recorder(principal, "chat", session_id)
+        body = await chat(deps, session_id, question, recorder=recorder)
         return HttpResponse(status=202, body=body)
+    if action == "erase":
+        await erase(
+            deps, session_id, _body(request, EraseRequest), Recorder(principal, "erase", session_id)
+        )
+        return HttpResponse(status=200, body={"session_id": session_id, "erased": True})
     raise InputError(f"no action {action!r}", status=404)
 
 
@@ -491,8 +557,8 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
     valid one); a state-changing route then refuses, with 403, a request
     another site could have made (:mod:`tarsy.http.same_origin`: JSON only, from
     the api's own origin); then the role the route needs is checked (403 naming
-    it). All of it before anything is read or written; an action that succeeded
-    is recorded on its session with who did it.
+    it). All of it before anything is read or written; an action is recorded
+    on its session with who did it, in the commit that does it.
     """
     path = request.path.rstrip("/") or "/"
     try:
@@ -516,6 +582,9 @@ async def handle(request: HttpRequest, deps: Deps) -> HttpResponse:
         principal.require(route.action)
         if route.changes_state:
             return await _act(request, deps, principal, route, ids)
+        if route.action == "audit":
+            audit = await deps.store.list_all_audit(parse_audit_query(request.query_string))
+            return HttpResponse(status=200, body=audit.model_dump(mode="json"))
         if "session_id" in ids:
             return HttpResponse(status=200, body=await session_view(deps.store, ids["session_id"]))
         page = await deps.store.list_sessions(parse_query(request.query_string))

@@ -15,7 +15,7 @@ from typing import Literal
 
 from tarsy.access.roles import REQUIRED_ROLE, Action
 
-Method = Literal["GET", "POST"]
+Method = Literal["GET", "POST", "DELETE"]
 # Who calls a route: anyone (health), Cloud Scheduler (its OIDC token, not a
 # browser's cookie), or a person signed in through the proxy.
 Caller = Literal["anyone", "scheduler", "person"]
@@ -73,6 +73,8 @@ API_ROUTES: tuple[Route, ...] = (
     Route("POST", "/retention", "scheduler"),
     Route("GET", "/sessions", "person", "read"),
     Route("GET", "/sessions/{session_id}", "person", "read"),
+    Route("DELETE", "/sessions/{session_id}", "person", "erase"),
+    Route("GET", "/audit", "person", "audit"),
     Route("POST", "/sessions/{session_id}/cancel", "person", "cancel"),
     Route("POST", "/sessions/{session_id}/resume", "person", "resume"),
     Route("POST", "/sessions/{session_id}/chat", "person", "chat"),

@@ -1,4 +1,4 @@
-"""``GET /sessions``: the listing query read from a query string.
+"""``GET /sessions`` and ``GET /audit``: a listing query read from a query string.
 
 Design constraint: the query, its cursor and its page are persistence's
 vocabulary (:mod:`tarsy.persistence.session_list`), which the store runs; the
@@ -7,14 +7,18 @@ api only parses what a caller sent into that query.
 
 from __future__ import annotations
 
+from typing import TypeVar
 from urllib.parse import parse_qs
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tarsy.errors import InputError
+from tarsy.persistence.audit_log import AuditQuery
 from tarsy.persistence.session_list import SessionQuery
 
 QUERY_PARAMETERS = frozenset(SessionQuery.model_fields)
+
+_Query = TypeVar("_Query", bound=BaseModel)
 
 
 def parse_query(query_string: str) -> SessionQuery:
@@ -29,19 +33,34 @@ def parse_query(query_string: str) -> SessionQuery:
     Raises:
         InputError: 422 with one entry per bad parameter (unknown, repeated, invalid).
     """
+    return _parse(query_string, SessionQuery, "invalid session query")
+
+
+def parse_audit_query(query_string: str) -> AuditQuery:
+    """The query of a ``GET /audit`` query string (actor, action, since, until, limit, cursor).
+
+    Raises:
+        InputError: 422 with one entry per bad parameter (unknown, repeated, invalid).
+    """
+    return _parse(query_string, AuditQuery, "invalid audit query")
+
+
+def _parse(query_string: str, model: type[_Query], what: str) -> _Query:
+    """``model`` from a query string: each parameter once, known, valid; '' is no filter."""
+    known = frozenset(model.model_fields)
     values = parse_qs(query_string, keep_blank_values=True)
     details: list[dict[str, str]] = []
     for name in sorted(values):
-        if name not in QUERY_PARAMETERS:
-            allowed = ", ".join(sorted(QUERY_PARAMETERS))
+        if name not in known:
+            allowed = ", ".join(sorted(known))
             details.append({"field": name, "message": f"unknown parameter; known: {allowed}"})
         elif len(values[name]) > 1:
             details.append({"field": name, "message": "given more than once"})
-    single = {name: items[0] for name, items in values.items() if name in QUERY_PARAMETERS}
+    single = {name: items[0] for name, items in values.items() if name in known}
     # An empty value means "no filter" (?status=&alert_type=x), as forms send it.
     given = {name: value for name, value in single.items() if value != ""}
     try:
-        query = SessionQuery.model_validate(given)
+        query = model.model_validate(given)
     except ValidationError as e:
         details.extend(
             {"field": ".".join(str(p) for p in err["loc"]) or "query", "message": err["msg"]}
@@ -49,5 +68,5 @@ def parse_query(query_string: str) -> SessionQuery:
         )
         query = None
     if details or query is None:
-        raise InputError("invalid session query", status=422, details=details)
+        raise InputError(what, status=422, details=details)
     return query

@@ -36,11 +36,13 @@ from tarsy.tools.base import CachedToolList
 
 if TYPE_CHECKING:  # annotations only: ingest lists no sessions and calls no model
     from tarsy.llm.base import ToolDefinition
+    from tarsy.persistence.audit_log import ActionRecord, ActionWrites, AuditPage, AuditQuery
     from tarsy.persistence.retention import RetentionReport
     from tarsy.persistence.session_list import SessionPage, SessionQuery
 
 __all__ = [
     "AlertIntake",
+    "AuditedActions",
     "LeaseRenewal",
     "Persistence",
     "ProgressStore",
@@ -148,7 +150,45 @@ class AlertIntake(Protocol):
         ...
 
 
-class Persistence(LeaseRenewal, SessionReader, ToolListCache, ProgressStore, AlertIntake, Protocol):
+class AuditedActions(Protocol):
+    """Actions written with their audit record in one commit; the audit read; erasure."""
+
+    async def commit_action(self, writes: ActionWrites) -> None:
+        """Commit an action's state change and its audit record in one batch."""
+        ...
+
+    async def undo_reinvestigation(self, writes: ActionWrites) -> None:
+        """Undo a committed investigate-again (its start could not be published)."""
+        ...
+
+    async def create_recorded_execution(
+        self,
+        execution: AgentExecution,
+        opening: Sequence[ConversationMessage],
+        timeline: Sequence[TimelineEvent],
+        record: ActionRecord,
+    ) -> bool:
+        """Create an execution with the action's audit record at once; False if it exists."""
+        ...
+
+    async def end_recorded_execution(
+        self, execution: AgentExecution, update: ExecutionUpdate, record: ActionRecord
+    ) -> None:
+        """End an execution (and mark it done for fan-in) with the audit record at once."""
+        ...
+
+    async def list_all_audit(self, query: AuditQuery) -> AuditPage:
+        """One page of the audit across sessions, newest first."""
+        ...
+
+    async def erase_session(self, record: ActionRecord) -> bool:
+        """Delete every record of a session but its erasure's; False: no such session."""
+        ...
+
+
+class Persistence(
+    LeaseRenewal, SessionReader, ToolListCache, ProgressStore, AlertIntake, AuditedActions, Protocol
+):
     """What the engine, the api and intake do with the store (``Deps.store``): operations only."""
 
     async def claim(

@@ -35,6 +35,7 @@ from tarsy.persistence._firestore import (
     stage_id,
 )
 from tarsy.persistence.alerts import AlertRecords
+from tarsy.persistence.audit import AuditRecords
 from tarsy.persistence.recordings import RecordingReads
 from tarsy.persistence.retention import RetentionReport, stamp_finished
 from tarsy.persistence.steps import (
@@ -69,7 +70,7 @@ __all__ = [
 ]
 
 
-class Store(StepRecords, AlertRecords, SweepQueries, RecordingReads):
+class Store(StepRecords, AlertRecords, SweepQueries, RecordingReads, AuditRecords):
     """Typed access to the Firestore layout: every aggregate's records in one client.
 
     Callers that need a few of its methods name a Protocol of

@@ -42,9 +42,10 @@ def test_roles_are_ordered_each_holding_the_ones_below() -> None:
     assert not Role.RESPONDER.allows(Role.ADMIN)
 
 
-def test_reading_is_a_viewers_and_every_action_a_responders() -> None:
+def test_reading_is_a_viewers_the_audit_and_erasure_an_admins_and_the_rest_a_responders() -> None:
     assert REQUIRED_ROLE["read"] is Role.VIEWER
-    acting = {action: role for action, role in REQUIRED_ROLE.items() if action != "read"}
+    assert REQUIRED_ROLE["audit"] is REQUIRED_ROLE["erase"] is Role.ADMIN
+    acting = {a: role for a, role in REQUIRED_ROLE.items() if a not in ("read", "audit", "erase")}
     assert set(acting.values()) == {Role.RESPONDER}
 
 
@@ -59,10 +60,18 @@ def test_a_refusal_names_the_role_the_action_needs(role: Role | None, action: st
     assert refused.value.details == {"required_role": refused.value.required_role}
 
 
-def test_a_responder_may_act_and_read() -> None:
+def test_a_responder_may_act_and_read_but_not_read_the_audit_or_erase() -> None:
     rita = Principal(email="rita@example.com", role=Role.RESPONDER)
     for action in REQUIRED_ROLE:
-        rita.require(action)
+        if action in ("audit", "erase"):
+            with pytest.raises(ForbiddenError) as refused:
+                rita.require(action)
+            assert refused.value.status == 403
+        else:
+            rita.require(action)
+    ada = Principal(email="ada@example.com", role=Role.ADMIN)
+    for action in REQUIRED_ROLE:
+        ada.require(action)
 
 
 @pytest.mark.parametrize(
