@@ -130,6 +130,9 @@ def _usage(rows: list[dict[str, str]], source: str, namespace_default: str) -> l
     for row in rows:
         cpu = quantity(row.get("CPU(cores)", ""))
         memory = quantity(row.get("MEMORY(bytes)", ""))
+        if cpu is None and memory is None:
+            # ``nodes_top`` for one node still lists the others, as ``<unknown>``: no figure.
+            continue
         if "POD" in row:
             ref = ObjectRef(
                 kind="Pod", name=row["POD"], namespace=row.get("NAMESPACE") or namespace_default

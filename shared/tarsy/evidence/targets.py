@@ -23,6 +23,7 @@ from typing import Any
 
 from tarsy.evidence import metric_targets
 from tarsy.evidence.fields import as_dict, dicts
+from tarsy.evidence.load import saturated
 from tarsy.evidence.snapshot import AlertFacts, KubeObject, ListedRow, ObjectRef, Snapshot
 
 Target = dict[str, str]
@@ -293,6 +294,19 @@ def pod_nodes(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
         _object_target("Node", name, "")
         for name in sorted(names)
         if ObjectRef(kind="Node", name=name) not in fetched
+    ]
+
+
+def saturated_nodes(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """The fetched nodes near their capacity (:func:`tarsy.evidence.load.saturated`).
+
+    What competes on a busy node may live in any namespace: a collector lists
+    the node's pods and their usage cluster-wide from here.
+    """
+    return [
+        _object_target("Node", node.name, "")
+        for node in snapshot.of_kind("Node")
+        if saturated(snapshot, node)
     ]
 
 
@@ -693,6 +707,7 @@ SOURCES: dict[str, TargetSource] = {
     "pods.secrets": pod_secrets,
     "pods.claims": pod_claims,
     "pods.nodes": pod_nodes,
+    "nodes.saturated": saturated_nodes,
     "owners": owners,
     "workloads": workload_selectors,
     "services.selectors": service_selectors,

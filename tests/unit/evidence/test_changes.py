@@ -96,3 +96,20 @@ def test_context_is_capped_with_rollouts_first() -> None:
     found = changes.recent_change(snapshot(*sets))
     assert len(found) == changes.MAX_FINDINGS
     assert all("rolled out revision 2" in f.finding for f in found)
+
+
+def test_a_nodes_own_events_before_the_alert_are_context_newest_per_node() -> None:
+    drained = ObjectRef(kind="Node", name="node-b")
+    cluster = snapshot(
+        event(drained, "NodeNotSchedulable", "Node node-b status is now: NodeNotSchedulable",
+              type="Normal", seen=-9),
+        event(drained, "Starting", "Starting kubelet.", type="Normal", seen=-20),
+        event(drained, "NodeHasSufficientMemory", "status report", type="Normal", seen=-3),
+        event(ObjectRef(kind="Node", name="node-c"), "Rebooted", "rebooted", seen=-600),
+    )  # fmt: skip
+    [found] = changes.recent_change(cluster)
+    assert found.severity == 3 and found.subject == drained
+    assert found.finding == (
+        'Node node-b: NodeNotSchedulable "Node node-b status is now: NodeNotSchedulable" at '
+        f"{iso(-9)}, 9 min before the alert began."
+    )

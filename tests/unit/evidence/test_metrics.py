@@ -129,6 +129,41 @@ def test_memory_that_only_grows_is_projected_to_its_limit() -> None:
     assert "reaches its 512Mi limit in about 80 min" in found.finding
 
 
+def test_memory_at_its_limit_after_a_climb_under_level_load_says_how_it_got_there() -> None:
+    climb = [200 * MI + n * 30 * MI for n in range(11)]  # 200Mi to 500Mi, never falling
+    cluster = snapshot(
+        series("memory_working_set", climb, start=-60, step=5, pod="feed-0"),
+        series("memory_limit", [512 * MI] * 11, pod="feed-0"),
+        series("cpu_usage", [0.2, 0.22, 0.21, 0.2, 0.22, 0.21] * 2, start=-60, pod="feed-0"),
+        alert=_alert(),
+    )
+    [found] = metrics.resource_saturation(cluster)
+    assert found.finding == (
+        "Pod feed-0 uses 98% of its memory limit (500Mi of 512Mi) at 09:50 UTC; it grew "
+        "without falling from 200Mi at 09:00 UTC, while its CPU use stayed level (200m-220m)."
+    )
+    # Load that comes and goes is not level: the climb is stated, the load is not.
+    busy = snapshot(
+        series("memory_working_set", climb, start=-60, step=5, pod="feed-0"),
+        series("memory_limit", [512 * MI] * 11, pod="feed-0"),
+        series("cpu_usage", [0.2, 0.9] * 6, start=-60, pod="feed-0"),
+        alert=_alert(),
+    )
+    [loaded] = metrics.resource_saturation(busy)
+    assert loaded.finding.endswith("it grew without falling from 200Mi at 09:00 UTC.")
+
+
+def test_memory_at_its_limit_after_ups_and_downs_states_no_climb() -> None:
+    wave = [200 * MI, 480 * MI, 300 * MI, 500 * MI]
+    cluster = snapshot(
+        series("memory_working_set", wave, pod="api-0"),
+        series("memory_limit", [512 * MI] * 4, pod="api-0"),
+        alert=_alert(),
+    )
+    [found] = metrics.resource_saturation(cluster)
+    assert "grew" not in found.finding
+
+
 def test_memory_that_comes_and_goes_is_not_a_leak() -> None:
     wave = [200 * MI, 260 * MI, 210 * MI, 300 * MI, 220 * MI, 330 * MI]
     cluster = snapshot(

@@ -95,3 +95,20 @@ def test_quantities_read_as_numbers() -> None:
     assert quantity("512Mi") == 512 * 2**20
     assert quantity("2") == 2
     assert quantity("lots") is None
+
+
+NODES_TOP_ONE = """\
+NAME       CPU(cores)   CPU(%)      MEMORY(bytes)   MEMORY(%)   SWAP(bytes)   SWAP(%)
+node-b     3871m        98%         10212Mi         77%         0Mi
+node-a     <unknown>    <unknown>   <unknown>       <unknown>   <unknown>     <unknown>
+"""
+
+
+def test_nodes_top_for_one_node_keeps_only_rows_with_figures() -> None:
+    # kubernetes-mcp-server's nodes_top with a name still lists the other nodes, as
+    # <unknown>: such a row read first would hide that node's figures from a later call.
+    snapshot = Snapshot()
+    add_result(snapshot, "nodes_top", {"name": "node-b"}, NODES_TOP_ONE, "g-1", is_error=False)
+    [usage] = snapshot.usage
+    assert usage.ref == ObjectRef(kind="Node", name="node-b")
+    assert usage.cpu_millicores == 3871

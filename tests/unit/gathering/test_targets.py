@@ -7,7 +7,15 @@ from typing import Any
 import pytest
 
 from tarsy.evidence.catalog import CollectorCall, CollectorWhen
-from tarsy.evidence.snapshot import AlertFacts, KubeObject, ListedRow, PodLog, Snapshot
+from tarsy.evidence.snapshot import (
+    AlertFacts,
+    KubeObject,
+    ListedRow,
+    ObjectRef,
+    PodLog,
+    Snapshot,
+    Usage,
+)
 from tarsy.evidence.targets import age_seconds, targets_of
 
 
@@ -67,6 +75,28 @@ def test_the_owner_chain_and_the_node_are_followed() -> None:
         "apps/v1",
     )
     assert [t["name"] for t in targets_of("pods.nodes", ALERT, snapshot)] == ["node-a"]
+
+
+def node(name: str) -> KubeObject:
+    body = {"kind": "Node", "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi"}}}  # fmt: skip
+    return KubeObject(kind="Node", body=body, source=f"g-{name}")
+
+
+def test_only_a_node_near_its_capacity_is_followed_to_its_neighbours() -> None:
+    snapshot = Snapshot(
+        objects=[node("busy"), node("calm"), node("unmeasured")],
+        usage=[
+            Usage(ref=ObjectRef(kind="Node", name="busy"), source="t-1"),  # <unknown> row
+            Usage(ref=ObjectRef(kind="Node", name="busy"), cpu_millicores=3700, source="t-2"),
+            Usage(ref=ObjectRef(kind="Node", name="calm"), cpu_millicores=900,
+                  memory_bytes=2 * 2**30, source="t-3"),
+        ],
+    )  # fmt: skip
+    assert [t["name"] for t in targets_of("nodes.saturated", ALERT, snapshot)] == ["busy"]
+    full = Usage(ref=ObjectRef(kind="Node", name="calm"), memory_bytes=15 * 2**30, source="t-4")
+    snapshot.usage.insert(0, full)
+    assert [t["name"] for t in targets_of("nodes.saturated", ALERT, snapshot)] == ["busy", "calm"]
 
 
 def test_a_restarted_container_is_a_target_for_its_previous_log() -> None:

@@ -30,6 +30,7 @@ from tarsy.evidence.detections import (
     pods,
     policies,
     quota,
+    recovery,
     rollouts,
     routing,
     scheduling,
@@ -46,6 +47,7 @@ Check = Callable[[Snapshot], list[Detection]]
 # (what changed, what is missing) before those that only show it.
 CHECKS: Mapping[str, Check] = MappingProxyType(
     {
+        "recovered": recovery.recovered,
         "config_drift": config.config_drift,
         "unresolvable_host": network.unresolvable_host,
         "network_policy_blocks": network.network_policy_blocks,

@@ -1,4 +1,4 @@
-"""What changed shortly before the alert began: rollouts, configuration edits, scaling, jobs.
+"""What changed shortly before the alert began: rollouts, edits, nodes, scaling, jobs.
 
 Design constraint: context, not a cause (severity 3). A change close before
 a failure is where a reader looks first, but closeness proves nothing, so
@@ -26,7 +26,7 @@ from tarsy.evidence.detections.kube import (
     stamp,
 )
 from tarsy.evidence.detections.rollouts import revision_changes
-from tarsy.evidence.snapshot import Detection, KubeObject, Snapshot
+from tarsy.evidence.snapshot import Detection, KubeEvent, KubeObject, Snapshot
 
 # How long before the alert's start a change counts as "shortly before".
 WINDOW = timedelta(hours=1)
@@ -35,6 +35,7 @@ MAX_FINDINGS = 5
 # A change recorded this soon after the start is still part of it (clocks, event delay).
 GRACE = timedelta(minutes=2)
 _CONTROL_PLANE = "kube-controller-manager"
+_ROUTINE_NODE_REASON = "NodeHas"
 _SCALE_REASONS = {"ScalingReplicaSet", "SuccessfulRescale", "SuccessfulCreate", "SuccessfulDelete"}
 
 
@@ -112,6 +113,32 @@ def _scaling(snapshot: Snapshot, start: datetime) -> list[Detection]:
     return found
 
 
+def _node_changes(snapshot: Snapshot, start: datetime) -> list[Detection]:
+    """A node's own events in the window: cordons, drains, reboots, upgrades, removals.
+
+    The kubelet's routine ``NodeHas...`` status reports are not changes. Each node's
+    newest such event is reported, with its message: the message says why (a
+    maintenance window, an upgrade, the autoscaler).
+    """
+    newest: dict[str, KubeEvent] = {}
+    for event in snapshot.events:
+        if event.object.kind != "Node" or event.reason.startswith(_ROUTINE_NODE_REASON):
+            continue
+        if _before(event.last_seen, start) is None:
+            continue
+        kept = newest.get(event.object.name)
+        if kept is None or (kept.last_seen or start) < (event.last_seen or start):
+            newest[event.object.name] = event
+    found: list[Detection] = []
+    for event in sorted(newest.values(), key=lambda e: (e.last_seen or start, e.object.name)):
+        finding = (
+            f"Node {event.object.name}: {event.reason} {quoted(event.message)} at "
+            f"{stamp(event.last_seen)}, {_before(event.last_seen, start)}."
+        )
+        found.append(detection("recent_change", event.object, finding, [event.source], 3))
+    return found
+
+
 def _alert_nodes(snapshot: Snapshot) -> set[str]:
     """The nodes of the pods the alert names, else of every gathered pod not owned by a Job."""
     named = snapshot.alert.labels.get("pod", "")
@@ -139,7 +166,7 @@ def _jobs_on_node(snapshot: Snapshot, start: datetime) -> list[Detection]:
 
 
 def recent_change(snapshot: Snapshot) -> list[Detection]:
-    """Rollouts, ConfigMap/Secret edits, scaling and Jobs on the same node shortly before the alert.
+    """Rollouts, ConfigMap/Secret edits, node events, scaling, Jobs on the same node, before it.
 
     Reported only when the alert carries its start: without it "before" has no anchor.
     """
@@ -149,6 +176,7 @@ def recent_change(snapshot: Snapshot) -> list[Detection]:
     found = [
         *_rollouts(snapshot, start),
         *_edits(snapshot, start),
+        *_node_changes(snapshot, start),
         *_scaling(snapshot, start),
         *_jobs_on_node(snapshot, start),
     ]

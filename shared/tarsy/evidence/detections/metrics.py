@@ -34,6 +34,7 @@ OUT_OF_LINE_RATIO = 5.0
 MEMORY_NEAR_LIMIT = 0.9
 MEMORY_GROWTH = 0.2  # a fifth more over the window counts as growing
 LEAK_HORIZON = timedelta(hours=6)
+LEVEL_LOAD = 1.5  # CPU use within this ratio (highest over lowest) counts as level load
 THROTTLED = 0.25
 CPU_AT_LIMIT = 0.9
 ROLLOUT_NEAR = timedelta(minutes=10)
@@ -245,6 +246,30 @@ def _pod(snapshot: Snapshot, series: MetricSeries) -> ObjectRef:
 _SATURATION = "resource_saturation"
 
 
+def _climbs(series: MetricSeries) -> bool:
+    """Whether ``series`` rose by :data:`MEMORY_GROWTH` or more and never fell on the way.
+
+    Memory that load drives comes and goes with the load; a working set that
+    only climbs is what a leak (or an unbounded cache) looks like.
+    """
+    first, last = series.points[0][1], series.points[-1][1]
+    if first <= 0 or last - first < MEMORY_GROWTH * first:
+        return False
+    return all(b >= a for (_, a), (_, b) in zip(series.points, series.points[1:], strict=False))
+
+
+def _load_level(snapshot: Snapshot, pod: str) -> str:
+    """``, while its CPU use stayed level (...)`` when the pod's CPU series shows flat load."""
+    cpu = _by_pod(snapshot.series_of("cpu_usage")).get(pod)
+    if cpu is None or len(cpu.points) < 2:
+        return ""
+    values = [v for _, v in cpu.points]
+    low, high = min(values), max(values)
+    if low <= 0 or high > LEVEL_LOAD * low:
+        return ""
+    return f", while its CPU use stayed level ({cpu_text(low)}-{cpu_text(high)})"
+
+
 def _memory(snapshot: Snapshot) -> list[Detection]:
     limits = _by_pod(snapshot.series_of("memory_limit"))
     found: list[Detection] = []
@@ -256,18 +281,23 @@ def _memory(snapshot: Snapshot) -> list[Detection]:
             continue
         first = used.points[0]
         evidence = sources(used.source, limit.source if limit else None)
+        climbed = (
+            f"; it grew without falling from {memory_text(first[1])} at {_clock(first[0])}"
+            f"{_load_level(snapshot, pod)}"
+            if _climbs(used)
+            else ""
+        )
         if now >= MEMORY_NEAR_LIMIT * cap:
             finding = (
                 f"Pod {pod} uses {now / cap:.0%} of its memory limit "
-                f"({memory_text(now)} of {memory_text(cap)}) at {_clock(used.points[-1][0])}."
+                f"({memory_text(now)} of {memory_text(cap)}) at {_clock(used.points[-1][0])}"
+                f"{climbed}."
             )
             found.append(detection(_SATURATION, _pod(snapshot, used), finding, evidence, 1))
             continue
         span = used.points[-1][0] - first[0]
         rise = now - first[1]
-        if span <= 0 or first[1] <= 0 or rise < MEMORY_GROWTH * first[1]:
-            continue
-        if any(b < a for (_, a), (_, b) in zip(used.points, used.points[1:], strict=False)):
+        if span <= 0 or not climbed:
             # Only a series that never falls is a climb toward the limit, not load coming and going.
             continue
         seconds_left = (cap - now) / (rise / span)
@@ -275,9 +305,9 @@ def _memory(snapshot: Snapshot) -> list[Detection]:
             continue
         finding = (
             f"Pod {pod}'s memory grows without falling, from {memory_text(first[1])} at "
-            f"{_clock(first[0])} to {memory_text(now)} at {_clock(used.points[-1][0])}; at "
-            f"this rate it reaches its {memory_text(cap)} limit in about "
-            f"{_duration(seconds_left)}."
+            f"{_clock(first[0])} to {memory_text(now)} at {_clock(used.points[-1][0])}"
+            f"{_load_level(snapshot, pod)}; at this rate it reaches its {memory_text(cap)} limit "
+            f"in about {_duration(seconds_left)}."
         )
         found.append(detection(_SATURATION, _pod(snapshot, used), finding, evidence, 1))
     return found

@@ -16,10 +16,10 @@ from tarsy.evidence.detections.kube import (
     sources,
     text_map,
 )
+from tarsy.evidence.load import SATURATED, node_shares, usage_of
 from tarsy.evidence.parse import quantity
-from tarsy.evidence.snapshot import Detection, KubeObject, Snapshot, Usage
+from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, Snapshot, Usage
 
-SATURATED = 0.9
 _PRESSURES = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 
 
@@ -38,46 +38,77 @@ def node_pressure(snapshot: Snapshot) -> list[Detection]:
     return found
 
 
-def _top_pods(snapshot: Snapshot, node: KubeObject, by_memory: bool) -> tuple[str, list[str]]:
-    on_node = {p.ref for p in snapshot.of_kind("Pod") if p.spec.get("nodeName") == node.name}
-    usage = [u for u in snapshot.usage if u.ref in on_node]
+def _pods_on(snapshot: Snapshot, node: KubeObject) -> set[ObjectRef]:
+    """The pods on ``node``: fetched ones by ``spec.nodeName``, listed ones by their NODE column."""
+    fetched = {p.ref for p in snapshot.of_kind("Pod") if p.spec.get("nodeName") == node.name}
+    listed = {
+        r.ref for r in snapshot.rows if r.kind == "Pod" and r.columns.get("NODE") == node.name
+    }
+    return fetched | listed
 
-    def figure(item: Usage) -> float:
-        return (item.memory_bytes if by_memory else item.cpu_millicores) or 0.0
 
-    top = sorted(usage, key=figure, reverse=True)[:3]
-    if not top:
-        return "", []
-    shown = ", ".join(
+def _ranked(snapshot: Snapshot, node: KubeObject, by_memory: bool) -> list[Usage]:
+    """The measured pods on ``node``, in every namespace gathered, those using the most first."""
+    usage = [u for ref in _pods_on(snapshot, node) if (u := usage_of(snapshot, ref)) is not None]
+    return sorted(usage, key=lambda u: (-_figure(u, by_memory), u.ref.namespace, u.ref.name))
+
+
+def _figure(usage: Usage, by_memory: bool) -> float:
+    return (usage.memory_bytes if by_memory else usage.cpu_millicores) or 0.0
+
+
+def _listed(usage: list[Usage], by_memory: bool) -> str:
+    return ", ".join(
         f"{u.ref.namespace}/{u.ref.name} "
-        + (memory_text(u.memory_bytes) if by_memory else cpu_text(figure(u) / 1000))
-        for u in top
+        + (memory_text(u.memory_bytes) if by_memory else cpu_text(_figure(u, by_memory) / 1000))
+        for u in usage
     )
-    return f"; top pods there: {shown}", [u.source for u in top]
+
+
+def _who_uses_it(
+    snapshot: Snapshot, node: KubeObject, by_memory: bool
+) -> tuple[str, bool, list[str]]:
+    """The node's top pods; the alert's pods there; whether other namespaces' pods lead.
+
+    A node saturated by pods of other namespaces while the alert's pods run on it is
+    contention from a neighbour: the finding says so, and is then a likely cause.
+    """
+    ranked = _ranked(snapshot, node, by_memory)
+    top = ranked[:3]
+    if not top:
+        return "", False, []
+    text = f"; top pods there: {_listed(top, by_memory)}"
+    namespace = snapshot.alert.labels.get("namespace", "")
+    own = [u for u in ranked if namespace and u.ref.namespace == namespace]
+    rest = [u for u in own if u not in top][:3]
+    if rest:
+        text += f"; the alert's namespace's pods there: {_listed(rest, by_memory)}"
+    neighbours = bool(own) and top[0].ref.namespace != namespace
+    if neighbours:
+        text += f"; pods of other namespaces than {namespace} use the most of it"
+    return text, neighbours, [u.source for u in [*top, *rest]]
 
 
 def _saturation(snapshot: Snapshot, node: KubeObject) -> tuple[list[str], bool, list[str]]:
     """The saturated figures of ``node``, whether memory is one, and the usage's evidence."""
-    usage = next((u for u in snapshot.usage if u.ref == node.ref), None)
-    allocatable = text_map(node.status.get("allocatable"))
+    usage = usage_of(snapshot, node.ref)
     if usage is None:
         return [], False, []
+    cpu_share, memory_share = node_shares(snapshot, node)
+    allocatable = text_map(node.status.get("allocatable"))
     parts: list[str] = []
-    cpu = quantity(allocatable.get("cpu", ""))
-    memory = quantity(allocatable.get("memory", ""))
-    if cpu and usage.cpu_millicores is not None and usage.cpu_millicores / 1000 >= SATURATED * cpu:
-        share = usage.cpu_millicores / 1000 / cpu
+    if cpu_share is not None and cpu_share >= SATURATED and usage.cpu_millicores is not None:
+        cpu = quantity(allocatable.get("cpu", "")) or 0.0
         parts.append(
             f"using CPU {cpu_text(usage.cpu_millicores / 1000)} of {cpu_text(cpu)} allocatable "
-            f"({share:.0%})"
+            f"({cpu_share:.0%})"
         )
-    memory_full = bool(
-        memory and usage.memory_bytes is not None and usage.memory_bytes >= SATURATED * memory
-    )
-    if memory and memory_full and usage.memory_bytes is not None:
+    memory_full = memory_share is not None and memory_share >= SATURATED
+    if memory_full and usage.memory_bytes is not None:
+        memory = quantity(allocatable.get("memory", "")) or 0.0
         parts.append(
             f"using memory {memory_text(usage.memory_bytes)} of {memory_text(memory)} allocatable "
-            f"({usage.memory_bytes / memory:.0%})"
+            f"({memory_share:.0%})"
         )
     return parts, memory_full, [usage.source]
 
@@ -95,9 +126,9 @@ def node_saturation(snapshot: Snapshot) -> list[Detection]:
             parts.insert(0, f"not ready: {condition_text(ready)}")
         if node.spec.get("unschedulable"):
             parts.append("cordoned (unschedulable)")
-        top, top_sources = _top_pods(snapshot, node, memory_full)
+        top, neighbours, top_sources = _who_uses_it(snapshot, node, memory_full)
         finding = f"Node {node.name} is {'; '.join(parts)}{top}."
-        severity = 1 if not_ready else 2
+        severity = 1 if not_ready or neighbours else 2
         found.append(
             detection(
                 "node_saturation",
