@@ -259,6 +259,30 @@ def test_an_evicted_pod_names_the_resource_and_its_node_pressure() -> None:
     assert found.evidence == [gone.source, node.source]
 
 
+def test_an_eviction_over_ephemeral_storage_names_what_counts_toward_it() -> None:
+    message = "The node was low on resource: ephemeral-storage. Container app was using 9Gi."
+    gone = pod(
+        "batch-3", phase="Failed", statuses=[], reason="Evicted", message=message,
+        containers=[container("app"), container("sidecar", resources={"limits": {
+            "ephemeral-storage": "1Gi"}})],
+    )  # fmt: skip
+    gone.spec["volumes"] = [
+        {"name": "work", "emptyDir": {}},
+        {"name": "cache", "emptyDir": {"sizeLimit": "2Gi"}},
+        {"name": "shm", "emptyDir": {"medium": "Memory"}},
+        {"name": "cfg", "configMap": {"name": "settings"}},
+    ]
+    [found] = pods.evicted(snapshot(gone))
+    assert found.finding.endswith(
+        "; toward its ephemeral storage count: emptyDir work with no sizeLimit; emptyDir cache "
+        "sizeLimit 2Gi; no ephemeral-storage limit on app."
+    )
+    memory = "The node was low on resource: memory."
+    other = pod("batch-4", phase="Failed", statuses=[], reason="Evicted", message=memory)
+    [by_memory] = pods.evicted(snapshot(other))
+    assert "toward its ephemeral storage" not in by_memory.finding
+
+
 def test_a_running_pod_was_not_evicted() -> None:
     assert pods.evicted(snapshot(pod("batch-2"))) == []
 

@@ -19,6 +19,7 @@ from tarsy.evidence.detections.kube import (
     condition,
     container_spec,
     container_statuses,
+    containers,
     detection,
     dicts,
     event_line,
@@ -39,6 +40,7 @@ from tarsy.evidence.detections.kube import (
     sources,
     stamp,
     state_of,
+    text_map,
     trim,
     words,
 )
@@ -519,6 +521,40 @@ def _node_pressure(snapshot: Snapshot, pod: KubeObject) -> tuple[str, str | None
     return f"; its node {node.name} reports {', '.join(pressing)}", node.source
 
 
+def _ephemeral_text(pod: KubeObject, message: str) -> str:
+    """For an eviction over ephemeral storage: what of the pod counts toward it.
+
+    A pod's writable layers, logs and ``emptyDir`` volumes (not those on memory)
+    count toward its ephemeral storage; an ``emptyDir`` without ``sizeLimit`` and
+    containers without an ``ephemeral-storage`` limit leave only the node's disk
+    to stop them.
+    """
+    if "ephemeral-storage" not in message:
+        return ""
+    volumes = [
+        v
+        for v in dicts(pod.spec.get("volumes"))
+        if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") != "Memory"
+    ]
+    parts = [
+        f"emptyDir {v.get('name')} "
+        + (
+            f"sizeLimit {v['emptyDir']['sizeLimit']}"
+            if v["emptyDir"].get("sizeLimit")
+            else "with no sizeLimit"
+        )
+        for v in volumes
+    ]
+    unlimited = [
+        str(c.get("name"))
+        for c in containers(pod.spec)
+        if "ephemeral-storage" not in text_map(as_dict(c.get("resources")).get("limits"))
+    ]
+    if unlimited:
+        parts.append(f"no ephemeral-storage limit on {', '.join(unlimited)}")
+    return f"; toward its ephemeral storage count: {'; '.join(parts)}" if parts else ""
+
+
 def evicted(snapshot: Snapshot) -> list[Detection]:
     """Pods evicted by the kubelet, with the resource it named and the node's pressure."""
     found: list[Detection] = []
@@ -530,7 +566,8 @@ def evicted(snapshot: Snapshot) -> list[Detection]:
         pressure, node_source = _node_pressure(snapshot, pod)
         finding = (
             f"Pod {pod.namespace}/{pod.name} was evicted from node "
-            f"{pod.spec.get('nodeName') or 'unknown'}: {quoted(message, 240)}{pressure}."
+            f"{pod.spec.get('nodeName') or 'unknown'}: {quoted(message, 240)}{pressure}"
+            f"{_ephemeral_text(pod, message)}."
         )
         evidence = sources(pod, *events[:1], node_source)
         found.append(detection("evicted", pod.ref, finding, evidence, 2))
