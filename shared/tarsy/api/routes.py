@@ -89,6 +89,7 @@ API_ROUTES: tuple[Route, ...] = (
 PAGE_DATA_ROUTES: tuple[Route, ...] = (
     Route("GET", "/ui/data/sessions", "person", "read"),
     Route("GET", "/ui/data/sessions/{session_id}", "person", "read"),
+    Route("GET", "/ui/data/audit", "person", "audit"),
 )
 ROUTES: tuple[Route, ...] = API_ROUTES + PAGE_DATA_ROUTES
 

@@ -31,6 +31,7 @@ from tarsy.errors import InputError
 from tarsy.http.request import HttpRequest
 from tarsy.models import AuditEvent, ExecutionStatus, utcnow
 from tarsy.web import render as r
+from tarsy.web.audit_page import AUDIT_PAGE, audit_data, audit_shell
 from tarsy.web.links import UI_PREFIX
 from tarsy.web.session_page import SessionUpdate, dumps, score_view, session_update, stage_label
 
@@ -223,6 +224,8 @@ async def handle(request: HttpRequest, deps: Deps) -> WebResponse:
         )
     if path == UI_PREFIX + "/":
         return _html(r.render("list.html", root=_root(path)))
+    if path == AUDIT_PAGE:
+        return _html(audit_shell(_root(path)))
     if (asset := _ASSET.match(path)) is not None:
         return _asset(asset["name"])
     if (page := _SESSION_PAGE.match(path)) is not None:
@@ -232,6 +235,8 @@ async def handle(request: HttpRequest, deps: Deps) -> WebResponse:
         if route is not None and route.action is not None:
             principal = await authenticate(request.headers, deps.settings)
             principal.require(route.action)
+            if route.action == "audit":
+                return _json({**await audit_data(request, deps), "who": _who(principal)})
             if "session_id" not in ids:
                 return await _list_data(request, deps, principal)
             cursor = parse_qs(request.query_string).get("cursor", [""])[0]
