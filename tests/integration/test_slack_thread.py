@@ -27,11 +27,12 @@ from google.cloud import firestore
 from pydantic import SecretStr
 
 from tarsy.app import Deps
+from tarsy.config.schema import SlackConfig
 from tarsy.engine.steps import handle
 from tarsy.http.request import HttpRequest, HttpResponse
 from tarsy.intake import slack_events
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
-from tarsy.notify.ledger import FirestoreLedger
+from tarsy.notify.ledger import Claim, FirestoreLedger
 from tarsy.notify.result import NotificationResult
 from tarsy.notify.session_end import on_session_end, retry_stale
 from tarsy.notify.slack import CLAIM_LEASE
@@ -45,6 +46,7 @@ from tests.integration.conftest import GRANTS, RESPONDER, VIEWER
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 CHANNEL = "C0ONCALL"
 RITA, VICTOR = "U0RITA", "U0VICTOR"
+BOT = "U0TARSY"  # the app's own user: a question mentions it
 
 
 @pytest.fixture
@@ -134,6 +136,7 @@ def question(
         "team_id": "T0TEAM",
         "event_id": f"Ev{uuid.uuid4().hex[:10].upper()}",
         "event_time": int(time.time()),
+        "authorizations": [{"team_id": "T0TEAM", "user_id": BOT, "is_bot": True}],
         "event": {
             "type": "message",
             "channel": CHANNEL,
@@ -357,3 +360,122 @@ def test_the_ingest_function_routes_slack_events_and_refuses_them_when_not_confi
         )
     assert response.status_code == 404
     assert "not configured" in response.json()["error"]["message"]
+
+
+# ─── once and on purpose (issue 42, point 6) ─────────────────────────────────
+
+
+class ClockedLedger(FirestoreLedger):
+    """The Firestore ledger on a clock the test moves; the process dies once where armed."""
+
+    def __init__(self, deps: Deps) -> None:
+        settings = deps.settings
+        self.now = utcnow()
+        super().__init__(
+            firestore.AsyncClient(
+                project=settings.project_id, database=settings.firestore_database
+            ),
+            lambda: self.now,
+        )
+        self.die_after_claim = False
+        self.die_before_settle = False
+
+    async def claim_event(self, session_id: str, key: str, *, lease: timedelta) -> Claim | None:
+        claim = await super().claim_event(session_id, key, lease=lease)
+        if claim is not None and self.die_after_claim:
+            self.die_after_claim = False
+            raise Crash(key)
+        return claim
+
+    async def settle_event(self, session_id: str, key: str, outcome: str) -> None:
+        if self.die_before_settle:
+            self.die_before_settle = False
+            raise Crash(key)
+        await super().settle_event(session_id, key, outcome)
+
+    def pass_the_lease(self) -> None:
+        self.now += slack_events.EVENT_LEASE + timedelta(seconds=1)
+
+
+async def answer_chats(local: Deps, before: int, ledger: FirestoreLedger) -> None:
+    """Run what the question published (the chat) to its end, with its Slack answer."""
+    assert isinstance(local.bus, RecordingBus)
+    await run(list(local.bus.published[before:]), local, local.bus, ledger)
+
+
+@pytest.mark.parametrize("dies", ["between the claim and the chat", "after starting the chat"])
+async def test_a_question_whose_taker_died_is_answered_once_by_slacks_retry(
+    local: Deps, slack_api: FakeSlack, fake_gemini: FakeGemini, dies: str
+) -> None:
+    assert isinstance(local.bus, RecordingBus)
+    ledger = ClockedLedger(local)
+    session, thread_ts = await investigated(local, ledger, fake_gemini, slack_api)
+    fake_gemini.script(FakeReply(text="The rollout at 09:12 dropped DB_URL."))
+    event = question(thread_ts)
+    before = len(local.bus.published)
+    if dies == "between the claim and the chat":
+        ledger.die_after_claim = True
+    else:
+        ledger.die_before_settle = True
+
+    with pytest.raises(Crash):
+        await slack_events.handle(signed(event), local, ledger=ledger)
+    started = await chats(local, session.session_id)
+    assert len(started) == (0 if dies == "between the claim and the chat" else 1)
+    # Slack's retry while the claim's lease runs: the holder may still be at it.
+    early = await slack_events.handle(signed(event), local, ledger=ledger)
+    assert early.body["ignored"] == "already taken"
+
+    ledger.pass_the_lease()
+    retry = await slack_events.handle(signed(event), local, ledger=ledger)
+
+    assert retry.status == 200, retry.body
+    [chat_id] = await chats(local, session.session_id)
+    assert retry.body["execution_id"] == chat_id
+    assert started in ([], [chat_id])  # the chat the dead taker started is the one answered
+    late = await slack_events.handle(signed(event), local, ledger=ledger)
+    assert late.body["ignored"] == "already taken"  # settled: later retries change nothing
+    await answer_chats(local, before, ledger)
+    [answer] = thread_posts(slack_api, thread_ts)
+    assert "The rollout at 09:12 dropped DB_URL." in answer["text"]
+    assert await chats(local, session.session_id) == [chat_id]
+
+
+async def test_by_default_only_a_reply_that_mentions_the_bot_is_a_question(
+    local: Deps, slack_api: FakeSlack, ledger: FirestoreLedger, fake_gemini: FakeGemini
+) -> None:
+    session, thread_ts = await investigated(local, ledger, fake_gemini, slack_api)
+    chatter = question(thread_ts, text="I rolled it back, DB_URL is there again")
+
+    ignored = await slack_events.handle(signed(chatter), local, ledger=ledger)
+
+    assert ignored.body["ignored"] == "does not mention tarsy"
+    assert await chats(local, session.session_id) == []
+    assert thread_posts(slack_api, thread_ts) == []
+    # ``slack.thread_questions: all``: every person's reply in the thread is a question.
+    everyone = replace(local, config=local.config.model_copy(
+        update={"slack": SlackConfig(thread_questions="all")}))  # fmt: skip
+    asked = await slack_events.handle(signed(question(thread_ts, text="why?")), everyone,
+                                      ledger=ledger)  # fmt: skip
+    assert asked.body["execution_id"] in await chats(local, session.session_id)
+
+
+async def test_a_person_over_the_daily_chat_budget_is_refused_in_the_thread_with_the_figure(
+    local: Deps, slack_api: FakeSlack, ledger: FirestoreLedger, fake_gemini: FakeGemini
+) -> None:
+    budgeted = replace(local, config=local.config.model_copy(
+        update={"slack": SlackConfig(daily_chat_budget_usd=0.01)}))  # fmt: skip
+    session, thread_ts = await investigated(budgeted, ledger, fake_gemini, slack_api)
+    first = await slack_events.handle(signed(question(thread_ts)), budgeted, ledger=ledger)
+    [chat_id] = await chats(local, session.session_id)
+    assert first.body["execution_id"] == chat_id
+    # What that chat has cost so far (as its steps' commits add it): 2 cents.
+    await ledger._db.collection("executions").document(chat_id).update({"cost": 20_000_000})
+
+    second = await slack_events.handle(signed(question(thread_ts)), budgeted, ledger=ledger)
+
+    assert second.body["refused"] == "budget"
+    [refusal] = thread_posts(slack_api, thread_ts)
+    assert f"<@{RITA}>" in refusal["text"]
+    assert "$0.0200" in refusal["text"] and "$0.01" in refusal["text"]
+    assert await chats(local, session.session_id) == [chat_id]

@@ -515,6 +515,18 @@ class SessionBudget(_Strict):
 DEFAULT_CHAIN = "default"
 
 
+class SlackConfig(_Strict):
+    """Questions asked in a session's Slack thread (:mod:`tarsy.intake.slack_events`).
+
+    Policy only: the bot token, channel and signing secret are settings (secrets).
+    """
+
+    # "mentions": only a reply that mentions the bot is a question; "all": every human reply.
+    thread_questions: Literal["mentions", "all"] = "mentions"
+    # What one person's thread questions may cost per UTC day, in US dollars; None: no limit.
+    daily_chat_budget_usd: float | None = Field(default=None, gt=0)
+
+
 class TarsyConfig(_Strict):
     """The whole configuration, validated with cross-references checked."""
 
@@ -538,6 +550,8 @@ class TarsyConfig(_Strict):
     evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
     # The compact path of small models (tarsy.agent.compact): its budgets.
     compact_path: CompactPathSettings = Field(default_factory=CompactPathSettings)
+    # Questions in a session's Slack thread: which replies are questions, a daily budget.
+    slack: SlackConfig = Field(default_factory=SlackConfig)
 
     def price_for(self, model: str) -> ModelPrice | None:
         """The price of ``model``: exact name, else the longest prefix ending at a boundary.

@@ -13,17 +13,28 @@ and nothing is written or posted. Then:
 * ``url_verification``: Slack's challenge, answered.
 * ``event_callback`` with a ``message`` event in a thread whose parent (or
   whose tarsy message) is a session's Slack notification (the ``slack`` entry
-  of the notification ledger records its channel and ts): a question. Bots'
-  messages (tarsy's own among them), edits and other subtypes, and messages
-  outside a session's thread are acknowledged and ignored. Each event is taken
-  once (``slack-event-{event_id}`` in the ledger): Slack redelivers an event
-  it thinks unanswered.
+  of the notification ledger records its channel and ts): a question if it
+  mentions the bot (``slack.thread_questions: mentions``, the default: people
+  talk among themselves in the thread too, and every question is a paid chat)
+  or, with ``all``, any person's reply. Bots' messages (tarsy's own among them),
+  edits and other subtypes, and messages outside a session's thread are
+  acknowledged and ignored.
+* Each event is taken once, and not lost: ``slack-event-{event_id}`` in the
+  ledger is claimed with a lease (:data:`EVENT_LEASE`) and settled once the
+  question is answered or refused. Slack redelivers an event it thinks
+  unanswered (after about 1 and 5 minutes): while the claim is held the retry is
+  ignored; a claim whose holder died runs out, and the retry takes it over,
+  finds the chat that carries the event id (the holder died after starting it)
+  or starts it, and answers once (the answer's own ledger entry,
+  :mod:`tarsy.notify.slack_thread`, posts it once).
 * The asker's Slack user becomes an e-mail (``users.info``) and a role through
   the same grants as the api (``TARSY_ACCESS_GRANTS``, groups included); chat
   needs responder.
   A refusal is answered in the thread, naming the role; so is a question the
   chat refuses (the investigation still running, an earlier question still
-  being answered). Accepted, it is the session's chat (the api's own
+  being answered), and one from a person whose daily chat budget
+  (``slack.daily_chat_budget_usd``, off by default) is spent, with the figure:
+  what their Slack questions cost since 00:00 UTC. Accepted, it is the session's chat (the api's own
   :func:`tarsy.api.handlers.chat`), recorded in the audit with the asker's
   e-mail, and its answer is posted in the thread once it is ready
   (:mod:`tarsy.notify.slack_thread`).
@@ -38,6 +49,7 @@ import asyncio
 import json
 import logging
 import re
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -47,7 +59,8 @@ from tarsy.access.iap import principal_of
 from tarsy.api.handlers import ChatRequest, chat
 from tarsy.errors import ConfigError, ForbiddenError, InputError
 from tarsy.http.request import HttpRequest, HttpResponse
-from tarsy.models import ThreadReply
+from tarsy.models import AgentExecution, ThreadReply, utcnow
+from tarsy.money import format_usd, nanos_of_dollars
 from tarsy.notify import slack, slack_thread
 from tarsy.notify.ledger import FirestoreLedger, firestore_ledger
 
@@ -65,6 +78,11 @@ EVENT_PREFIX = "slack-event-"
 QUESTION_SUBTYPES = frozenset({"thread_broadcast"})
 # A mention of someone (the bot, usually) opening the question is not part of it.
 _LEADING_MENTIONS = re.compile(r"^(\s*<@[A-Z0-9]+>\s*)+")
+_MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
+# Shorter than Slack's first retry (about a minute after an unanswered delivery), far
+# longer than a question takes to start (Slack waits 3 s for the answer).
+EVENT_LEASE = timedelta(seconds=30)
+ThreadQuestions = Literal["mentions", "all"]
 
 
 class _Tolerant(BaseModel):
@@ -92,12 +110,26 @@ class UrlVerification(_Tolerant):
     challenge: str
 
 
+class Authorization(_Tolerant):
+    """Who the app is in the workspace the event comes from."""
+
+    user_id: str = ""
+    is_bot: bool = False
+
+
 class EventCallback(_Tolerant):
     """One event delivered to the app."""
 
     type: Literal["event_callback"]
     event_id: str
     event: MessageEvent
+    authorizations: list[Authorization] = []
+    authed_users: list[str] = []
+
+    def bot_users(self) -> frozenset[str]:
+        """The app's own user ids: a message that mentions one is addressed to tarsy."""
+        bots = {a.user_id for a in self.authorizations if a.is_bot and a.user_id}
+        return frozenset(bots or self.authed_users)
 
 
 class _Kind(_Tolerant):
@@ -112,8 +144,20 @@ def _refused(message: str, status: int) -> HttpResponse:
     return HttpResponse(status=status, body={"error": {"status": status, "message": message}})
 
 
-def ignored_because(event: MessageEvent) -> str | None:
-    """Why a message event is no question for tarsy (pure); None: it may be one."""
+def ignored_because(
+    event: MessageEvent,
+    *,
+    questions: ThreadQuestions = "mentions",
+    bots: frozenset[str] = frozenset(),
+) -> str | None:
+    """Why a message event is no question for tarsy (pure); None: it may be one.
+
+    Args:
+        event: The message.
+        questions: ``mentions``: only a reply that mentions one of ``bots``; ``all``:
+            any person's reply.
+        bots: The app's user ids in the workspace.
+    """
     if event.type != "message":
         return f"event type {event.type!r}"
     if event.subtype is not None and event.subtype not in QUESTION_SUBTYPES:
@@ -122,9 +166,49 @@ def ignored_because(event: MessageEvent) -> str | None:
         return "a bot's message"
     if not event.thread_ts or event.thread_ts == event.ts:
         return "not a reply in a thread"
+    if questions == "mentions" and not mentions(event.text, bots):
+        return "does not mention tarsy"
     if not question_of(event.text):
         return "no question"
     return None
+
+
+def mentions(text: str, users: frozenset[str]) -> bool:
+    """Whether ``text`` mentions one of ``users`` (``<@U123>`` or ``<@U123|name>``)."""
+    return any(m.group(1) in users for m in _MENTION.finditer(text))
+
+
+def chat_for_event(executions: list[AgentExecution], event_id: str) -> AgentExecution | None:
+    """The chat started for Slack event ``event_id``, if an earlier taker got that far."""
+    return next(
+        (
+            e
+            for e in executions
+            if e.role == "chat" and e.reply_to is not None and e.reply_to.event_id == event_id
+        ),
+        None,
+    )
+
+
+def start_of_day(now: datetime) -> datetime:
+    """00:00 UTC of ``now``'s day: when a daily budget starts again."""
+    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def budget_refusal(spent: int, budget_usd: float | None) -> str | None:
+    """The refusal of a person whose daily chat budget is spent (pure); None: within it.
+
+    Args:
+        spent: Nano-dollars their Slack questions cost today.
+        budget_usd: The budget in dollars; None: no budget.
+    """
+    if budget_usd is None or spent < nanos_of_dollars(budget_usd):
+        return None
+    return (
+        f"your chat budget for today is spent: your questions have cost {format_usd(spent)} "
+        f"of {format_usd(nanos_of_dollars(budget_usd), places=2)} since 00:00 UTC. "
+        "Ask again tomorrow, or ask in the tarsy page."
+    )
 
 
 def question_of(text: str) -> str:
@@ -176,17 +260,40 @@ async def handle(
 
 
 async def _question(callback: EventCallback, deps: Deps, ledger: FirestoreLedger) -> HttpResponse:
-    """Take one message event: find its session, check the asker, start the chat."""
-    event, settings = callback.event, deps.settings
-    reason = ignored_because(event)
+    """Take one message event: find its session, claim the event, then answer it once."""
+    event, policy = callback.event, deps.config.slack
+    reason = ignored_because(event, questions=policy.thread_questions, bots=callback.bot_users())
     if reason is not None:
         return _answer({"ok": True, "ignored": reason})
-    assert event.thread_ts is not None and event.user is not None
+    assert event.thread_ts is not None
     session_id = await ledger.thread_session(slack.NOTIFIER, event.channel, event.thread_ts)
     if session_id is None:
         return _answer({"ok": True, "ignored": "not a session's thread"})
-    if await ledger.claim(session_id, EVENT_PREFIX + callback.event_id) is None:
+    key = EVENT_PREFIX + callback.event_id
+    claim = await ledger.claim_event(session_id, key, lease=EVENT_LEASE)
+    if claim is None:
         return _answer({"ok": True, "ignored": "already taken", "session_id": session_id})
+    if claim.takeover:
+        # The holder died: it may have started the chat already. The sweeper runs a
+        # chat that was created but never published, and its answer is posted once.
+        started = chat_for_event(await deps.store.list_executions(session_id), callback.event_id)
+        if started is not None:
+            await ledger.settle_event(session_id, key, "answered")
+            logger.info("Slack event %s: its chat was started before", callback.event_id)
+            return _answer(
+                {"ok": True, "session_id": session_id, "execution_id": started.execution_id}
+            )
+    response = await _ask(callback, session_id, deps, ledger)
+    await ledger.settle_event(session_id, key, str(response.body.get("refused") or "answered"))
+    return response
+
+
+async def _ask(
+    callback: EventCallback, session_id: str, deps: Deps, ledger: FirestoreLedger
+) -> HttpResponse:
+    """Check the asker (e-mail, role, budget) and start the chat, or refuse in the thread."""
+    event, settings = callback.event, deps.settings
+    assert event.thread_ts is not None and event.user is not None
 
     async def say(text: str) -> None:
         try:
@@ -208,6 +315,13 @@ async def _question(callback: EventCallback, deps: Deps, ledger: FirestoreLedger
     principal = await principal_of(email, settings)
     try:
         principal.require("chat")
+        budget = deps.config.slack.daily_chat_budget_usd
+        if budget is not None:
+            spent = await ledger.chat_spend(email, start_of_day(utcnow()))
+            if (refusal := budget_refusal(spent, budget)) is not None:
+                await say(f"<@{event.user}> {refusal}")
+                logger.info("Slack question refused: %s spent today's chat budget", email)
+                return _answer({"ok": True, "refused": "budget", "session_id": session_id})
         reply_to = ThreadReply(
             channel=event.channel,
             thread_ts=event.thread_ts,

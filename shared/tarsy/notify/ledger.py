@@ -15,6 +15,11 @@ Taking over is safe only if the notifier can tell whether the dead attempt got
 its message out: Slack looks for its own message by the session's marker
 before posting again (:mod:`tarsy.notify.slack`). A claim without a lease (the
 sessions-ended metric) is at most once, as before.
+
+A Slack event (a question asked in a thread, :mod:`tarsy.intake.slack_events`)
+is claimed the same way, with its own lease field (``event_lease_until``): Slack,
+not the sweeper, retries an event, so the sweeper's query never sees it. Its
+taker settles it once the question is answered or refused.
 """
 
 from __future__ import annotations
@@ -29,12 +34,15 @@ from google.cloud import firestore
 
 from tarsy._pydantic import DeferredModel
 from tarsy.models import utcnow
+from tarsy.money import money_of
 from tarsy.notify.result import NotificationResult
 from tarsy.settings import Settings
 
 SESSIONS = "sessions"
 NOTIFICATIONS = "notifications"
 LEASE_FIELD = "lease_until"
+EVENT_LEASE_FIELD = "event_lease_until"
+EXECUTIONS = "executions"
 RESULT = "result"
 # Sessions looked at per query when a Slack thread is matched to its session.
 THREAD_MATCHES = 20
@@ -99,6 +107,39 @@ class FirestoreLedger:
         self, session_id: str, notifier: str, *, lease: timedelta | None = None
     ) -> Claim | None:
         """Create the notification document, or take over one whose lease has run out."""
+        return await self._claim(session_id, notifier, lease, LEASE_FIELD)
+
+    async def claim_event(self, session_id: str, key: str, *, lease: timedelta) -> Claim | None:
+        """Claim a Slack event: the first caller, or the first after the lease has run out."""
+        return await self._claim(session_id, key, lease, EVENT_LEASE_FIELD)
+
+    async def settle_event(self, session_id: str, key: str, outcome: str) -> None:
+        """Mark a claimed event handled (``outcome``: what came of it); no one takes it over."""
+        await self._ref(session_id, key).set(
+            {"state": outcome, "recorded_at": self._clock(), EVENT_LEASE_FIELD: None}, merge=True
+        )
+
+    async def chat_spend(self, asked_by: str, since: datetime) -> int:
+        """Nano-dollars spent so far by the chats ``asked_by`` asked in Slack since ``since``.
+
+        One equality query on ``reply_to.asked_by`` (the automatic single-field
+        index); the day is filtered here, so no composite index is needed. Legacy
+        float costs are read as dollars.
+        """
+        query = self._db.collection(EXECUTIONS).where(
+            filter=firestore.FieldFilter("reply_to.asked_by", "==", asked_by)
+        )
+        total = 0
+        async for snap in query.stream():
+            data: dict[str, Any] = snap.to_dict() or {}
+            created = data.get("created_at")
+            if isinstance(created, datetime) and created >= since:
+                total += money_of(data.get("cost") or 0)
+        return total
+
+    async def _claim(
+        self, session_id: str, notifier: str, lease: timedelta | None, lease_field: str
+    ) -> Claim | None:
         now = self._clock()
         ref = self._ref(session_id, notifier)
         try:
@@ -108,7 +149,7 @@ class FirestoreLedger:
                     "state": "claimed",
                     "attempt": 1,
                     "claimed_at": now,
-                    LEASE_FIELD: now + lease if lease is not None else None,
+                    lease_field: now + lease if lease is not None else None,
                 }
             )
         except gexc.AlreadyExists:
@@ -119,14 +160,14 @@ class FirestoreLedger:
             return None
         snap = await ref.get()
         data: dict[str, Any] = snap.to_dict() or {}
-        until = data.get(LEASE_FIELD)
+        until = data.get(lease_field)
         if not snap.exists or until is None or until > now:
             return None
         attempt = int(data.get("attempt") or 1) + 1
         try:
             taken = {"state": "claimed", "attempt": attempt, "claimed_at": now}
             await ref.update(
-                {**taken, LEASE_FIELD: now + lease},
+                {**taken, lease_field: now + lease},
                 option=self._db.write_option(last_update_time=snap.update_time),
             )
         except (gexc.FailedPrecondition, gexc.NotFound):
