@@ -63,7 +63,7 @@ findings write them) and the exact value or change that caused it (a finding mar
 "findings": the numbers of the findings that show the cause, as a list (all that apply, \
 most telling first; [] when none does): the analysis quotes them word for word;
 "fix": in one or two sentences, the concrete change that resolves it (what to set or \
-change back, and where);
+change back, and where), or that no action is needed when a finding shows it recovered;
 "evidence_enough": true when you could name the root cause above from the findings and \
 the evidence; false when you could not name it;
 "check_next": when evidence_enough is false, what to look at with the cluster tools; \
@@ -78,7 +78,8 @@ them) and the exact value or change that caused it; a finding marked "likely cau
 usually is it, a "symptom" is not>
 Findings: <the numbers of the findings that show the cause, most telling first, e.g. 2, 5; \
 none when none does: the analysis quotes them word for word>
-Fix: <one or two sentences: the concrete change that resolves it, what and where>
+Fix: <one or two sentences: the concrete change that resolves it, what and where; or that \
+no action is needed when a finding shows it recovered>
 Evidence enough: <yes when you could name the root cause above from the findings and the \
 evidence, no when you could not name it>
 Check next: <when the evidence is not enough, what to look at with the cluster tools>"""
