@@ -529,3 +529,16 @@ async def test_the_page_links_the_earlier_sessions_it_recalled_with_their_age_an
     header = json.loads((await call(store, get("/ui/data/sessions/s-2"))).body)["header"]
     assert '<a class="recalled-session" href="s-0">s-0</a>' in header
     assert "history to verify" in header and "2d 00h before, marked wrong" in header
+
+
+async def test_the_page_and_the_list_show_a_cost_in_dollars_an_older_float_cost_too() -> None:
+    store = hostile_store()
+    store.sessions["s-1"].status = ExecutionStatus.COMPLETED
+    store.sessions["s-1"].cost = 12_340_000  # nano-dollars, as stored now
+    page = json.dumps(json.loads((await call(store, get("/ui/data/sessions/s-1"))).body))
+    listed = json.loads((await call(store, get("/ui/data/sessions"))).body)["html"]
+    assert "$0.0123" in page and "$0.0123" in listed
+    older = store.sessions["s-1"].model_dump() | {"cost": 0.01234}  # a float of dollars
+    store.sessions["s-1"] = Session.model_validate(older)
+    listed = json.loads((await call(store, get("/ui/data/sessions"))).body)["html"]
+    assert "$0.0123" in listed
