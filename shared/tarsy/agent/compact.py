@@ -29,6 +29,7 @@ from tarsy.agent.prompts import undelimit
 from tarsy.config.schema import CompactPathSettings
 from tarsy.evidence.brief import compact as compact_result
 from tarsy.evidence.brief import parse_findings
+from tarsy.evidence.catalog import shape_of_tool
 from tarsy.llm.base import Capabilities
 from tarsy.models import ConversationMessage
 from tarsy.tools.base import ToolResult
@@ -300,7 +301,8 @@ def shown_to_small_model(result: ToolResult, max_chars: int) -> ToolResult:
 
     Only what the model reads changes (``content``); the record keeps ``full_content``.
     """
-    shown = compact_result(result.tool, result.full_content, result.is_error)
+    shape = shape_of_tool(result.tool)
+    shown = compact_result(shape, result.full_content, result.is_error)
     if len(shown) > max_chars:
         more = len(shown) - max_chars
         shown = f"{shown[:max_chars]}\n[… {more} more characters not shown: ask a narrower query]"

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from tarsy.evidence import promql
+from tarsy.evidence.catalog import Shape
 from tarsy.evidence.gather import GatheredCall
 from tarsy.evidence.parse import events, load_yaml
 from tarsy.evidence.snapshot import Detection
@@ -137,18 +138,18 @@ def _compact_metric(result: promql.PrometheusResult) -> str:
     return "\n".join(lines) if lines else "(no series)"
 
 
-def compact(tool: str, text: str, is_error: bool) -> str:
-    """What the brief shows of one result of ``tool``."""
+def compact(shape: Shape, text: str, is_error: bool) -> str:
+    """What the brief shows of one result of that ``shape``."""
     if is_error:
         return text.strip()[:500]
     metric = promql.parse_result(text) if text.lstrip().startswith("{") else None
     if metric is not None:
         shown = _compact_metric(metric)
-    elif tool in ("pods_get", "resources_get"):
+    elif shape == "object":
         shown = _compact_object(text)
-    elif tool == "events_list":
+    elif shape == "events":
         shown = _compact_events(text)
-    elif tool == "pods_log":
+    elif shape == "log":
         shown = _compact_log(text)
     else:
         shown = _compact_table(text)
@@ -195,7 +196,7 @@ def evidence_text(
     used = 0
     for call in ordered:
         result = call.result
-        block = f"{_call_line(call)}\n{compact(result.tool, result.full_content, result.is_error)}"
+        block = f"{_call_line(call)}\n{compact(call.read_as, result.full_content, result.is_error)}"
         if used + len(block) > budget_chars:
             omitted.append(_call_line(call))
             continue

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from tarsy._pydantic import DeferredModel
 
@@ -45,6 +45,32 @@ Measure = Literal[
     "memory_limit",
     "restarts",
 ]
+
+
+# What a call's result is, so the snapshot reads it whatever the server and tool are
+# called: a Kubernetes object (YAML or JSON), a table of objects (a header row, one row
+# an object; KIND, NAME, NAMESPACE, NODE... columns), events, a container's log, a
+# metrics-API table (CPU(cores), MEMORY(bytes) per POD or node), or a Prometheus result.
+Shape = Literal["object", "table", "events", "log", "top", "promql"]
+
+# kubernetes-mcp-server's tools and what they print: a collector calling one of them
+# need not say its shape. Any other tool's call says it (``shape:``).
+KNOWN_SHAPES: Mapping[str, Shape] = {
+    "pods_get": "object",
+    "resources_get": "object",
+    "resources_list": "table",
+    "pods_list": "table",
+    "pods_list_in_namespace": "table",
+    "events_list": "events",
+    "pods_log": "log",
+    "pods_top": "top",
+    "nodes_top": "top",
+}
+
+
+def shape_of_tool(tool: str) -> Shape:
+    """The shape a known tool prints; a table for any other (shown as text, rows read)."""
+    return KNOWN_SHAPES.get(tool, "table")
 
 
 class _Strict(DeferredModel):
@@ -99,6 +125,33 @@ class CollectorCall(_Strict):
     measures: Measure | None = Field(
         default=None, description="what a metric query measures (read by the metric detections)"
     )
+    # Never left at "table" by itself: the validator below fills in a known tool's shape
+    # or refuses the call (the default only tells type checkers the field is optional).
+    shape: Shape = Field(
+        default="table",
+        description="what the result is: a known tool's by default, promql with measures",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _declared(cls, data: Any) -> Any:
+        """Every call says what its result is, or calls a tool whose shape is known."""
+        if not isinstance(data, Mapping) or data.get("shape") is not None:
+            return data
+        tool = str(data.get("tool") or "")
+        known = "promql" if data.get("measures") is not None else KNOWN_SHAPES.get(tool)
+        if known is None:
+            raise ValueError(
+                f"collector call {tool!r}: say what its result is with shape: "
+                "object | table | events | log | top | promql"
+            )
+        return {**data, "shape": known}
+
+    @model_validator(mode="after")
+    def _measured(self) -> CollectorCall:
+        if self.shape == "promql" and self.measures is None:
+            raise ValueError(f"collector call {self.tool!r}: a promql result needs measures:")
+        return self
 
     def render(self, variables: Mapping[str, str]) -> dict[str, Any] | None:
         """The arguments for one target; None when a template's variable is missing."""

@@ -24,7 +24,7 @@ from pydantic import Field
 
 from tarsy._pydantic import DeferredModel
 from tarsy.evidence import parse
-from tarsy.evidence.catalog import Collector, EvidenceSettings
+from tarsy.evidence.catalog import Collector, EvidenceSettings, Shape, shape_of_tool
 from tarsy.evidence.snapshot import AlertFacts, Detection, Snapshot
 from tarsy.evidence.targets import targets_of
 from tarsy.models import ToolCall
@@ -41,6 +41,7 @@ class PlannedCall(DeferredModel):
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     measures: str = Field(default="", description="what a metric query measures, if it is one")
+    shape: Shape = Field(default="table", description="what the result is (the call declares it)")
 
     @property
     def name(self) -> str:
@@ -59,6 +60,12 @@ class GatheredCall(DeferredModel):
     collector: str
     round: int
     result: ToolResult
+    shape: Shape | None = Field(default=None, description="what the result is, as declared")
+
+    @property
+    def read_as(self) -> Shape:
+        """The declared shape; a record from before shapes were declared, by its tool."""
+        return self.shape or shape_of_tool(self.result.tool)
 
 
 class Gathered(DeferredModel):
@@ -101,7 +108,7 @@ def next_round(
                 arguments = call.render(target)
                 candidate = PlannedCall(
                     collector=name, server=collector.server, tool=call.tool,
-                    arguments=arguments or {}, measures=call.measures or "",
+                    arguments=arguments or {}, measures=call.measures or "", shape=call.shape,
                 )  # fmt: skip
                 if arguments is None or listing.get(candidate.name) is None:
                     continue
@@ -188,10 +195,12 @@ async def gather(
         for plan, result in zip(planned, results, strict=True):
             done.add(plan.key)
             gathered.calls.append(
-                GatheredCall(collector=plan.collector, round=number, result=result)
+                GatheredCall(
+                    collector=plan.collector, round=number, result=result, shape=plan.shape
+                )
             )
             parse.add_result(
-                gathered.snapshot, plan.tool, plan.arguments, result.full_content,
+                gathered.snapshot, plan.shape, plan.arguments, result.full_content,
                 result.call_id, is_error=result.is_error, measures=plan.measures,
             )  # fmt: skip
     else:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 import yaml
 
 from tarsy.evidence import promql
+from tarsy.evidence.catalog import Shape
 from tarsy.evidence.snapshot import (
     KubeEvent,
     KubeObject,
@@ -151,7 +152,7 @@ def _usage(rows: list[dict[str, str]], source: str, namespace_default: str) -> l
 
 
 def _merge_pod_usage(usage: list[Usage]) -> list[Usage]:
-    """``pods_top`` prints one row per container: one figure per pod, summed."""
+    """A pod's table prints one row per container: one figure per pod, summed."""
     merged: dict[ObjectRef, Usage] = {}
     for item in usage:
         if item.ref.kind != "Pod" or item.ref not in merged:
@@ -183,7 +184,7 @@ def metric_series(text: str, query: str, measures: str, source: str) -> list[Met
 
 def add_result(
     snapshot: Snapshot,
-    tool: str,
+    shape: Shape,
     arguments: Mapping[str, Any],
     text: str,
     source: str,
@@ -191,16 +192,19 @@ def add_result(
     is_error: bool,
     measures: str = "",
 ) -> None:
-    """Read one tool result into ``snapshot`` (in place), by the shape ``tool`` prints.
+    """Read one tool result into ``snapshot`` (in place), by the ``shape`` its call declared.
 
-    A metric query's result (``measures`` given by its collector call) is read
-    as Prometheus answers, whichever tool served it.
+    The shape, not the tool's name, says how to read it (:data:`tarsy.evidence.catalog.Shape`),
+    so a collector for any MCP server reaches the detections. The conventional
+    arguments name what a result is about where it does not say itself: ``kind``
+    (a table or object without one lists pods), ``namespace``, ``name``,
+    ``container`` and ``previous`` of a log.
     """
     if is_error:
         snapshot.errors[source] = text
         missing = _NOT_FOUND.search(text)
         if missing and arguments.get("name"):
-            kind = str(arguments.get("kind") or ("Pod" if tool.startswith("pods_") else ""))
+            kind = str(arguments.get("kind") or "Pod")
             snapshot.absent.append(
                 ObjectRef(
                     kind=kind,
@@ -210,39 +214,47 @@ def add_result(
             )
         return
     namespace = str(arguments.get("namespace") or "")
-    if measures:
-        query = str(arguments.get("query") or "")
-        snapshot.series.extend(metric_series(text, query, measures, source))
-    elif tool in ("pods_get", "resources_get"):
-        body = load_yaml(text)
-        if isinstance(body, dict):
-            kind = str(body.get("kind") or arguments.get("kind") or "Pod")
-            snapshot.objects.append(KubeObject(kind=kind, body=body, source=source))
-    elif tool in ("resources_list", "pods_list", "pods_list_in_namespace"):
-        for row in table_rows(text):
-            snapshot.rows.append(
-                ListedRow(
-                    kind=row.get("KIND") or str(arguments.get("kind") or "Pod"),
-                    api_version=row.get("APIVERSION", ""),
-                    namespace=row.get("NAMESPACE", namespace),
-                    name=row.get("NAME", ""),
-                    columns=row,
+    match shape:
+        case "promql":
+            # A series means nothing to the detections without what it measures.
+            if measures:
+                query = str(arguments.get("query") or "")
+                snapshot.series.extend(metric_series(text, query, measures, source))
+        case "object":
+            body = load_yaml(text)
+            if isinstance(body, dict):
+                kind = str(body.get("kind") or arguments.get("kind") or "Pod")
+                snapshot.objects.append(KubeObject(kind=kind, body=body, source=source))
+        case "table":
+            snapshot.rows.extend(_rows(text, arguments, namespace, source))
+        case "events":
+            snapshot.events.extend(events(text, source))
+        case "log":
+            snapshot.logs.append(
+                PodLog(
+                    namespace=namespace,
+                    pod=str(arguments.get("name") or ""),
+                    container=str(arguments.get("container") or ""),
+                    previous=bool(arguments.get("previous")),
+                    text=text,
                     source=source,
                 )
             )
-    elif tool == "events_list":
-        snapshot.events.extend(events(text, source))
-    elif tool == "pods_log":
-        snapshot.logs.append(
-            PodLog(
-                namespace=namespace,
-                pod=str(arguments.get("name") or ""),
-                container=str(arguments.get("container") or ""),
-                previous=bool(arguments.get("previous")),
-                text=text,
-                source=source,
-            )
+        case "top":
+            snapshot.usage.extend(_merge_pod_usage(_usage(table_rows(text), source, namespace)))
+        case _:
+            assert_never(shape)
+
+
+def _rows(text: str, arguments: Mapping[str, Any], namespace: str, source: str) -> list[ListedRow]:
+    return [
+        ListedRow(
+            kind=row.get("KIND") or str(arguments.get("kind") or "Pod"),
+            api_version=row.get("APIVERSION", ""),
+            namespace=row.get("NAMESPACE", namespace),
+            name=row.get("NAME", ""),
+            columns=row,
+            source=source,
         )
-    elif tool in ("pods_top", "nodes_top"):
-        usage = _usage(table_rows(text), source, namespace)
-        snapshot.usage.extend(_merge_pod_usage(usage) if tool == "pods_top" else usage)
+        for row in table_rows(text)
+    ]

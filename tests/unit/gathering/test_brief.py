@@ -49,7 +49,7 @@ def test_a_secret_shows_its_key_names_and_never_its_values() -> None:
         "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\n"
         "data: {password: c2VjcmV0, user: YQ==}\n"
     )
-    shown = compact("resources_get", secret, is_error=False)
+    shown = compact("object", secret, is_error=False)
     assert "password" in shown and "user" in shown
     assert "c2VjcmV0" not in shown and "YQ==" not in shown
 
@@ -61,7 +61,7 @@ def test_bookkeeping_fields_and_the_applied_configuration_are_left_out() -> None
         f"  managedFields: [{{manager: kubectl}}]\n  annotations:\n"
         f"    kubectl.kubernetes.io/last-applied-configuration: '{applied}'\ndata: {{HOST: b}}\n"
     )
-    shown = compact("resources_get", body, is_error=False)
+    shown = compact("object", body, is_error=False)
     assert "uid" not in shown and "managedFields" not in shown and "resourceVersion" not in shown
     assert "HOST: b" in shown and '"HOST": "a"' not in shown
 
@@ -87,7 +87,7 @@ def test_only_warning_events_are_shown_one_per_line_newest_first() -> None:
   Timestamp: 2026-01-01 10:06:00 +0000 UTC
   Type: Warning
 """
-    assert compact("events_list", text, is_error=False).splitlines() == [
+    assert compact("events", text, is_error=False).splitlines() == [
         "2026-01-01 10:06:00Z Unhealthy Pod shop/web-1: "
         "Readiness probe failed: HTTP probe failed with statuscode: 503",
         "2026-01-01 10:05:00Z BackOff Pod shop/web-1: Back-off restarting failed container",
@@ -96,7 +96,7 @@ def test_only_warning_events_are_shown_one_per_line_newest_first() -> None:
 
 def test_a_long_log_keeps_its_last_lines() -> None:
     log = "\n".join(f"line {n}" for n in range(100))
-    shown = compact("pods_log", log, is_error=False).splitlines()
+    shown = compact("log", log, is_error=False).splitlines()
     assert shown[0] == "(75 earlier lines not shown)" and shown[-1] == "line 99"
 
 

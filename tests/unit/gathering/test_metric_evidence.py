@@ -181,7 +181,7 @@ MATRIX = json.dumps(
 def test_a_metric_result_becomes_series_that_say_what_they_measure() -> None:
     snapshot = Snapshot()
     add_result(
-        snapshot, "execute_range_query", {"query": "sum by (version) (x)"}, MATRIX, "gather-004",
+        snapshot, "promql", {"query": "sum by (version) (x)"}, MATRIX, "gather-004",
         is_error=False, measures="alert_by",
     )  # fmt: skip
     first, second = snapshot.series
@@ -192,12 +192,12 @@ def test_a_metric_result_becomes_series_that_say_what_they_measure() -> None:
 
 def test_a_result_without_a_measure_is_not_read_as_series() -> None:
     snapshot = Snapshot()
-    add_result(snapshot, "execute_range_query", {}, MATRIX, "g-1", is_error=False)
+    add_result(snapshot, "promql", {}, MATRIX, "g-1", is_error=False)
     assert snapshot.series == []
 
 
 def test_the_brief_shows_each_series_on_one_line_with_a_few_points_and_its_range() -> None:
-    shown = compact("execute_range_query", MATRIX, is_error=False).splitlines()
+    shown = compact("promql", MATRIX, is_error=False).splitlines()
     assert len(shown) == 2
     assert shown[0].startswith("{version=2.0} 13:30 0 · ")
     assert shown[0].endswith("13:59 0.029 (min 0, max 0.029)")

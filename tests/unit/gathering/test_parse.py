@@ -48,7 +48,7 @@ def test_a_table_cell_with_spaces_stays_whole_and_headers_with_spaces_are_one_co
 
 def test_pods_top_rows_stop_at_the_totals_and_containers_add_up_per_pod() -> None:
     snapshot = Snapshot()
-    add_result(snapshot, "pods_top", {"namespace": "orders"}, TOP_TABLE, "g-1", is_error=False)
+    add_result(snapshot, "top", {"namespace": "orders"}, TOP_TABLE, "g-1", is_error=False)
     [usage] = snapshot.usage
     assert usage.ref == ObjectRef(kind="Pod", name="orders-api-a1", namespace="orders")
     assert usage.cpu_millicores == 130
@@ -68,7 +68,7 @@ def test_an_object_looked_up_that_does_not_exist_is_recorded_as_absent() -> None
     snapshot = Snapshot()
     arguments = {"apiVersion": "v1", "kind": "Service", "namespace": "orders", "name": "db"}
     text = 'failed to get resource: services "db" not found'
-    add_result(snapshot, "resources_get", arguments, text, "g-3", is_error=True)
+    add_result(snapshot, "object", arguments, text, "g-3", is_error=True)
     assert snapshot.absent == [ObjectRef(kind="Service", name="db", namespace="orders")]
     assert snapshot.errors == {"g-3": text}
 
@@ -76,8 +76,8 @@ def test_an_object_looked_up_that_does_not_exist_is_recorded_as_absent() -> None
 def test_an_object_and_a_list_become_an_object_and_rows() -> None:
     snapshot = Snapshot()
     pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: orders-api-b2, namespace: orders}\n"
-    add_result(snapshot, "pods_get", {"namespace": "orders"}, pod, "g-4", is_error=False)
-    add_result(snapshot, "pods_list_in_namespace", {}, PODS_TABLE, "g-5", is_error=False)
+    add_result(snapshot, "object", {"namespace": "orders"}, pod, "g-4", is_error=False)
+    add_result(snapshot, "table", {}, PODS_TABLE, "g-5", is_error=False)
     assert snapshot.get("Pod", "orders-api-b2", "orders") is not None
     assert [r.ref.name for r in snapshot.rows] == ["orders-api-a1", "orders-api-b2"]
     assert snapshot.rows[1].labels == {"app": "orders-api", "tier": "web"}
@@ -85,8 +85,8 @@ def test_an_object_and_a_list_become_an_object_and_rows() -> None:
 
 def test_unreadable_text_is_left_out_rather_than_raising() -> None:
     snapshot = Snapshot()
-    add_result(snapshot, "resources_get", {}, ": not yaml : [", "g-6", is_error=False)
-    add_result(snapshot, "events_list", {}, "nothing here", "g-7", is_error=False)
+    add_result(snapshot, "object", {}, ": not yaml : [", "g-6", is_error=False)
+    add_result(snapshot, "events", {}, "nothing here", "g-7", is_error=False)
     assert snapshot.objects == [] and snapshot.events == []
 
 
@@ -108,7 +108,7 @@ def test_nodes_top_for_one_node_keeps_only_rows_with_figures() -> None:
     # kubernetes-mcp-server's nodes_top with a name still lists the other nodes, as
     # <unknown>: such a row read first would hide that node's figures from a later call.
     snapshot = Snapshot()
-    add_result(snapshot, "nodes_top", {"name": "node-b"}, NODES_TOP_ONE, "g-1", is_error=False)
+    add_result(snapshot, "top", {"name": "node-b"}, NODES_TOP_ONE, "g-1", is_error=False)
     [usage] = snapshot.usage
     assert usage.ref == ObjectRef(kind="Node", name="node-b")
     assert usage.cpu_millicores == 3871
