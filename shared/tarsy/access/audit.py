@@ -1,10 +1,12 @@
 """How an action is recorded on its session: an audit event, and keys the list filters on.
 
-Design constraint: pure. The api records an action only after it succeeded
-(a refused or failed one writes nothing), as one ``sessions/{sid}/audit``
-document plus keys added to the session's ``audit_keys``, so that the session
-list finds "sessions alice cancelled" with one array-contains filter (Firestore
-allows one per query): the action alone, the actor alone, and the pair.
+Design constraint: pure. An action is recorded in the same commit as its
+own writes (:mod:`tarsy.api.recorded`; a refused one writes nothing), as one
+``sessions/{sid}/audit`` document plus keys added to the session's
+``audit_keys``, so that the session list finds "sessions alice cancelled" with
+one array-contains filter (Firestore allows one per query): the action alone,
+the actor alone, and the pair. An erasure's record is ``audit/{id}``, the one
+record of its session kept.
 """
 
 from __future__ import annotations
