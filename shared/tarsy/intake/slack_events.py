@@ -34,10 +34,10 @@ and nothing is written or posted. Then:
   chat refuses (the investigation still running, an earlier question still
   being answered), and one from a person whose daily chat budget
   (``slack.daily_chat_budget_usd``, off by default) is spent, with the figure:
-  what their Slack questions cost since 00:00 UTC. Accepted, it is the session's chat (the api's own
-  :func:`tarsy.api.handlers.chat`), recorded in the audit with the asker's
-  e-mail, and its answer is posted in the thread once it is ready
-  (:mod:`tarsy.notify.slack_thread`).
+  what their Slack questions cost since 00:00 UTC. Accepted, it is the
+  session's chat (the api's own :func:`tarsy.api.handlers.chat`), created in
+  one commit with its audit record (the asker's e-mail), and its answer is
+  posted in the thread once it is ready (:mod:`tarsy.notify.slack_thread`).
 
 Anything else is acknowledged with 200: Slack disables an app whose endpoint
 keeps failing.
@@ -54,9 +54,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tarsy.access.audit import audit_event, audit_keys
 from tarsy.access.iap import principal_of
 from tarsy.api.handlers import ChatRequest, chat
+from tarsy.api.recorded import Recorder
 from tarsy.errors import ConfigError, ForbiddenError, InputError
 from tarsy.http.request import HttpRequest, HttpResponse
 from tarsy.models import AgentExecution, ThreadReply, utcnow
@@ -328,8 +328,14 @@ async def _ask(
             event_id=callback.event_id,
             asked_by=email,
         )
+        # The chat's execution is created with its audit record, in one commit.
+        recorder = Recorder(principal, "chat", session_id, detail="asked in Slack")
         started = await chat(
-            deps, session_id, ChatRequest(question=question_of(event.text)), reply_to=reply_to
+            deps,
+            session_id,
+            ChatRequest(question=question_of(event.text)),
+            reply_to=reply_to,
+            recorder=recorder,
         )
     except ForbiddenError as e:
         await say(f"<@{event.user}> {e}")
@@ -338,7 +344,5 @@ async def _ask(
     except InputError as e:
         await say(f"<@{event.user}> {e}")
         return _answer({"ok": True, "refused": str(e), "session_id": session_id})
-    audit = audit_event(principal, "chat", detail="asked in Slack")
-    await deps.store.record_action(session_id, audit, audit_keys(audit))
     logger.info("Slack question from %s on %s", email, session_id)
     return _answer({"ok": True, **started})
