@@ -481,7 +481,19 @@ async def erase(deps: Deps, session_id: str, request: EraseRequest, recorder: Re
 
     Design constraint: the erasure is audited with who and why, and that record
     is the one thing of the session kept; the reason is masked like anything typed.
+    Only a session nothing runs for is erased (409 otherwise): a running step, chat
+    or judge would write its records again after them.
     """
+    session = await deps.store.get_session(session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    running = [e for e in await deps.store.list_executions(session_id) if not e.status.is_terminal]
+    if not session.status.is_terminal or running:
+        raise InputError(
+            f"session {session_id} is still running ({session.status.value}, "
+            f"{len(running)} execution(s) not ended); cancel it or let it finish, then erase it",
+            status=409,
+        )
     reason = masked_typed_text(deps, request.reason)
     if not await deps.store.erase_session(recorder.record(target=session_id, detail=reason)):
         raise NotFoundError(f"no session {session_id!r}")
