@@ -439,6 +439,9 @@ async def test_a_question_whose_taker_died_is_answered_once_by_slacks_retry(
     [answer] = thread_posts(slack_api, thread_ts)
     assert "The rollout at 09:12 dropped DB_URL." in answer["text"]
     assert await chats(local, session.session_id) == [chat_id]
+    # The chat was created with its audit record, whichever taker created it.
+    stored = await local.store.get_session(session.session_id)
+    assert stored is not None and any(RESPONDER in key for key in stored.audit_keys)
 
 
 async def test_by_default_only_a_reply_that_mentions_the_bot_is_a_question(
