@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import (
@@ -694,17 +694,34 @@ class EventSubject(_Model):
         return {"kind": kind, "name": name, "namespace": namespace}
 
 
+class Severity(IntEnum):
+    """How a detection's finding weighs: the likely cause, a symptom, or context.
+
+    Its value orders findings (likely causes first) and is what older stored
+    timelines hold (1, 2, 3); :attr:`word` is how the brief names it.
+    """
+
+    LIKELY_CAUSE = 1
+    SYMPTOM = 2
+    CONTEXT = 3
+
+    @property
+    def word(self) -> str:
+        """The severity as the brief writes it."""
+        return self.name.lower().replace("_", " ")
+
+
 class DetectionEvent(_TimelineEventBase):
     """A finding of the gather step's plain-code checks; ``content`` is its sentence.
 
-    ``severity``: 1 the likely cause, 2 a symptom, 3 context. ``evidence`` are
-    the gathered calls' ids, ``evidence_labels`` the labels the brief cites them by.
+    ``severity`` weighs it (:class:`Severity`). ``evidence`` are the gathered
+    calls' ids, ``evidence_labels`` the labels the brief cites them by.
     """
 
     type: Literal[TimelineEventType.DETECTION] = TimelineEventType.DETECTION
     check: str = ""
     subject: EventSubject | None = None
-    severity: Literal[1, 2, 3] = 2
+    severity: Severity = Severity.SYMPTOM
     evidence: list[str] = Field(default_factory=list)
     evidence_labels: list[str] = Field(default_factory=list)
 

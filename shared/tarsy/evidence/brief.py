@@ -39,7 +39,6 @@ ITEM_CHARS = 2500
 _BOOKKEEPING = ("managedFields", "uid", "resourceVersion", "generation", "selfLink")
 _NOISY_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
-SEVERITY_WORDS = {1: "likely cause", 2: "symptom", 3: "context"}
 
 
 def evidence_label(call_id: str) -> str:
@@ -171,8 +170,7 @@ def findings_text(detections: Sequence[Detection]) -> str:
     for n, detection in enumerate(detections, start=1):
         labels = ", ".join(evidence_label(e) for e in detection.evidence)
         cites = f" [{labels}]" if labels else ""
-        word = SEVERITY_WORDS.get(detection.severity, "finding")
-        lines.append(f"{n}. ({word}) {detection.finding}{cites}")
+        lines.append(f"{n}. ({detection.severity.word}) {detection.finding}{cites}")
     return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from tarsy._pydantic import DeferredModel
+from tarsy.models import Severity
 
 
 class ObjectRef(DeferredModel):
@@ -246,10 +247,8 @@ class Detection(DeferredModel):
 
     model_config = ConfigDict(frozen=True)
 
-    check: str
+    check: str = Field(default="", description="set by the check's registration")
     subject: ObjectRef
     finding: str
     evidence: list[str] = Field(default_factory=list)
-    severity: int = Field(
-        default=2, ge=1, le=3, description="1: the likely cause; 2: a symptom; 3: context"
-    )
+    severity: Severity = Severity.SYMPTOM

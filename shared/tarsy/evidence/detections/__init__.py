@@ -15,7 +15,7 @@ symptoms, then context, each in the order the checks found them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from types import MappingProxyType
 
 from tarsy.evidence.detections import (
@@ -37,59 +37,58 @@ from tarsy.evidence.detections import (
     storage,
     workloads,
 )
+from tarsy.evidence.detections.check import NamedCheck
 from tarsy.evidence.snapshot import Detection, Snapshot
 
 logger = logging.getLogger(__name__)
 
-Check = Callable[[Snapshot], list[Detection]]
 
 # Within a severity, findings keep this order: the checks that explain a failure
 # (what changed, what is missing) before those that only show it.
-CHECKS: Mapping[str, Check] = MappingProxyType(
-    {
-        "recovered": recovery.recovered,
-        "config_drift": config.config_drift,
-        "unresolvable_host": network.unresolvable_host,
-        "network_policy_blocks": network.network_policy_blocks,
-        "rollout_regression": rollouts.rollout_regression,
-        "webhook": routing.webhook_unavailable,
-        "ingress": routing.ingress_problems,
-        "gateway": routing.gateway_problems,
-        "replica_set_failed_create": workloads.replica_set_failed_create,
-        "cronjob": workloads.cronjob_problems,
-        "hpa": workloads.hpa_problems,
-        "statefulset_not_ready": workloads.statefulset_not_ready,
-        "out_of_line": metrics.out_of_line,
-        "level_shift": metrics.level_shift,
-        "image_pull": pods.image_pull,
-        "container_config": pods.container_config,
-        "container_creating": pods.container_creating,
-        "oom_killed": pods.oom_killed,
-        "resource_saturation": metrics.resource_saturation,
-        "service_port_mismatch": network.service_port_mismatch,
-        "service_no_endpoints": network.service_no_endpoints,
-        "quota_exhausted": quota.quota_exhausted,
-        "unschedulable": scheduling.unschedulable,
-        "pvc_pending": storage.pvc_pending,
-        "volume_lost": storage.volume_lost,
-        "certificate": certificates.certificate,
-        "node_pressure": nodes.node_pressure,
-        "node_saturation": nodes.node_saturation,
-        "crash_loop": pods.crash_loop,
-        "log_signals": logs.log_signals,
-        "probe_failure": pods.probe_failure,
-        "evicted": pods.evicted,
-        "job_failed": pods.job_failed,
-        "progress_deadline": rollouts.progress_deadline,
-        "deployment_unavailable": rollouts.deployment_unavailable,
-        "daemonset_unavailable": workloads.daemonset_unavailable,
-        "pdb": workloads.pdb_blocks,
-        "config_map_empty": config.config_map_empty,
-        "network_policy_scope": policies.network_policy_scope,
-        "warning_events": events.warning_events,
-        "recent_change": changes.recent_change,
-    }
+_ORDERED: tuple[NamedCheck, ...] = (
+    recovery.recovered,
+    config.config_drift,
+    network.unresolvable_host,
+    network.network_policy_blocks,
+    rollouts.rollout_regression,
+    routing.webhook_unavailable,
+    routing.ingress_problems,
+    routing.gateway_problems,
+    workloads.replica_set_failed_create,
+    workloads.cronjob_problems,
+    workloads.hpa_problems,
+    workloads.statefulset_not_ready,
+    metrics.out_of_line,
+    metrics.level_shift,
+    pods.image_pull,
+    pods.container_config,
+    pods.container_creating,
+    pods.oom_killed,
+    metrics.resource_saturation,
+    network.service_port_mismatch,
+    network.service_no_endpoints,
+    quota.quota_exhausted,
+    scheduling.unschedulable,
+    storage.pvc_pending,
+    storage.volume_lost,
+    certificates.certificate,
+    nodes.node_pressure,
+    nodes.node_saturation,
+    pods.crash_loop,
+    logs.log_signals,
+    pods.probe_failure,
+    pods.evicted,
+    pods.job_failed,
+    rollouts.progress_deadline,
+    rollouts.deployment_unavailable,
+    workloads.daemonset_unavailable,
+    workloads.pdb_blocks,
+    config.config_map_empty,
+    policies.network_policy_scope,
+    events.warning_events,
+    changes.recent_change,
 )
+CHECKS: Mapping[str, NamedCheck] = MappingProxyType({c.name: c for c in _ORDERED})
 
 
 def detect(snapshot: Snapshot, disabled: Collection[str] = ()) -> list[Detection]:

@@ -8,6 +8,7 @@ whatever was gathered and quotes each link's reason.
 
 from __future__ import annotations
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     as_dict,
     condition,
@@ -23,6 +24,7 @@ from tarsy.evidence.detections.kube import (
     text_map,
 )
 from tarsy.evidence.snapshot import Detection, KubeObject, Snapshot
+from tarsy.models import Severity
 
 
 def _issuer(snapshot: Snapshot, cert: KubeObject) -> tuple[str, str | None]:
@@ -111,6 +113,7 @@ def _chain(snapshot: Snapshot, cert: KubeObject) -> tuple[list[str], list[str]]:
     return texts, evidence
 
 
+@check("certificate")
 def certificate(snapshot: Snapshot) -> list[Detection]:
     """cert-manager Certificates with Ready=False or past their notAfter, with the chain's state."""
     found: list[Detection] = []
@@ -138,5 +141,5 @@ def certificate(snapshot: Snapshot) -> list[Detection]:
             + "."
         )
         evidence = sources(cert, issuer_source, *chain_sources)
-        found.append(detection("certificate", cert.ref, finding, evidence, 1))
+        found.append(detection(cert.ref, finding, evidence, Severity.LIKELY_CAUSE))
     return found

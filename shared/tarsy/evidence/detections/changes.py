@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     created,
     detection,
@@ -27,6 +28,7 @@ from tarsy.evidence.detections.kube import (
 )
 from tarsy.evidence.detections.rollouts import revision_changes
 from tarsy.evidence.snapshot import Detection, KubeEvent, KubeObject, Snapshot
+from tarsy.models import Severity
 
 # How long before the alert's start a change counts as "shortly before".
 WINDOW = timedelta(hours=1)
@@ -66,7 +68,7 @@ def _rollouts(snapshot: Snapshot, start: datetime) -> list[Detection]:
             f"{revision(replica_set) or 'unknown'} (ReplicaSet {replica_set.name}) at "
             f"{stamp(created(replica_set))}, {when}{changed}."
         )
-        found.append(detection("recent_change", replica_set.ref, finding, sources(replica_set), 3))
+        found.append(detection(replica_set.ref, finding, sources(replica_set), Severity.CONTEXT))
     return found
 
 
@@ -93,7 +95,7 @@ def _edits(snapshot: Snapshot, start: datetime) -> list[Detection]:
             f"{obj.kind} {obj.namespace}/{obj.name} was edited by {write[1]} at "
             f"{stamp(write[0])}, {when}."
         )
-        found.append(detection("recent_change", obj.ref, finding, sources(obj), 3))
+        found.append(detection(obj.ref, finding, sources(obj), Severity.CONTEXT))
     return found
 
 
@@ -109,7 +111,7 @@ def _scaling(snapshot: Snapshot, start: datetime) -> list[Detection]:
             f"{event.object} scaled: {event.reason} {quoted(event.message)} at "
             f"{stamp(event.last_seen)}, {when}."
         )
-        found.append(detection("recent_change", event.object, finding, [event.source], 3))
+        found.append(detection(event.object, finding, [event.source], Severity.CONTEXT))
     return found
 
 
@@ -135,7 +137,7 @@ def _node_changes(snapshot: Snapshot, start: datetime) -> list[Detection]:
             f"Node {event.object.name}: {event.reason} {quoted(event.message)} at "
             f"{stamp(event.last_seen)}, {_before(event.last_seen, start)}."
         )
-        found.append(detection("recent_change", event.object, finding, [event.source], 3))
+        found.append(detection(event.object, finding, [event.source], Severity.CONTEXT))
     return found
 
 
@@ -161,10 +163,11 @@ def _jobs_on_node(snapshot: Snapshot, start: datetime) -> list[Detection]:
             f"Job {pod.namespace}/{job} started pod {pod.name} on node {node} (where the "
             f"alert's pods run) at {stamp(created(pod))}, {when}."
         )
-        found.append(detection("recent_change", pod.ref, finding, sources(pod), 3))
+        found.append(detection(pod.ref, finding, sources(pod), Severity.CONTEXT))
     return found
 
 
+@check("recent_change")
 def recent_change(snapshot: Snapshot) -> list[Detection]:
     """Rollouts, ConfigMap/Secret edits, node events, scaling, Jobs on the same node, before it.
 

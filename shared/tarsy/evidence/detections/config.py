@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     annotations_of,
     as_dict,
@@ -28,6 +29,7 @@ from tarsy.evidence.detections.kube import (
     text_map,
 )
 from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, Snapshot
+from tarsy.models import Severity
 
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # Every pod with a service account token mounts this one; the control plane rewrites it.
@@ -126,7 +128,7 @@ def _rollout_time(snapshot: Snapshot, pod: KubeObject) -> tuple[str, datetime | 
 
 def _finding(
     snapshot: Snapshot, pod: KubeObject, config_map: KubeObject
-) -> tuple[str, int, str | None] | None:
+) -> tuple[str, Severity, str | None] | None:
     changes = applied_changes(config_map)
     label, since, since_source = _rollout_time(snapshot, pod)
     writes = _writes_after(config_map, since) if since is not None else []
@@ -143,9 +145,10 @@ def _finding(
         f"ConfigMap {config_map.namespace}/{config_map.name}, read by pod {pod.name}, "
         f"changed: {'; and '.join(parts)}."
     )
-    return text, (1 if changes else 2), since_source
+    return text, (Severity.LIKELY_CAUSE if changes else Severity.SYMPTOM), since_source
 
 
+@check("config_drift")
 def config_drift(snapshot: Snapshot) -> list[Detection]:
     """ConfigMaps pods read whose data drifted from what was applied, or changed after rollout."""
     found: list[Detection] = []
@@ -163,10 +166,11 @@ def config_drift(snapshot: Snapshot) -> list[Detection]:
             reported.add(config_map.ref)
             text, severity, since_source = result
             evidence = sources(config_map, pod, since_source)
-            found.append(detection("config_drift", config_map.ref, text, evidence, severity))
+            found.append(detection(config_map.ref, text, evidence, severity))
     return found
 
 
+@check("config_map_empty")
 def config_map_empty(snapshot: Snapshot) -> list[Detection]:
     """ConfigMaps that gathered pods read and that hold no data at all.
 
@@ -189,5 +193,5 @@ def config_map_empty(snapshot: Snapshot) -> list[Detection]:
             f"ConfigMap {ref.namespace}/{ref.name} is empty (no data keys), and pods "
             f"{', '.join(pods[:3])} read it."
         )
-        found.append(detection("config_map_empty", ref, finding, sources(config_map), 2))
+        found.append(detection(ref, finding, sources(config_map), Severity.SYMPTOM))
     return found

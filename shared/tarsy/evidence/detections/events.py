@@ -10,8 +10,10 @@ come first, and at most :data:`MAX_FINDINGS` are reported.
 
 from __future__ import annotations
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import detection, event_line
 from tarsy.evidence.snapshot import Detection, KubeEvent, ObjectRef, Snapshot
+from tarsy.models import Severity
 
 # The reasons other checks already read (pods, scheduling, storage, workloads, rollouts).
 READ_ELSEWHERE = frozenset(
@@ -48,6 +50,7 @@ def _grouped(events: list[KubeEvent]) -> dict[tuple[ObjectRef, str], list[KubeEv
     return groups
 
 
+@check("warning_events")
 def warning_events(snapshot: Snapshot) -> list[Detection]:
     """Warning events whose reason no other check reads, one finding per object and reason."""
     warnings = [
@@ -62,5 +65,5 @@ def warning_events(snapshot: Snapshot) -> list[Detection]:
         if total != newest.count:
             newest = newest.model_copy(update={"count": total})
         finding = f"{ref} has Warning events: {event_line(newest)}."
-        found.append(detection("warning_events", ref, finding, [newest.source], 2))
+        found.append(detection(ref, finding, [newest.source], Severity.SYMPTOM))
     return found

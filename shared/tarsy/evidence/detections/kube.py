@@ -17,6 +17,7 @@ from typing import Any
 from tarsy.evidence.fields import as_dict as as_dict
 from tarsy.evidence.fields import dicts as dicts
 from tarsy.evidence.snapshot import Detection, KubeEvent, KubeObject, ObjectRef, Snapshot
+from tarsy.models import Severity
 
 _BINARY = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
@@ -280,11 +281,10 @@ def sources(*items: KubeObject | KubeEvent | str | None) -> list[str]:
 
 
 def detection(
-    check: str, subject: ObjectRef, finding: str, evidence: Iterable[str], severity: int
+    subject: ObjectRef, finding: str, evidence: Iterable[str], severity: Severity
 ) -> Detection:
-    """A :class:`Detection`, its evidence without repeats."""
+    """A :class:`Detection`, its evidence without repeats (its check names it when it returns)."""
     return Detection(
-        check=check,
         subject=subject,
         finding=finding,
         evidence=list(dict.fromkeys(evidence)),

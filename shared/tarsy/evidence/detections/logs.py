@@ -16,9 +16,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import detection, quoted, words
 from tarsy.evidence.detections.network import failing_hosts
 from tarsy.evidence.snapshot import Detection, ObjectRef, PodLog, Snapshot
+from tarsy.models import Severity
 
 # host:port, where the host has a letter (not a clock's 10:02) or is an IPv4 address.
 _ENDPOINT = re.compile(
@@ -232,6 +234,7 @@ def _log_name(log: PodLog) -> str:
     return f"Pod {log.namespace}/{log.pod}{container}'s {which}"
 
 
+@check("log_signals")
 def log_signals(snapshot: Snapshot) -> list[Detection]:
     """Gathered logs' lines classified by meaning, each naming the peer, file or key it names.
 
@@ -255,7 +258,7 @@ def log_signals(snapshot: Snapshot) -> list[Detection]:
             f"({lines}; newest: {quoted(line)}){also}."
         )
         evidence = [log.source, *(other.source for other, _, _ in seen[1:4])]
-        found.append(detection("log_signals", _pod_ref(log), finding, evidence, 2))
+        found.append(detection(_pod_ref(log), finding, evidence, Severity.SYMPTOM))
     return found
 
 

@@ -26,8 +26,10 @@ from datetime import UTC, datetime, timedelta
 from statistics import fmean, median
 
 from tarsy.evidence import promql
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import cpu_text, created, detection, memory_text, sources
 from tarsy.evidence.snapshot import Detection, MetricSeries, ObjectRef, Snapshot
+from tarsy.models import Severity
 
 SHIFT_RATIO = 3.0
 OUT_OF_LINE_RATIO = 5.0
@@ -140,6 +142,7 @@ def _rollout_near(snapshot: Snapshot, moment: float) -> tuple[str, list[str]]:
     return "", []
 
 
+@check("level_shift")
 def level_shift(snapshot: Snapshot) -> list[Detection]:
     """The alert's own series stepped from one level to another, and when."""
     _, operator, threshold = promql.split_comparison(snapshot.alert.expression)
@@ -161,11 +164,9 @@ def level_shift(snapshot: Snapshot) -> list[Detection]:
             f"{what} stepped from about {_fmt(before)} to {_fmt(after)} at "
             f"{_clock(moment)}{rule}{rollout}."
         )
-        severity = 1 if rollout else 2
+        severity = Severity.LIKELY_CAUSE if rollout else Severity.SYMPTOM
         evidence = [series.source, *rollout_sources]
-        found.append(
-            detection("level_shift", _alert_subject(snapshot), finding, evidence, severity)
-        )
+        found.append(detection(_alert_subject(snapshot), finding, evidence, severity))
     return found
 
 
@@ -191,6 +192,7 @@ def _since(series: MetricSeries, operator: str, threshold: float | None) -> str:
     return f" since {_clock(step[0])}" if step is not None else ""
 
 
+@check("out_of_line")
 def out_of_line(snapshot: Snapshot) -> list[Detection]:
     """In a breakdown of the alert's expression, one part behaves unlike the rest."""
     _, operator, threshold = promql.split_comparison(snapshot.alert.expression)
@@ -230,7 +232,7 @@ def out_of_line(snapshot: Snapshot) -> list[Detection]:
         stay = "the other stays" if len(rest_levels) == 1 else f"the other {len(rest_levels)} stay"
         finding = f"By {label}, only {parts} {why}; {stay} at {others}."
         evidence = [s.source for s, _ in odd]
-        found.append(detection("out_of_line", _alert_subject(snapshot), finding, evidence, 1))
+        found.append(detection(_alert_subject(snapshot), finding, evidence, Severity.LIKELY_CAUSE))
     return found
 
 
@@ -293,7 +295,7 @@ def _memory(snapshot: Snapshot) -> list[Detection]:
                 f"({memory_text(now)} of {memory_text(cap)}) at {_clock(used.points[-1][0])}"
                 f"{climbed}."
             )
-            found.append(detection(_SATURATION, _pod(snapshot, used), finding, evidence, 1))
+            found.append(detection(_pod(snapshot, used), finding, evidence, Severity.LIKELY_CAUSE))
             continue
         span = used.points[-1][0] - first[0]
         rise = now - first[1]
@@ -309,7 +311,7 @@ def _memory(snapshot: Snapshot) -> list[Detection]:
             f"{_load_level(snapshot, pod)}; at this rate it reaches its {memory_text(cap)} limit "
             f"in about {_duration(seconds_left)}."
         )
-        found.append(detection(_SATURATION, _pod(snapshot, used), finding, evidence, 1))
+        found.append(detection(_pod(snapshot, used), finding, evidence, Severity.LIKELY_CAUSE))
     return found
 
 
@@ -335,7 +337,9 @@ def _cpu(snapshot: Snapshot, start: float | None) -> list[Detection]:
         evidence = sources(
             ratio_series.source, limit.source if limit else None, used.source if used else None
         )
-        found.append(detection(_SATURATION, _pod(snapshot, ratio_series), finding, evidence, 1))
+        found.append(
+            detection(_pod(snapshot, ratio_series), finding, evidence, Severity.LIKELY_CAUSE)
+        )
     for pod, used in usage.items():
         limit = limits.get(pod)
         level = _level(used, start)
@@ -347,7 +351,7 @@ def _cpu(snapshot: Snapshot, start: float | None) -> list[Detection]:
                 f"({cpu_text(level)} of {cpu_text(limit.last)})."
             )
             evidence = sources(used.source, limit.source)
-            found.append(detection(_SATURATION, _pod(snapshot, used), finding, evidence, 2))
+            found.append(detection(_pod(snapshot, used), finding, evidence, Severity.SYMPTOM))
     return found
 
 
@@ -364,11 +368,12 @@ def _restarts(snapshot: Snapshot) -> list[Detection]:
                 f"{_clock(t0)} and {_clock(t1)}."
             )
             found.append(
-                detection(_SATURATION, _pod(snapshot, series), finding, [series.source], 2)
+                detection(_pod(snapshot, series), finding, [series.source], Severity.SYMPTOM)
             )
     return found
 
 
+@check("resource_saturation")
 def resource_saturation(snapshot: Snapshot) -> list[Detection]:
     """Pods at or growing toward their memory limit, throttled or at their CPU limit, restarted."""
     start = _start(snapshot)

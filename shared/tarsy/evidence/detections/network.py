@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     as_dict,
     detection,
@@ -35,6 +36,7 @@ from tarsy.evidence.detections.kube import (
     trim,
 )
 from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, PodLog, Snapshot
+from tarsy.models import Severity
 
 _HOST = r"([A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9])"
 _NOT_RESOLVED = (
@@ -165,7 +167,7 @@ def _existing_service(snapshot: Snapshot, host: str, namespace: str) -> str | No
 
 def _host_finding(
     snapshot: Snapshot, host: str, pod_namespace: str, pod: str
-) -> tuple[str, int, list[str]] | None:
+) -> tuple[str, Severity, list[str]] | None:
     target = service_of_host(host, pod_namespace, _namespaces_known(snapshot))
     if target is None:
         return None
@@ -186,7 +188,8 @@ def _host_finding(
     # The log may show the name expanded by the search path; the ConfigMap the short one.
     key, config_source = _config_key_holding(snapshot, [host, service], pod_namespace)
     finding = f"Pod {pod_namespace}/{pod} cannot resolve host {host}: {there}{key}."
-    return finding, (1 if listed or absent else 2), [*seen, *sources(config_source)]
+    severity = Severity.LIKELY_CAUSE if listed or absent else Severity.SYMPTOM
+    return finding, severity, [*seen, *sources(config_source)]
 
 
 def _dns_down(snapshot: Snapshot, log: PodLog, hosts: list[str]) -> Detection | None:
@@ -200,9 +203,10 @@ def _dns_down(snapshot: Snapshot, log: PodLog, hosts: list[str]) -> Detection | 
         f"or a policy blocking DNS), not a missing Service."
     )
     subject = ObjectRef(kind="Pod", name=log.pod, namespace=log.namespace)
-    return detection("unresolvable_host", subject, finding, [log.source], 1)
+    return detection(subject, finding, [log.source], Severity.LIKELY_CAUSE)
 
 
+@check("unresolvable_host")
 def unresolvable_host(snapshot: Snapshot) -> list[Detection]:
     """In-cluster hosts a log says do not resolve, against the Services gathered.
 
@@ -226,9 +230,7 @@ def unresolvable_host(snapshot: Snapshot) -> list[Detection]:
             reported.add((log.namespace, host))
             finding, severity, evidence = result
             subject = ObjectRef(kind="Pod", name=log.pod, namespace=log.namespace)
-            found.append(
-                detection("unresolvable_host", subject, finding, [log.source, *evidence], severity)
-            )
+            found.append(detection(subject, finding, [log.source, *evidence], severity))
     return found
 
 
@@ -536,11 +538,9 @@ def _pair_finding(
         + f": {_admits_text(policies, direction)}."
     )
     # Known to talk: a likely cause; only the alert's pod: worth knowing, no more.
-    severity = 1 if talks else 3
+    severity = Severity.LIKELY_CAUSE if talks else Severity.CONTEXT
     evidence = sources(*policies, source.obj, target.obj, *services)
-    return detection(
-        "network_policy_blocks", policies[0].ref, trim(finding, 900), evidence, severity
-    )
+    return detection(policies[0].ref, trim(finding, 900), evidence, severity)
 
 
 def _admits_text(policies: list[KubeObject], direction: str) -> str:
@@ -577,10 +577,14 @@ def _dns_finding(
     )
     evidence = sources(*policies, pod.obj)
     return detection(
-        "network_policy_blocks", policies[0].ref, trim(finding, 900), evidence, 1 if failing else 2
+        policies[0].ref,
+        trim(finding, 900),
+        evidence,
+        Severity.LIKELY_CAUSE if failing else Severity.SYMPTOM,
     )
 
 
+@check("network_policy_blocks")
 def network_policy_blocks(snapshot: Snapshot) -> list[Detection]:
     """NetworkPolicies under which no rule admits a gathered pod's traffic to another one.
 
@@ -645,7 +649,7 @@ def _ready_addresses(snapshot: Snapshot, service: KubeObject) -> tuple[int, int,
 
 def _selected_text(
     snapshot: Snapshot, service: KubeObject, selector: dict[str, str]
-) -> tuple[str, int, list[str]] | None:
+) -> tuple[str, Severity, list[str]] | None:
     listed = _listed_pods(snapshot, service.namespace)
     fetched = {p.name: p for p in pods_in(snapshot, service.namespace)}
     seen = {name: have for name, (have, _) in listed.items()}
@@ -660,14 +664,15 @@ def _selected_text(
             f"{plural(len(listed), 'pod')} listed in the namespace "
             f"(their labels: {'; '.join(shown)})"
         )
-        return text, 1, sorted({src for _, src in listed.values()})
+        return text, Severity.LIKELY_CAUSE, sorted({src for _, src in listed.values()})
     pods = [fetched[n] for n in sorted(matching) if n in fetched]
     if len(pods) < len(matching) or any(pod_ready(p) for p in pods):
         return None
     text = f"its selector {selector_text(selector)} matches {plural(len(pods), 'pod')}, none ready"
-    return text, 2, [p.source for p in pods]
+    return text, Severity.SYMPTOM, [p.source for p in pods]
 
 
+@check("service_no_endpoints")
 def service_no_endpoints(snapshot: Snapshot) -> list[Detection]:
     """Services with no ready endpoints, or whose selector matches no pod seen."""
     found: list[Detection] = []
@@ -679,14 +684,14 @@ def service_no_endpoints(snapshot: Snapshot) -> list[Detection]:
         if counted is not None and counted[0] > 0:
             continue
         matched = _selected_text(snapshot, service, selector)
-        parts, evidence, severity = [], [service.source], 2
+        parts, evidence, severity = [], [service.source], Severity.SYMPTOM
         if counted is not None:
             parts.append(f"it has no ready endpoint ({counted[1]} not ready)")
             evidence += counted[2]
         if matched is not None:
             parts.append(matched[0])
             # A list may have been filtered: only the Endpoints confirm that nothing matches.
-            severity = matched[1] if counted is not None else 2
+            severity = matched[1] if counted is not None else Severity.SYMPTOM
             evidence += matched[2]
         if not parts:
             continue
@@ -694,7 +699,7 @@ def service_no_endpoints(snapshot: Snapshot) -> list[Detection]:
             f"Service {service.namespace}/{service.name} (selector {selector_text(selector)}): "
             f"{'; '.join(parts)}."
         )
-        found.append(detection("service_no_endpoints", service.ref, finding, evidence, severity))
+        found.append(detection(service.ref, finding, evidence, severity))
     return found
 
 
@@ -718,6 +723,7 @@ def _unexposed(service: KubeObject, pods: list[KubeObject]) -> list[str]:
     return missing
 
 
+@check("service_port_mismatch")
 def service_port_mismatch(snapshot: Snapshot) -> list[Detection]:
     """Services whose targetPort none of their pods declares as a container port.
 
@@ -742,5 +748,5 @@ def service_port_mismatch(snapshot: Snapshot) -> list[Detection]:
             f"{', '.join(declared)}: connections to the Service find nothing listening."
         )
         evidence = sources(service, *pods[:3])
-        found.append(detection("service_port_mismatch", service.ref, finding, evidence, 1))
+        found.append(detection(service.ref, finding, evidence, Severity.LIKELY_CAUSE))
     return found

@@ -7,6 +7,7 @@ on the node that use the most, when their usage was gathered.
 
 from __future__ import annotations
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     condition,
     condition_text,
@@ -19,10 +20,12 @@ from tarsy.evidence.detections.kube import (
 from tarsy.evidence.load import SATURATED, node_shares, usage_of
 from tarsy.evidence.parse import quantity
 from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, Snapshot, Usage
+from tarsy.models import Severity
 
 _PRESSURES = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 
 
+@check("node_pressure")
 def node_pressure(snapshot: Snapshot) -> list[Detection]:
     """Nodes with MemoryPressure, DiskPressure, PIDPressure or NetworkUnavailable True."""
     found: list[Detection] = []
@@ -34,7 +37,7 @@ def node_pressure(snapshot: Snapshot) -> list[Detection]:
         ]
         if pressing:
             finding = f"Node {node.name} is under pressure: {'; '.join(pressing)}."
-            found.append(detection("node_pressure", node.ref, finding, sources(node), 1))
+            found.append(detection(node.ref, finding, sources(node), Severity.LIKELY_CAUSE))
     return found
 
 
@@ -113,6 +116,7 @@ def _saturation(snapshot: Snapshot, node: KubeObject) -> tuple[list[str], bool, 
     return parts, memory_full, [usage.source]
 
 
+@check("node_saturation")
 def node_saturation(snapshot: Snapshot) -> list[Detection]:
     """Nodes at or above 90% of allocatable CPU or memory, or not Ready; with their top pods."""
     found: list[Detection] = []
@@ -128,14 +132,6 @@ def node_saturation(snapshot: Snapshot) -> list[Detection]:
             parts.append("cordoned (unschedulable)")
         top, neighbours, top_sources = _who_uses_it(snapshot, node, memory_full)
         finding = f"Node {node.name} is {'; '.join(parts)}{top}."
-        severity = 1 if not_ready or neighbours else 2
-        found.append(
-            detection(
-                "node_saturation",
-                node.ref,
-                finding,
-                sources(node, *evidence, *top_sources),
-                severity,
-            )
-        )
+        severity = Severity.LIKELY_CAUSE if not_ready or neighbours else Severity.SYMPTOM
+        found.append(detection(node.ref, finding, sources(node, *evidence, *top_sources), severity))
     return found

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     as_dict,
     condition,
@@ -46,6 +47,7 @@ from tarsy.evidence.detections.kube import (
 )
 from tarsy.evidence.parse import quantity
 from tarsy.evidence.snapshot import Detection, KubeObject, PodLog, Snapshot
+from tarsy.models import Severity
 
 # Words of an error, exception class names (``KeyError``, ``IOException``) and klog's E/F lines.
 _ERROR_LINE = words(
@@ -193,6 +195,7 @@ def _termination_text(last: Mapping[str, Any], killed_by: str = "") -> str:
     )
 
 
+@check("crash_loop")
 def crash_loop(snapshot: Snapshot) -> list[Detection]:
     """Containers in CrashLoopBackOff (or restarting after failures), with their last run.
 
@@ -215,7 +218,7 @@ def crash_loop(snapshot: Snapshot) -> list[Detection]:
                 f"Pod {pod.namespace}/{pod.name} container {name} is {state}: "
                 f"restarted {status.get('restartCount', 0)} times{ended}{line}."
             )
-            found.append(detection("crash_loop", pod.ref, finding, sources(pod, log_source), 2))
+            found.append(detection(pod.ref, finding, sources(pod, log_source), Severity.SYMPTOM))
     return found
 
 
@@ -231,6 +234,7 @@ def _usage_text(snapshot: Snapshot, pod: KubeObject) -> tuple[str, str | None]:
     return "", None
 
 
+@check("oom_killed")
 def oom_killed(snapshot: Snapshot) -> list[Detection]:
     """Containers whose last (or current) termination was OOMKilled, with their memory limit."""
     found: list[Detection] = []
@@ -258,7 +262,9 @@ def oom_killed(snapshot: Snapshot) -> list[Detection]:
                 f"{stamp(parse_time(ended.get('finishedAt')))}, after "
                 f"{status.get('restartCount', 0)} restarts: {sizes}{usage}."
             )
-            found.append(detection("oom_killed", pod.ref, finding, sources(pod, usage_source), 1))
+            found.append(
+                detection(pod.ref, finding, sources(pod, usage_source), Severity.LIKELY_CAUSE)
+            )
     return found
 
 
@@ -333,6 +339,7 @@ def _pull_secrets(pod: KubeObject) -> str:
     return f"; the pod pulls with imagePullSecrets {', '.join(names)}"
 
 
+@check("image_pull")
 def image_pull(snapshot: Snapshot) -> list[Detection]:
     """Containers that cannot pull their image, with the cause read from the status and events."""
     found: list[Detection] = []
@@ -359,7 +366,7 @@ def image_pull(snapshot: Snapshot) -> list[Detection]:
                 f"{_previous_tag(snapshot, pod, name)}."
             )
             evidence = sources(pod, *events[:3])
-            found.append(detection("image_pull", pod.ref, finding, evidence, 1))
+            found.append(detection(pod.ref, finding, evidence, Severity.LIKELY_CAUSE))
     return found
 
 
@@ -389,6 +396,7 @@ def _config_cause(snapshot: Snapshot, pod: KubeObject, message: str) -> str:
     return quoted(message) if message else "no message"
 
 
+@check("container_config")
 def container_config(snapshot: Snapshot) -> list[Detection]:
     """Containers that cannot start: the missing ConfigMap, Secret or key, or the runtime error."""
     found: list[Detection] = []
@@ -402,7 +410,7 @@ def container_config(snapshot: Snapshot) -> list[Detection]:
                 f"Pod {pod.namespace}/{pod.name} container {status.get('name')} cannot start "
                 f"({waiting.get('reason')}): {_config_cause(snapshot, pod, message)}."
             )
-            found.append(detection("container_config", pod.ref, finding, sources(pod), 1))
+            found.append(detection(pod.ref, finding, sources(pod), Severity.LIKELY_CAUSE))
     return found
 
 
@@ -478,6 +486,7 @@ def _probe_for(pod: KubeObject, kind: str, message: str) -> tuple[str, dict[str,
     return None
 
 
+@check("probe_failure")
 def probe_failure(snapshot: Snapshot) -> list[Detection]:
     """Unhealthy events (liveness, readiness, startup probes) with the probe's settings."""
     found: list[Detection] = []
@@ -503,7 +512,7 @@ def probe_failure(snapshot: Snapshot) -> list[Detection]:
                 f"Pod {pod.namespace}/{pod.name}: {kind.lower()} probe failing, "
                 f"{event_line(event)}{described}."
             )
-            found.append(detection("probe_failure", pod.ref, finding, sources(pod, event), 2))
+            found.append(detection(pod.ref, finding, sources(pod, event), Severity.SYMPTOM))
     return found
 
 
@@ -555,6 +564,7 @@ def _ephemeral_text(pod: KubeObject, message: str) -> str:
     return f"; toward its ephemeral storage count: {'; '.join(parts)}" if parts else ""
 
 
+@check("evicted")
 def evicted(snapshot: Snapshot) -> list[Detection]:
     """Pods evicted by the kubelet, with the resource it named and the node's pressure."""
     found: list[Detection] = []
@@ -570,7 +580,7 @@ def evicted(snapshot: Snapshot) -> list[Detection]:
             f"{_ephemeral_text(pod, message)}."
         )
         evidence = sources(pod, *events[:1], node_source)
-        found.append(detection("evicted", pod.ref, finding, evidence, 2))
+        found.append(detection(pod.ref, finding, evidence, Severity.SYMPTOM))
     return found
 
 
@@ -585,6 +595,7 @@ def _failed_pod_text(pod: KubeObject) -> str:
     return pod.name
 
 
+@check("job_failed")
 def job_failed(snapshot: Snapshot) -> list[Detection]:
     """Jobs with condition Failed=True, with their failed pods' exit codes."""
     found: list[Detection] = []
@@ -599,13 +610,14 @@ def job_failed(snapshot: Snapshot) -> list[Detection]:
             f"{quoted(str(failed.get('message') or ''))}) after {job.status.get('failed', 0)} "
             f"failed pods, backoffLimit {job.spec.get('backoffLimit', 6)}{named}."
         )
-        found.append(detection("job_failed", job.ref, finding, sources(job, *pods[:3]), 2))
+        found.append(detection(job.ref, finding, sources(job, *pods[:3]), Severity.SYMPTOM))
     return found
 
 
 _SETUP_FAILURES = {"FailedMount", "FailedAttachVolume", "FailedCreatePodSandBox", "FailedMapVolume"}
 
 
+@check("container_creating")
 def container_creating(snapshot: Snapshot) -> list[Detection]:
     """Pods not started because a volume does not mount or the sandbox is not created.
 
@@ -632,5 +644,5 @@ def container_creating(snapshot: Snapshot) -> list[Detection]:
         finding = (
             f"Pod {pod.namespace}/{pod.name} is stuck in {state}{cause}; {event_line(events[0])}."
         )
-        found.append(detection("container_creating", pod.ref, finding, sources(pod, events[0]), 1))
+        found.append(detection(pod.ref, finding, sources(pod, events[0]), Severity.LIKELY_CAUSE))
     return found

@@ -8,6 +8,7 @@ with their labels), since pods fetched one by one say nothing of the others.
 
 from __future__ import annotations
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     as_dict,
     detection,
@@ -18,6 +19,7 @@ from tarsy.evidence.detections.kube import (
     sources,
 )
 from tarsy.evidence.snapshot import Detection, KubeObject, Snapshot
+from tarsy.models import Severity
 
 
 def _listed_labels(snapshot: Snapshot, namespace: str) -> list[dict[str, str]] | None:
@@ -46,6 +48,7 @@ def _types(policy: KubeObject) -> set[str]:
     return {"Ingress", *(["Egress"] if "egress" in policy.spec else [])}
 
 
+@check("network_policy_scope")
 def network_policy_scope(snapshot: Snapshot) -> list[Detection]:
     """NetworkPolicies selecting no listed pod, or with a rule that admits every peer."""
     found: list[Detection] = []
@@ -58,7 +61,7 @@ def network_policy_scope(snapshot: Snapshot) -> list[Detection]:
                 f"{name} selects no pod listed in {policy.namespace} (podSelector "
                 f"{selector_description(selector)}): it restricts nothing."
             )
-            found.append(detection("network_policy_scope", policy.ref, finding, sources(policy), 3))
+            found.append(detection(policy.ref, finding, sources(policy), Severity.CONTEXT))
         types = _types(policy)
         open_ways = [
             way
@@ -70,5 +73,5 @@ def network_policy_scope(snapshot: Snapshot) -> list[Detection]:
                 f"{name} admits all {' and '.join(open_ways)} traffic of the pods it selects "
                 f"({selector_description(selector)}): a rule with no peers and no ports."
             )
-            found.append(detection("network_policy_scope", policy.ref, finding, sources(policy), 3))
+            found.append(detection(policy.ref, finding, sources(policy), Severity.CONTEXT))
     return found

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import detection, event_line, sources, text_map
 from tarsy.evidence.parse import quantity
 from tarsy.evidence.snapshot import Detection, Snapshot
+from tarsy.models import Severity
 
 _EXCEEDED = re.compile(r"exceeded quota", re.IGNORECASE)
 
@@ -35,6 +37,7 @@ def full_resources(hard: dict[str, str], used: dict[str, str]) -> list[str]:
     return full
 
 
+@check("quota_exhausted")
 def quota_exhausted(snapshot: Snapshot) -> list[Detection]:
     """ResourceQuotas at their limit, and FailedCreate events that exceeded a quota."""
     found: list[Detection] = []
@@ -43,11 +46,11 @@ def quota_exhausted(snapshot: Snapshot) -> list[Detection]:
         full = full_resources(hard, text_map(quota.status.get("used")))
         if full:
             finding = f"ResourceQuota {quota.namespace}/{quota.name} is used up: {'; '.join(full)}."
-            found.append(detection("quota_exhausted", quota.ref, finding, sources(quota), 2))
+            found.append(detection(quota.ref, finding, sources(quota), Severity.SYMPTOM))
     refused = [
         e for e in snapshot.events if e.reason == "FailedCreate" and _EXCEEDED.search(e.message)
     ]
     for event in refused:
         finding = f"{event.object} cannot create pods: {event_line(event)}."
-        found.append(detection("quota_exhausted", event.object, finding, sources(event), 1))
+        found.append(detection(event.object, finding, sources(event), Severity.LIKELY_CAUSE))
     return found

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     condition,
     detection,
@@ -25,6 +26,7 @@ from tarsy.evidence.detections.kube import (
     stamp,
 )
 from tarsy.evidence.snapshot import Detection, KubeObject, Snapshot
+from tarsy.models import Severity
 
 
 def _after(snapshot: Snapshot, entry: dict[str, object] | None) -> datetime | None:
@@ -59,6 +61,7 @@ def _named(snapshot: Snapshot, kind: str, label: str) -> KubeObject | None:
     return snapshot.get(kind, name, namespace) if name else None
 
 
+@check("recovered")
 def recovered(snapshot: Snapshot) -> list[Detection]:
     """The alert's Deployment or pod turned healthy after the alert began, and is healthy now."""
     start = reference_time(snapshot)
@@ -74,7 +77,9 @@ def recovered(snapshot: Snapshot) -> list[Detection]:
                 f"alert's start at {stamp(start)}), and {whole[0]} of {whole[1]} replicas are "
                 "available and up to date now; what the alert reports no longer holds."
             )
-            found.append(detection("recovered", deployment.ref, finding, sources(deployment), 1))
+            found.append(
+                detection(deployment.ref, finding, sources(deployment), Severity.LIKELY_CAUSE)
+            )
     pod = _named(snapshot, "Pod", "pod")
     if pod is not None and pod_ready(pod):
         since = _after(snapshot, condition(pod, "Ready"))
@@ -84,5 +89,5 @@ def recovered(snapshot: Snapshot) -> list[Detection]:
                 f"{stamp(since)} ({_minutes(since, start)} after the alert's start at "
                 f"{stamp(start)}); what the alert reports no longer holds."
             )
-            found.append(detection("recovered", pod.ref, finding, sources(pod), 1))
+            found.append(detection(pod.ref, finding, sources(pod), Severity.LIKELY_CAUSE))
     return found

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     as_dict,
     condition,
@@ -31,6 +32,7 @@ from tarsy.evidence.detections.kube import (
     trim,
 )
 from tarsy.evidence.snapshot import Detection, KubeObject, Snapshot
+from tarsy.models import Severity
 
 _FIELDS = (
     "image",
@@ -197,6 +199,7 @@ def _health(snapshot: Snapshot, replica_set: KubeObject) -> _Health:
     return health
 
 
+@check("rollout_regression")
 def rollout_regression(snapshot: Snapshot) -> list[Detection]:
     """Deployments whose newest ReplicaSet fails while the previous one's pods are ready."""
     found: list[Detection] = []
@@ -218,7 +221,7 @@ def rollout_regression(snapshot: Snapshot) -> list[Detection]:
             f"changed: {changed}."
         )
         evidence = sources(deployment, new, old, *fresh.evidence[:3], *previous.evidence[:1])
-        found.append(detection("rollout_regression", deployment.ref, finding, evidence, 1))
+        found.append(detection(deployment.ref, finding, evidence, Severity.LIKELY_CAUSE))
     return found
 
 
@@ -231,6 +234,7 @@ def _replicas(deployment: KubeObject) -> str:
     )
 
 
+@check("progress_deadline")
 def progress_deadline(snapshot: Snapshot) -> list[Detection]:
     """Deployments with Progressing=False (ProgressDeadlineExceeded), with their replica counts."""
     found: list[Detection] = []
@@ -243,12 +247,11 @@ def progress_deadline(snapshot: Snapshot) -> list[Detection]:
             f"{condition_text(entry)}; replicas {_replicas(deployment)} "
             f"(progressDeadlineSeconds {deployment.spec.get('progressDeadlineSeconds', 600)})."
         )
-        found.append(
-            detection("progress_deadline", deployment.ref, finding, sources(deployment), 2)
-        )
+        found.append(detection(deployment.ref, finding, sources(deployment), Severity.SYMPTOM))
     return found
 
 
+@check("deployment_unavailable")
 def deployment_unavailable(snapshot: Snapshot) -> list[Detection]:
     """Deployments with Available=False, with their replica counts."""
     found: list[Detection] = []
@@ -260,7 +263,5 @@ def deployment_unavailable(snapshot: Snapshot) -> list[Detection]:
             f"Deployment {deployment.namespace}/{deployment.name} is unavailable: "
             f"{condition_text(entry)}; replicas {_replicas(deployment)}."
         )
-        found.append(
-            detection("deployment_unavailable", deployment.ref, finding, sources(deployment), 2)
-        )
+        found.append(detection(deployment.ref, finding, sources(deployment), Severity.SYMPTOM))
     return found

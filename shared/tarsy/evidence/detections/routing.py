@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     annotations_of,
     as_dict,
@@ -23,6 +24,7 @@ from tarsy.evidence.detections.kube import (
     sources,
 )
 from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, Snapshot
+from tarsy.models import Severity
 
 
 def _absent(snapshot: Snapshot, kind: str, name: str, namespace: str = "") -> bool:
@@ -94,6 +96,7 @@ def _ingress_problems(snapshot: Snapshot, ingress: KubeObject) -> list[str]:
     return problems
 
 
+@check("ingress")
 def ingress_problems(snapshot: Snapshot) -> list[Detection]:
     """Ingresses whose class, backend Service (or its port, or endpoints) or TLS Secret fail."""
     found: list[Detection] = []
@@ -102,7 +105,7 @@ def ingress_problems(snapshot: Snapshot) -> list[Detection]:
         if not problems:
             continue
         finding = f"Ingress {ingress.namespace}/{ingress.name}: {'; '.join(problems)}."
-        found.append(detection("ingress", ingress.ref, finding, sources(ingress), 1))
+        found.append(detection(ingress.ref, finding, sources(ingress), Severity.LIKELY_CAUSE))
     return found
 
 
@@ -144,6 +147,7 @@ def _route_problems(snapshot: Snapshot, route: KubeObject) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
+@check("gateway")
 def gateway_problems(snapshot: Snapshot) -> list[Detection]:
     """HTTPRoutes not accepted or with unresolved or missing backends; Gateways not programmed."""
     found: list[Detection] = []
@@ -151,7 +155,7 @@ def gateway_problems(snapshot: Snapshot) -> list[Detection]:
         problems = _route_problems(snapshot, route)
         if problems:
             finding = f"{route.kind} {route.namespace}/{route.name}: {'; '.join(problems)}."
-            found.append(detection("gateway", route.ref, finding, sources(route), 1))
+            found.append(detection(route.ref, finding, sources(route), Severity.LIKELY_CAUSE))
     for gateway in snapshot.of_kind("Gateway"):
         failing = _failing_conditions(
             dicts(gateway.status.get("conditions")), ("Accepted", "Programmed")
@@ -160,7 +164,7 @@ def gateway_problems(snapshot: Snapshot) -> list[Detection]:
             finding = (
                 f"Gateway {gateway.namespace}/{gateway.name} is not serving: {'; '.join(failing)}."
             )
-            found.append(detection("gateway", gateway.ref, finding, sources(gateway), 1))
+            found.append(detection(gateway.ref, finding, sources(gateway), Severity.LIKELY_CAUSE))
     return found
 
 
@@ -184,6 +188,7 @@ def _failure_policy(configuration: KubeObject, hook_name: str) -> str:
     return "Fail"
 
 
+@check("webhook")
 def webhook_unavailable(snapshot: Snapshot) -> list[Detection]:
     """Admission webhooks whose Service does not exist or has no ready endpoints.
 
@@ -205,8 +210,6 @@ def webhook_unavailable(snapshot: Snapshot) -> list[Detection]:
             finding = (
                 f"{configuration.kind} {configuration.name} webhook {hook}: {problem}, so {effect}."
             )
-            severity = 1 if policy == "Fail" else 3
-            found.append(
-                detection("webhook", configuration.ref, finding, sources(configuration), severity)
-            )
+            severity = Severity.LIKELY_CAUSE if policy == "Fail" else Severity.CONTEXT
+            found.append(detection(configuration.ref, finding, sources(configuration), severity))
     return found

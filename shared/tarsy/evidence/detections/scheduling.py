@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     as_dict,
     condition,
@@ -24,6 +25,7 @@ from tarsy.evidence.detections.kube import (
 )
 from tarsy.evidence.parse import quantity
 from tarsy.evidence.snapshot import Detection, KubeObject, Snapshot
+from tarsy.models import Severity
 
 _CAUSES = (
     (words(r"Insufficient cpu"), "not enough free CPU on any node"),
@@ -76,6 +78,7 @@ def _requests(pod: KubeObject) -> str:
     return f"requests cpu {cpu_text(cpu)}, memory {memory_text(memory)}"
 
 
+@check("unschedulable")
 def unschedulable(snapshot: Snapshot) -> list[Detection]:
     """Pending pods with a FailedScheduling event or PodScheduled=False, the reason classified."""
     found: list[Detection] = []
@@ -102,5 +105,5 @@ def unschedulable(snapshot: Snapshot) -> list[Detection]:
             f"Pod {pod.namespace}/{pod.name} cannot be scheduled: {meaning}{needs}; the "
             f"scheduler said {quoted(message, 300)}{times}."
         )
-        found.append(detection("unschedulable", pod.ref, finding, sources(pod, *events[:1]), 1))
+        found.append(detection(pod.ref, finding, sources(pod, *events[:1]), Severity.LIKELY_CAUSE))
     return found

@@ -6,8 +6,10 @@ claim's latest event, where the provisioner says why.
 
 from __future__ import annotations
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import as_dict, detection, event_line, sources
 from tarsy.evidence.snapshot import Detection, KubeEvent, ObjectRef, Snapshot
+from tarsy.models import Severity
 
 
 def _storage_class(snapshot: Snapshot, name: str) -> str:
@@ -18,14 +20,15 @@ def _storage_class(snapshot: Snapshot, name: str) -> str:
     return f"storageClassName {name}"
 
 
-def _severity(events: list[KubeEvent]) -> int:
+def _severity(events: list[KubeEvent]) -> Severity:
     if not events:
-        return 2
+        return Severity.SYMPTOM
     if events[0].reason == "WaitForFirstConsumer":
-        return 3  # binding waits for a pod by design: context, not a fault
-    return 1 if events[0].type == "Warning" else 2
+        return Severity.CONTEXT  # binding waits for a pod by design: context, not a fault
+    return Severity.LIKELY_CAUSE if events[0].type == "Warning" else Severity.SYMPTOM
 
 
+@check("pvc_pending")
 def pvc_pending(snapshot: Snapshot) -> list[Detection]:
     """PersistentVolumeClaims in phase Pending, with their class, size and latest event."""
     found: list[Detection] = []
@@ -42,10 +45,11 @@ def pvc_pending(snapshot: Snapshot) -> list[Detection]:
             f"{latest}."
         )
         evidence = sources(claim, *events[:1])
-        found.append(detection("pvc_pending", claim.ref, finding, evidence, _severity(events)))
+        found.append(detection(claim.ref, finding, evidence, _severity(events)))
     return found
 
 
+@check("volume_lost")
 def volume_lost(snapshot: Snapshot) -> list[Detection]:
     """Claims in phase Lost (their volume is gone) and PersistentVolumes in phase Failed.
 
@@ -61,7 +65,7 @@ def volume_lost(snapshot: Snapshot) -> list[Detection]:
             f"PersistentVolumeClaim {claim.namespace}/{claim.name} is Lost: "
             f"PersistentVolume {bound} it was bound to no longer exists."
         )
-        found.append(detection("volume_lost", claim.ref, finding, sources(claim), 1))
+        found.append(detection(claim.ref, finding, sources(claim), Severity.LIKELY_CAUSE))
     for volume in snapshot.of_kind("PersistentVolume"):
         if volume.status.get("phase") != "Failed":
             continue
@@ -73,5 +77,5 @@ def volume_lost(snapshot: Snapshot) -> list[Detection]:
         )
         message = volume.status.get("message") or volume.status.get("reason") or "no message"
         finding = f"PersistentVolume {volume.name}{owner} is Failed: {message}."
-        found.append(detection("volume_lost", volume.ref, finding, sources(volume), 2))
+        found.append(detection(volume.ref, finding, sources(volume), Severity.SYMPTOM))
     return found

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import (
     as_dict,
     condition,
@@ -29,6 +30,7 @@ from tarsy.evidence.detections.kube import (
     stamp,
 )
 from tarsy.evidence.snapshot import Detection, KubeObject, ObjectRef, Snapshot
+from tarsy.models import Severity
 
 
 def _count(obj: KubeObject, key: str, default: float = 0) -> int:
@@ -42,6 +44,7 @@ def _absent(snapshot: Snapshot, kind: str, name: str, namespace: str = "") -> bo
 # ─── ReplicaSet ───────────────────────────────────────────────────────────────
 
 
+@check("replica_set_failed_create")
 def replica_set_failed_create(snapshot: Snapshot) -> list[Detection]:
     """ReplicaSets that cannot create their pods (ReplicaFailure=True or FailedCreate events).
 
@@ -61,7 +64,7 @@ def replica_set_failed_create(snapshot: Snapshot) -> list[Detection]:
             f"{int(number(replica_set.spec.get('replicas'), 1))} exist): {said}."
         )
         evidence = sources(replica_set, *events[:1])
-        found.append(detection("replica_set_failed_create", replica_set.ref, finding, evidence, 1))
+        found.append(detection(replica_set.ref, finding, evidence, Severity.LIKELY_CAUSE))
     return found
 
 
@@ -87,6 +90,7 @@ def _statefulset_missing(snapshot: Snapshot, stateful_set: KubeObject) -> list[s
     return missing
 
 
+@check("statefulset_not_ready")
 def statefulset_not_ready(snapshot: Snapshot) -> list[Detection]:
     """StatefulSets with fewer ready replicas than wanted, or naming a missing Service/class.
 
@@ -108,22 +112,15 @@ def statefulset_not_ready(snapshot: Snapshot) -> list[Detection]:
         )
         if current and update and current != update:
             finding += f"; a rollout from {current} to {update} is in progress"
-        severity = 1 if missing else 2
-        found.append(
-            detection(
-                "statefulset_not_ready",
-                stateful_set.ref,
-                finding + ".",
-                sources(stateful_set),
-                severity,
-            )
-        )
+        severity = Severity.LIKELY_CAUSE if missing else Severity.SYMPTOM
+        found.append(detection(stateful_set.ref, finding + ".", sources(stateful_set), severity))
     return found
 
 
 # ─── DaemonSet ────────────────────────────────────────────────────────────────
 
 
+@check("daemonset_unavailable")
 def daemonset_unavailable(snapshot: Snapshot) -> list[Detection]:
     """DaemonSets whose pods are unavailable, or not scheduled on every node they should be."""
     found: list[Detection] = []
@@ -138,9 +135,7 @@ def daemonset_unavailable(snapshot: Snapshot) -> list[Detection]:
             f"DaemonSet {daemon_set.namespace}/{daemon_set.name} has {ready} of {desired} "
             f"pods ready ({_count(daemon_set, 'numberUnavailable')} unavailable){extra}."
         )
-        found.append(
-            detection("daemonset_unavailable", daemon_set.ref, finding, sources(daemon_set), 2)
-        )
+        found.append(detection(daemon_set.ref, finding, sources(daemon_set), Severity.SYMPTOM))
     return found
 
 
@@ -192,6 +187,7 @@ def _newest_job(snapshot: Snapshot, cron_job: KubeObject) -> KubeObject | None:
     return max(jobs, key=lambda j: stamp(created(j))) if jobs else None
 
 
+@check("cronjob")
 def cronjob_problems(snapshot: Snapshot) -> list[Detection]:
     """CronJobs that cannot run as meant: suspended, an invalid schedule, the last Job failed."""
     found: list[Detection] = []
@@ -200,16 +196,16 @@ def cronjob_problems(snapshot: Snapshot) -> list[Detection]:
         problem = schedule_problem(scalar(cron_job.spec.get("schedule")))
         if problem:
             finding = f"{name} never runs: {problem}."
-            found.append(detection("cronjob", cron_job.ref, finding, sources(cron_job), 1))
+            found.append(detection(cron_job.ref, finding, sources(cron_job), Severity.LIKELY_CAUSE))
         if cron_job.spec.get("suspend") is True:
             last = scalar(cron_job.status.get("lastScheduleTime")) or "no recorded time"
             finding = f"{name} is suspended (spec.suspend: true); it last ran at {last}."
-            found.append(detection("cronjob", cron_job.ref, finding, sources(cron_job), 2))
+            found.append(detection(cron_job.ref, finding, sources(cron_job), Severity.SYMPTOM))
         job = _newest_job(snapshot, cron_job)
         failed = condition(job, "Failed") if job is not None else None
         if job is not None and failed is not None and failed.get("status") == "True":
             finding = f"{name}'s newest Job {job.name} failed: {condition_text(failed)}."
-            found.append(detection("cronjob", cron_job.ref, finding, sources(cron_job, job), 2))
+            found.append(detection(cron_job.ref, finding, sources(cron_job, job), Severity.SYMPTOM))
     return found
 
 
@@ -260,6 +256,7 @@ def _hpa_target_problems(snapshot: Snapshot, hpa: KubeObject) -> tuple[list[str]
     return problems, [target.source]
 
 
+@check("hpa")
 def hpa_problems(snapshot: Snapshot) -> list[Detection]:
     """HPAs that cannot scale (missing target, no requests, ScalingActive=False) or are at max.
 
@@ -275,7 +272,7 @@ def hpa_problems(snapshot: Snapshot) -> list[Detection]:
             problems.append(f"it cannot compute a scale ({condition_text(active)})")
         if problems:
             finding = f"{name} cannot scale: {'; '.join(problems)}."
-            found.append(detection("hpa", hpa.ref, finding, sources(hpa, *extra), 1))
+            found.append(detection(hpa.ref, finding, sources(hpa, *extra), Severity.LIKELY_CAUSE))
             continue
         maximum = int(number(hpa.spec.get("maxReplicas"), 0))
         current = _count(hpa, "currentReplicas")
@@ -288,13 +285,14 @@ def hpa_problems(snapshot: Snapshot) -> list[Detection]:
                 f"{name} is at its maximum of {maximum} replicas ({current} running, "
                 f"{desired} desired){said}: it cannot add capacity."
             )
-            found.append(detection("hpa", hpa.ref, finding, sources(hpa), 2))
+            found.append(detection(hpa.ref, finding, sources(hpa), Severity.SYMPTOM))
     return found
 
 
 # ─── PodDisruptionBudget ──────────────────────────────────────────────────────
 
 
+@check("pdb")
 def pdb_blocks(snapshot: Snapshot) -> list[Detection]:
     """PodDisruptionBudgets that allow no disruption now (drains and evictions wait on them).
 
@@ -309,7 +307,7 @@ def pdb_blocks(snapshot: Snapshot) -> list[Detection]:
         expected = _count(pdb, "expectedPods")
         if expected == 0:
             finding = f"PodDisruptionBudget {pdb.namespace}/{pdb.name} selects no pod."
-            found.append(detection("pdb", pdb.ref, finding, sources(pdb), 3))
+            found.append(detection(pdb.ref, finding, sources(pdb), Severity.CONTEXT))
             continue
         healthy, wanted = _count(pdb, "currentHealthy"), _count(pdb, "desiredHealthy")
         rule = ", ".join(
@@ -323,8 +321,8 @@ def pdb_blocks(snapshot: Snapshot) -> list[Detection]:
         )
         if healthy < wanted:
             finding += "; fewer pods are healthy than it requires."
-            found.append(detection("pdb", pdb.ref, finding, sources(pdb), 2))
+            found.append(detection(pdb.ref, finding, sources(pdb), Severity.SYMPTOM))
         else:
             finding += "; evictions and node drains wait until it allows one."
-            found.append(detection("pdb", pdb.ref, finding, sources(pdb), 3))
+            found.append(detection(pdb.ref, finding, sources(pdb), Severity.CONTEXT))
     return found
