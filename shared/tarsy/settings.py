@@ -520,7 +520,14 @@ def env_names(field_name: str, model: type[BaseModel] = Settings) -> list[str]:
 # What the ``tarsy`` CLI reads besides the settings above (its ClientSettings, in the
 # development package; a test ties the two): known, so never reported as misspelt.
 CLIENT_VARIABLES = frozenset(
-    {"TARSY_INGEST_URL", "TARSY_API_URL", "TARSY_UI_URL", "TARSY_SIGNIN_KEY", "TARSY_USER"}
+    {
+        "TARSY_INGEST_URL",
+        "TARSY_API_URL",
+        "TARSY_UI_URL",
+        "TARSY_SIGNIN_KEY",
+        "TARSY_USER",
+        "TARSY_IAP_TOKEN",
+    }
 )
 
 
