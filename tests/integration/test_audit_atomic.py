@@ -23,7 +23,7 @@ from tarsy.api import handlers
 from tarsy.api.recorded import Recorder
 from tarsy.app import Deps
 from tarsy.feedback import FeedbackRequest
-from tarsy.models import ExecutionStatus, Session
+from tarsy.models import AgentExecution, ExecutionStatus, Session, Stage
 from tarsy.persistence.store import SESSIONS, Store
 from tarsy.persistence.updates import SessionUpdate
 from tarsy_dev.fakes.bus import RecordingBus
@@ -83,6 +83,30 @@ async def finished(store: Store) -> Session:
     return session
 
 
+async def with_an_agent(store: Store, status: ExecutionStatus) -> Session:
+    """A session whose one stage has one agent in ``status`` (the session too)."""
+    session = await in_process.new_session(store, alert_type="generic", alert_data="5xx")
+    sid = session.session_id
+    agent = AgentExecution(
+        execution_id=f"{sid}-s00-a00", session_id=sid, stage=0, agent="investigator",
+        strategy="react", provider="default", status=status,
+    )  # fmt: skip
+    stage = Stage(index=0, name="investigate", status=status, execution_ids=[agent.execution_id])
+    await store.start_stage(sid, stage, [agent], {}, SessionUpdate(status=status))
+    return session
+
+
+async def setup(store: Store, action: RecordedAction, variant: str) -> Session:
+    """The session the action applies to."""
+    if action == "cancel":
+        return await in_process.new_session(store)
+    if action == "resume":
+        return await with_an_agent(store, ExecutionStatus.PAUSED)
+    if action == "cancel_agent":
+        return await with_an_agent(store, ExecutionStatus(variant))
+    return await finished(store)
+
+
 async def recorded(store: Store, session_id: str, action: RecordedAction) -> int:
     return sum(1 for event in await store.list_audit(session_id) if event.action == action)
 
@@ -93,6 +117,11 @@ async def done(store: Store, session_id: str, action: RecordedAction) -> int:
     assert session is not None
     if action == "cancel":
         return int(session.cancel_requested)
+    if action in ("resume", "cancel_agent"):
+        [agent] = [e for e in await store.list_executions(session_id) if e.role == "agent"]
+        if action == "resume":
+            return int(agent.status is not ExecutionStatus.PAUSED)
+        return int(agent.cancel_requested or agent.status is ExecutionStatus.CANCELLED)
     if action == "feedback":
         return int(session.verdict is not None)
     if action == "investigate":
@@ -100,14 +129,20 @@ async def done(store: Store, session_id: str, action: RecordedAction) -> int:
             filter=firestore.FieldFilter("investigation_of", "==", session_id)
         )
         return len([snap async for snap in query.stream()])
-    assert action == "chat"
-    return len([e for e in await store.list_executions(session_id) if e.role == "chat"])
+    role = "chat" if action == "chat" else "scoring"
+    return len([e for e in await store.list_executions(session_id) if e.role == role])
 
 
 async def act(deps: Deps, session_id: str, action: RecordedAction) -> None:
     recorder = Recorder(RITA, action, session_id)
     if action == "cancel":
         await handlers.cancel(deps, session_id, recorder)
+    elif action == "resume":
+        await handlers.resume(deps, session_id, handlers.ResumeRequest(), recorder)
+    elif action == "cancel_agent":
+        await handlers.cancel_agent(deps, session_id, f"{session_id}-s00-a00", recorder)
+    elif action == "score":
+        await handlers.rescore(deps, session_id, recorder)
     elif action == "feedback":
         verdict = FeedbackRequest(verdict="wrong", root_cause="the ConfigMap")
         await handlers.give_feedback(deps, session_id, verdict, RITA)
@@ -118,17 +153,29 @@ async def act(deps: Deps, session_id: str, action: RecordedAction) -> None:
         await handlers.chat(deps, session_id, question, recorder=recorder)
 
 
-@pytest.mark.parametrize("action", ["cancel", "feedback", "investigate", "chat"])
+@pytest.mark.parametrize(
+    ("action", "variant"),
+    [
+        ("cancel", ""),
+        ("resume", ""),
+        ("cancel_agent", "active"),
+        ("cancel_agent", "paused"),
+        ("feedback", ""),
+        ("investigate", ""),
+        ("chat", ""),
+        ("score", ""),
+    ],
+)
 async def test_an_action_killed_at_any_write_leaves_both_its_change_and_its_record_or_neither(
-    deps: Deps, store: Store, transport: Transport, action: RecordedAction
+    deps: Deps, store: Store, transport: Transport, action: RecordedAction, variant: str
 ) -> None:
-    local = replace(deps, bus=RecordingBus())
+    # A judge to score with (the stand-in's deployment may have scoring off).
+    settings = deps.settings.model_copy(update={"scoring_off_reason": None})
+    local = replace(deps, bus=RecordingBus(), settings=settings)
     deaths = 0
     for die_at in range(20):
         for after in (False, True):
-            session = (
-                await in_process.new_session(store) if action == "cancel" else await finished(store)
-            )
+            session = await setup(store, action, variant)
             transport.writes, transport.die_at, transport.after = 0, die_at, after
             try:
                 await act(local, session.session_id, action)
