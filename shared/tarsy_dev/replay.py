@@ -6,7 +6,7 @@ step by step, the way :mod:`tarsy.engine.steps` runs it: the current strategy
 builds the request (current prompts), a :class:`ReplayProvider` answers with
 the model reply recorded for that step, the strategy picks the tool calls
 (current parser), a :class:`ReplayToolExecutor` answers with the recorded
-tool results, and :func:`tarsy.engine.steps.decide` gives the strategy's verdict.
+tool results, and :func:`tarsy.engine.iteration.decide` gives the strategy's verdict.
 No model, no tool, no network: the same recording gives the same report.
 What differs from the recording is reported: each step's request, messages,
 timeline and tool calls, the steps that ran, and how the execution ended.

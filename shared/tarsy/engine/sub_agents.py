@@ -18,7 +18,8 @@ deadline gives an error observation instead.
 
 Everything here is pure: planning the calls of a turn, the sub-agents'
 openings, and turning answers into tool results. The I/O is in
-:mod:`tarsy.engine.steps` (dispatch, collect) and :mod:`tarsy.engine.chains` (answering).
+:mod:`tarsy.engine.step_kinds` (a model turn dispatches, ``CollectAnswers``
+collects) and :mod:`tarsy.engine.chains` (answering).
 """
 
 from __future__ import annotations
