@@ -40,7 +40,6 @@ _BOOKKEEPING = ("managedFields", "uid", "resourceVersion", "generation", "selfLi
 _NOISY_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
-
 def evidence_label(call_id: str) -> str:
     """The short label of a gathered call in the brief (``gather-002`` → ``E3``)."""
     _, _, number = call_id.rpartition("-")
