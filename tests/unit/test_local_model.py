@@ -16,6 +16,7 @@ from tarsy_dev.localstack.local_model import (
     local_config,
     main,
     prompt_speed,
+    server_argv,
 )
 
 LOCAL = LocalModel(url="http://127.0.0.1:9/v1", model="qwen2.5-coder-1.5b-instruct", label="x")
@@ -83,3 +84,11 @@ def test_a_measured_speed_reaches_the_provider_and_makes_the_model_small() -> No
     config = load_config(Settings(), user_text=yaml.safe_dump(local_config(measured, {})))
     resolved = config.resolve("kubernetes", 0, 0)
     assert resolved.compact is not None  # qwen2.5 at 1.5B: small, so the compact path
+
+
+def test_the_server_keeps_no_prompt_cache_in_ram_between_requests() -> None:
+    # llama.cpp's default RAM prompt cache restored whole openings in an evaluation's
+    # later rounds; without it every run reads its opening as a new incident would.
+    argv = server_argv(Path("/bin/llama-server"), Path("/m.gguf"), 2, 8080)
+    assert argv[argv.index("--cache-ram") + 1] == "0"
+    assert argv[argv.index("-np") + 1] == "1" and argv[argv.index("-t") + 1] == "2"

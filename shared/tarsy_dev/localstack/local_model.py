@@ -288,6 +288,23 @@ def _health(url: str) -> bool:
         return False
 
 
+def server_argv(binary: Path, weights: Path, threads: int, port: int) -> list[str]:
+    """llama-server's command line: one slot, the whole window, short batches, no RAM cache."""
+    return [
+        "nice", "-n", "10", str(binary), "-m", str(weights), "-t", str(threads),
+        "-c", str(CONTEXT_TOKENS), "-np", "1", "--host", "127.0.0.1", "--port", str(port),
+        # Batches of 512 tokens (not 2048): a request the client gave up on stops within
+        # half a minute instead of two, so the retry is not queued behind it.
+        "-b", "512",
+        # No prompt cache in RAM across requests (llama.cpp keeps 8 GiB of earlier prompts
+        # by default): an evaluation's second round restored each whole opening from it and
+        # read nothing (measured 2026-12-07), so its times said nothing of a new incident.
+        # The slot's own cache stays: a follow-up still reads only what it added.
+        "--cache-ram", "0",
+        "--no-webui",
+    ]  # fmt: skip
+
+
 def start(
     root: Path,
     *,
@@ -310,14 +327,7 @@ def start(
     # of one (3.4 against 7.5 tokens/s, measured beside a test suite). On a quiet machine
     # all cores serve it faster (--threads).
     threads = threads or max(1, (os.cpu_count() or 2) - 1)
-    argv = [
-        "nice", "-n", "10", str(binary), "-m", str(weights), "-t", str(threads),
-        "-c", str(CONTEXT_TOKENS), "-np", "1", "--host", "127.0.0.1", "--port", str(port),
-        # Batches of 512 tokens (not 2048): a request the client gave up on stops within
-        # half a minute instead of two, so the retry is not queued behind it.
-        "-b", "512",
-        "--no-webui",
-    ]  # fmt: skip
+    argv = server_argv(binary, weights, threads, port)
     url = f"http://127.0.0.1:{port}/v1"
     process = spawn("llama-server", argv, log_dir=cache_dir(root) / "logs", url=url)
     wait_until(lambda: _health(url), timeout=120, what="llama-server", process=process)
