@@ -350,31 +350,3 @@ def brief_tokens(
     else:
         wanted = int(speed * settings.read_seconds) - rest_tokens
     return max(MIN_BRIEF_TOKENS, min(wanted, budget_tokens))
-
-
-def _words(texts: Iterable[str]) -> set[str]:
-    return {w for t in texts for w in re.findall(r"[a-z0-9][a-z0-9_\-.]{2,}", t.lower())}
-
-
-def relevant_runbook(runbook: str, alert_words: Iterable[str], max_chars: int) -> str:
-    """The sections of a runbook that share most words with the alert, in their order.
-
-    A runbook is split at its Markdown headings (a runbook without headings is one
-    section); sections are taken, best first, while they fit ``max_chars``, and
-    shown in the runbook's own order. A runbook that fits is returned whole.
-    """
-    if len(runbook) <= max_chars:
-        return runbook
-    sections = [s for s in re.split(r"\n(?=#{1,6}\s)", runbook) if s.strip()]
-    words = _words(alert_words)
-    ranked = sorted(range(len(sections)), key=lambda i: (-len(_words([sections[i]]) & words), i))
-    chosen: list[int] = []
-    used = 0
-    for index in ranked:
-        size = len(sections[index]) + 2
-        if used + size <= max_chars:
-            chosen.append(index)
-            used += size
-    if not chosen:
-        return sections[ranked[0]][:max_chars].rstrip() + "\n(cut here)"
-    return "\n\n".join(sections[i].strip() for i in sorted(chosen))

@@ -6,6 +6,9 @@ explicit delimiters and the system prompt says they are data, never instructions
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 from tarsy._pydantic import DeferredModel
 from tarsy.config.schema import ResolvedAgentConfig
 from tarsy.memory import HISTORY_HEAD, history_text
@@ -122,12 +125,9 @@ def compact_user_prompt(
     """The compact path's user message: alert, the runbook's part about it, findings, evidence.
 
     The same parts as :func:`user_prompt`, in the same order, but the runbook cut
-    to its sections about the alert (:func:`tarsy.agent.compact.relevant_runbook`)
+    to its sections about the alert (:func:`relevant_runbook`)
     and no instructions to use tools: the first call offers none.
     """
-    # Imported here: the compact path is the only reader of the runbook's sections.
-    from tarsy.agent.compact import relevant_runbook
-
     parts = [f"Alert type: {session.alert_type}", delimit("ALERT DATA", session.alert_data)]
     runbook = prompt_runbook(session)
     if runbook:
@@ -190,3 +190,31 @@ def initial_messages(
         ConversationMessage(role="system", content=system_prompt(config)),
         ConversationMessage(role="user", content=user_prompt(session, previous_context, evidence)),
     ]
+
+
+def _words(texts: Iterable[str]) -> set[str]:
+    return {w for t in texts for w in re.findall(r"[a-z0-9][a-z0-9_\-.]{2,}", t.lower())}
+
+
+def relevant_runbook(runbook: str, alert_words: Iterable[str], max_chars: int) -> str:
+    """The sections of a runbook that share most words with the alert, in their order.
+
+    A runbook is split at its Markdown headings (a runbook without headings is one
+    section); sections are taken, best first, while they fit ``max_chars``, and
+    shown in the runbook's own order. A runbook that fits is returned whole.
+    """
+    if len(runbook) <= max_chars:
+        return runbook
+    sections = [s for s in re.split(r"\n(?=#{1,6}\s)", runbook) if s.strip()]
+    words = _words(alert_words)
+    ranked = sorted(range(len(sections)), key=lambda i: (-len(_words([sections[i]]) & words), i))
+    chosen: list[int] = []
+    used = 0
+    for index in ranked:
+        size = len(sections[index]) + 2
+        if used + size <= max_chars:
+            chosen.append(index)
+            used += size
+    if not chosen:
+        return sections[ranked[0]][:max_chars].rstrip() + "\n(cut here)"
+    return "\n\n".join(sections[i].strip() for i in sorted(chosen))

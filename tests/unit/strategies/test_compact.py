@@ -19,9 +19,8 @@ from tarsy.agent.compact import (
     follow_up_result_chars,
     opening_findings,
     parse_answer,
-    relevant_runbook,
 )
-from tarsy.agent.prompts import delimit
+from tarsy.agent.prompts import delimit, relevant_runbook
 from tarsy.agent.strategies.base import IterationState
 from tarsy.agent.strategies.compact import EMPTY_ANSWER, CompactStrategy
 from tarsy.agent.strategies.registry import get_strategy
