@@ -85,19 +85,58 @@ Evidence enough: <yes when you could name the root cause above from the findings
 evidence, no when you could not name it>
 Check next: <when the evidence is not enough, what to look at with the cluster tools>"""
 
-ANSWER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "broken": {"type": "string"},
-        "root_cause": {"type": "string"},
-        "findings": {"type": "array", "items": {"type": "integer"}},
-        "fix": {"type": "string"},
+# The most findings an answer cites: a brief numbers about a dozen, and the analysis
+# quotes each cited one, so more than this is a list copied rather than chosen.
+MAX_CITED_FINDINGS = 8
+# Characters a token of the answer's prose, counted short (names and values split into
+# several tokens) so that bounded texts always fit the output limit.
+ANSWER_CHARS_PER_TOKEN = 3
+# Tokens of an answer that are not its texts: the keys, quotes, the booleans, the numbers.
+ANSWER_FRAME_TOKENS = 90
+# Each text's share of the answer's characters.
+_TEXT_SHARES = {"broken": 0.2, "root_cause": 0.35, "fix": 0.3, "check_next": 0.15}
+# llama.cpp writes ``maxLength: N`` as ``char{0,N}`` in its grammar and refuses a
+# repetition count much above a couple of thousand; a longer text is a report anyway.
+MAX_TEXT_CHARS = 1500
+
+
+def answer_schema(output_tokens: int) -> dict[str, Any]:
+    """The answer's JSON schema, bounded so that a whole answer fits ``output_tokens``.
+
+    Design constraint: a reply cut at the output limit is no conclusion at all
+    (:meth:`CompactAnswer.written`), and a small model under a JSON grammar can
+    repeat a list or a sentence until it is cut (measured: a 0.5B model ran every
+    answer to its 600-token limit, twice in a row). Servers that constrain decoding
+    by the schema (llama.cpp, vLLM) enforce ``maxItems`` and ``maxLength``, so the
+    grammar closes each part in time and the answer always ends; hosted models
+    read them as guidance.
+    """
+    characters = max(0, output_tokens - ANSWER_FRAME_TOKENS) * ANSWER_CHARS_PER_TOKEN
+    texts = {
+        name: {
+            "type": "string",
+            "maxLength": max(80, min(MAX_TEXT_CHARS, int(characters * share))),
+        }
+        for name, share in _TEXT_SHARES.items()
+    }
+    properties: dict[str, Any] = {
+        "broken": texts["broken"],
+        "root_cause": texts["root_cause"],
+        "findings": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 1},
+            "maxItems": MAX_CITED_FINDINGS,
+        },
+        "fix": texts["fix"],
         "evidence_enough": {"type": "boolean"},
-        "check_next": {"type": "string"},
-    },
-    "required": ["broken", "root_cause", "findings", "fix", "evidence_enough", "check_next"],
-    "additionalProperties": False,
-}
+        "check_next": texts["check_next"],
+    }
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
 
 
 class CompactAnswer(DeferredModel):

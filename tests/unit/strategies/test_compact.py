@@ -6,14 +6,15 @@ import json
 from typing import Any
 
 import jsonschema
+import pytest
 
 from tarsy.agent.compact import (
-    ANSWER_SCHEMA,
     FINAL_REQUEST,
     FOLLOW_UP_HEAD,
     STRUCTURED_GUIDANCE,
     TEXT_GUIDANCE,
     CompactAnswer,
+    answer_schema,
     brief_tokens,
     finding_numbers,
     follow_up_result_chars,
@@ -128,7 +129,7 @@ def test_the_answer_call_offers_no_tools_and_limits_its_output() -> None:
     assert request.tools == []
     assert request.tool_choice == "none"
     assert request.config.max_output_tokens == 300
-    assert request.response_schema == ANSWER_SCHEMA
+    assert request.response_schema == answer_schema(300)
     # The opening already holds the answer form: the request is the stored conversation.
     assert [m.content for m in request.messages] == [m.content for m in OPENING]
 
@@ -250,7 +251,7 @@ def test_the_follow_up_concludes_after_its_calls() -> None:
     last = state(messages, iteration=3)
     request = STRATEGY.build_request(last)
     # The follow-up ends in the same fixed form as the first answer, without tools.
-    assert request.response_schema == ANSWER_SCHEMA and request.tool_choice == "none"
+    assert request.response_schema == answer_schema(300) and request.tool_choice == "none"
     assert request.messages[-1].content.endswith(FINAL_REQUEST)
     assert STRATEGY.tool_calls(last, answer()) == []
     still_unsure = answer(evidence_enough=False, check_next="more logs")
@@ -389,3 +390,48 @@ def test_a_tool_signature_states_arguments_once() -> None:
     assert signature(POD_LOG) == "(name: string, previous?: boolean = false)"
     text = tools_as_text([POD_LOG])
     assert "schema" not in text and "cluster.pods_log(name: string" in text
+
+
+# ─── the answer's bounds ──────────────────────────────────────────────────────
+
+
+def _longest_answer(schema: dict[str, Any]) -> dict[str, Any]:
+    """The longest answer ``schema`` admits: every text at its limit, every finding cited."""
+    properties = schema["properties"]
+    answer: dict[str, Any] = {
+        name: "w" * spec["maxLength"]
+        for name, spec in properties.items()
+        if spec["type"] == "string"
+    }
+    answer["findings"] = list(range(10, 10 + properties["findings"]["maxItems"]))
+    answer["evidence_enough"] = False
+    return answer
+
+
+def test_the_longest_answer_the_schema_admits_fits_the_output_limit() -> None:
+    # A cut answer is no conclusion: the grammar must close every part before the limit.
+    # Three characters a token is the count the bounds assume; prose runs about four.
+    for output_tokens in (200, 300, 600, 1200, 4000):
+        schema = answer_schema(output_tokens)
+        longest = _longest_answer(schema)
+        jsonschema.validate(longest, schema)
+        assert len(json.dumps(longest)) / 3 <= output_tokens
+
+
+def test_the_schema_refuses_a_repeated_list_and_a_runaway_text() -> None:
+    schema = answer_schema(600)
+    longest = _longest_answer(schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**longest, "findings": list(range(1, 30))}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**longest, "root_cause": longest["root_cause"] + "w"}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**longest, "findings": [0]}, schema)
+
+
+def test_no_text_bound_exceeds_what_llama_cpp_compiles() -> None:
+    # llama.cpp writes maxLength N as char{0,N} and refuses repetition counts of a few
+    # thousand; a large output limit must not produce one.
+    schema = answer_schema(8192)
+    lengths = [s["maxLength"] for s in schema["properties"].values() if "maxLength" in s]
+    assert lengths and max(lengths) <= 1500

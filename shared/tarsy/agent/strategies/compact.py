@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from typing import Literal
 
 from tarsy.agent.compact import (
-    ANSWER_SCHEMA,
     FINAL_REQUEST,
     FOLLOW_UP_HEAD,
     CompactAnswer,
+    answer_schema,
     follow_up_request,
     follow_up_result_chars,
     opening_findings,
@@ -142,7 +142,11 @@ class CompactStrategy:
             messages=messages,
             config=config,
             tool_choice="none",
-            response_schema=ANSWER_SCHEMA if capabilities.structured_output else None,
+            response_schema=(
+                answer_schema(config.max_output_tokens or output)
+                if capabilities.structured_output
+                else None
+            ),
         )
 
     def tool_calls(self, state: IterationState, result: LLMResult) -> list[ToolCall]:
