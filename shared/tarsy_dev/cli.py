@@ -63,6 +63,9 @@ from tarsy.models import (
     timeline_event,
 )
 from tarsy.money import format_usd, money_of
+from tarsy.persistence.audit_log import DEFAULT_LIMIT as AUDIT_DEFAULT_LIMIT
+from tarsy.persistence.audit_log import MAX_LIMIT as AUDIT_MAX_LIMIT
+from tarsy.persistence.audit_log import AuditPage
 from tarsy.persistence.session_list import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
 from tarsy_dev.client import IapIdentity, LocalSignIn, SessionView, TarsyClient
 from tarsy_dev.client_settings import ClientSettings
@@ -320,6 +323,30 @@ def _parser() -> argparse.ArgumentParser:
         "--verdict", choices=VERDICTS, help="only sessions whose feedback said this"
     )
     listing.add_argument("--json", action="store_true", help="the raw API response")
+    audit = command(
+        "audit", "the audit across sessions, newest first: who did what to which session (admin)"
+    )
+    audit.add_argument("--actor", help="only this e-mail's actions (any case)")
+    audit.add_argument("--action", choices=RECORDED_ACTIONS, help="only this action")
+    audit.add_argument("--since", help=f"at or after: {when}")
+    audit.add_argument("--until", help=f"before: {when}")
+    audit.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help=f"rows (default {AUDIT_DEFAULT_LIMIT}, at most {AUDIT_MAX_LIMIT})",
+    )
+    audit.add_argument("--cursor", help="the page after the one that printed this cursor")
+    audit.add_argument("--json", action="store_true", help="the raw API response")
+    erase = command(
+        "erase",
+        "delete a finished session and all its records (admin); only the erasure's own "
+        "audit record, with who and why, is kept",
+    )
+    erase.add_argument("session_id")
+    erase.add_argument(
+        "--reason", required=True, help="why (a person's request, a secret pasted by mistake)"
+    )
     replay = command(
         "replay",
         "re-run a finished session from its records through the current strategies, parser and "
@@ -578,6 +605,93 @@ def list_sessions(
     print_sessions(console, page, now)
     if page.next_cursor is not None:
         errors.print(f"more: add --cursor {page.next_cursor}", style="dim", markup=False)
+    return EXIT_OK
+
+
+def print_audit(console: Console, page: AuditPage) -> None:
+    """One page of the audit as a table: when (UTC), who, their role, what, on which session.
+
+    Design constraint: what people typed (a chat question, a cause, a reason) is
+    shown as text, never as markup, and ids are never cut (pasted into
+    ``tarsy show``, a cut id is a 404).
+    """
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    longest = max((len(entry.session_id or "-") for entry in page.entries), default=7)
+    table.add_column("at (UTC)", no_wrap=True)
+    table.add_column("actor", overflow="fold")
+    table.add_column("role", no_wrap=True)
+    table.add_column("action", no_wrap=True)
+    table.add_column("session", min_width=longest, overflow="fold")
+    table.add_column("detail", overflow="fold")
+    for entry in page.entries:
+        what = entry.detail
+        if entry.target and entry.target != entry.session_id:
+            what = f"{entry.target}: {what}" if what else entry.target
+        table.add_row(
+            Text(f"{entry.at.astimezone(UTC):%Y-%m-%d %H:%M:%S}"),
+            Text(entry.actor),
+            Text(entry.role or "-"),
+            Text(entry.action),
+            Text(entry.session_id or "-"),
+            Text(what or "-"),
+        )
+    console.print(table)
+
+
+def audit_command(
+    client: TarsyClient, args: argparse.Namespace, console: Console, errors: Console
+) -> int:
+    """``tarsy audit``: one page of the audit (raw with ``--json``); how to get the next page."""
+    now = clock()
+    try:
+        page = client.audit(
+            actor=args.actor,
+            action=args.action,
+            since=None if args.since is None else parse_when("--since", args.since, now),
+            until=None if args.until is None else parse_when("--until", args.until, now),
+            limit=args.limit,
+            cursor=args.cursor,
+        )
+    except ApiError as e:
+        if e.status == 403:
+            raise ApiError(f"{e} (reading the audit needs the admin role)", status=403) from e
+        raise
+    if args.json:
+        print(page.model_dump_json(indent=2))
+        return EXIT_OK
+    if not page.entries:
+        errors.print("no audit records match", style="dim", markup=False)
+        return EXIT_OK
+    print_audit(console, page)
+    if page.next_cursor is not None:
+        errors.print(f"more: add --cursor {page.next_cursor}", style="dim", markup=False)
+    return EXIT_OK
+
+
+def erase_session(client: TarsyClient, args: argparse.Namespace, errors: Console) -> int:
+    """``tarsy erase SESSION --reason TEXT``: delete the session; say what to do when refused.
+
+    Design constraint: the api refuses (409) a session something still runs for,
+    since a running step would write its records again; the message says how to
+    end it first rather than echoing the status code alone.
+    """
+    session_id: str = args.session_id
+    reason = args.reason.strip()
+    if not reason:
+        raise UsageError("--reason is empty; say why the session is erased (it is audited)")
+    try:
+        client.erase(session_id, reason)
+    except ApiError as e:
+        if e.status == 409:
+            raise ApiError(
+                f"{session_id} is still running, so it is not erased: stop it with "
+                f"`tarsy cancel {session_id}` (or let it finish), then erase it again. ({e})",
+                status=409,
+            ) from e
+        if e.status == 403:
+            raise ApiError(f"{e} (erasing a session needs the admin role)", status=403) from e
+        raise
+    errors.print(f"erased {session_id}; the erasure is audited with your reason", markup=False)
     return EXIT_OK
 
 
@@ -1473,6 +1587,10 @@ def _session_command(
         return list_sessions(client, args, console, errors)
     if args.command == "feedback":
         return feedback_command(client, args, console, errors)
+    if args.command == "audit":
+        return audit_command(client, args, console, errors)
+    if args.command == "erase":
+        return erase_session(client, args, errors)
     view = client.session(args.session_id)
     if args.json:
         print(view.model_dump_json(indent=2, exclude_unset=True))

@@ -14,6 +14,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 from tarsy.access.iap import ASSERTION_HEADER
 from tarsy.errors import ApiError
 from tarsy.models import ExecutionStatus
+from tarsy.persistence.audit_log import AuditPage
 from tarsy.persistence.session_list import SessionPage
 from tarsy.web.links import session_url
 from tarsy_dev.localstack.signin import assertion
@@ -320,6 +321,60 @@ class TarsyClient:
                 _error_message(response), status=response.status_code, body=response.text
             )
         return SessionPage.model_validate(response.json())
+
+    def audit(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AuditPage:
+        """GET one page of the audit across sessions, newest first (an admin's; 403 otherwise)."""
+        if self._api_url is None:
+            raise ApiError(NO_API_URL)
+        url = f"{self._api_url}/audit"
+        given: dict[str, str | int | datetime | None] = {
+            "actor": actor, "action": action, "since": since, "until": until, "limit": limit,
+            "cursor": cursor,
+        }  # fmt: skip
+        params = {
+            name: value.isoformat() if isinstance(value, datetime) else str(value)
+            for name, value in given.items()
+            if value is not None
+        }
+        try:
+            response = self._get(url, params)
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach api at {url}: {e}") from e
+        if response.status_code != 200:
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        return AuditPage.model_validate(response.json())
+
+    def erase(self, session_id: str, reason: str) -> dict[str, Any]:
+        """DELETE a session and all its records; the reason is kept in the erasure's record.
+
+        Design constraint: not retried. A lost response does not tell whether the
+        session is gone, and a second DELETE of an erased session answers 404.
+        """
+        if self._api_url is None:
+            raise ApiError(NO_API_URL)
+        url = f"{self._api_url}/sessions/{session_id}"
+        try:
+            # A JSON body on a DELETE: the api takes state changes only as application/json.
+            response = self._http.request("DELETE", url, json={"reason": reason})
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach api at {url}: {e}") from e
+        if response.status_code != 200:
+            raise ApiError(
+                _error_message(response), status=response.status_code, body=response.text
+            )
+        result: dict[str, Any] = response.json()
+        return result
 
     @_retry_idempotent
     def _get(self, url: str, params: dict[str, str] | None = None) -> httpx.Response:
