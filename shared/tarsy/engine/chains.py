@@ -407,7 +407,7 @@ async def judge_input(session: Session, deps: Deps) -> JudgeInput:
     for execution in await deps.store.list_executions(session.session_id):
         if not rules(execution.role).investigates:
             continue
-        if execution.role == "agent":
+        if rules(execution.role).stage_agent:
             resolved = resolve_execution(deps.config, session, execution)
             tools.update(resolved.mcp_servers)
         for event in await deps.store.list_timeline(execution.execution_id):

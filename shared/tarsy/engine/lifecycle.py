@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from tarsy.app import Deps
 from tarsy.engine import chains, transitions
+from tarsy.engine.roles import rules
 from tarsy.log import fields
 from tarsy.models import (
     AgentExecution,
@@ -45,7 +46,7 @@ async def cancel_execution(execution: AgentExecution, session: Session, deps: De
         "cancelled",
         extra=fields(session_id=execution.session_id, execution_id=execution.execution_id),
     )
-    if execution.role == "sub_agent":  # its parent may be waiting for it: wake it to cancel
+    if rules(execution.role).answers_a_parent:  # its parent may be waiting: wake it to cancel
         ended = execution.model_copy(update={"status": ExecutionStatus.CANCELLED})
         await chains.answer_parent(ended, deps)
 

@@ -95,29 +95,65 @@ def after_execution(
             return Next()  # a chat answers on a finished session; nothing follows it
         case "scoring":
             return Next(session=score_verdict(session, execution, status, analysis, now))
-        case "summary" | "agent" | "synthesis":
-            pass
+        case "summary":
+            if (stopped := _session_stopped(session, now)) is not None:
+                return stopped
+            return _after_summary(config, session, status, analysis, now)
+        case "agent":
+            if (stopped := _session_stopped(session, now)) is not None:
+                return stopped
+            if config.chain(session.chain_id).stages[execution.stage].is_parallel:
+                return FanIn(reason="parallel_stage")
+            ended = {execution.execution_id: status.value}
+            return _stage_ends_with(config, session, execution, status, analysis, now, due, ended)
+        case "synthesis":
+            if (stopped := _session_stopped(session, now)) is not None:
+                return stopped
+            return _stage_ends_with(config, session, execution, status, analysis, now, due, None)
         case _:
             assert_never(role)
+
+
+def _session_stopped(session: Session, now: datetime) -> Next | None:
+    """What follows any stage's or summary's end on a session that ended or is cancelled."""
     if session.status.is_terminal:
         return Next()
     if session.cancel_requested:
         return Next(session=transitions.cancel_session(session, now))
-    chain = config.chain(session.chain_id)
-    if role == "summary":
-        if chain.scoring:
-            return FanIn(reason="judge_after_summary")
-        # The investigation itself succeeded even when only its summary did not.
-        text = analysis if status is ExecutionStatus.COMPLETED else None
-        return Next(
-            session=transitions.complete_session(
-                session, now, executive_summary=text, with_summary=True
-            )
+    return None
+
+
+def _after_summary(
+    config: TarsyConfig,
+    session: Session,
+    status: ExecutionStatus,
+    analysis: str | None,
+    now: datetime,
+) -> Decision:
+    """The executive summary ended: the judge starts (fan-in), or the session completes."""
+    if config.chain(session.chain_id).scoring:
+        return FanIn(reason="judge_after_summary")
+    # The investigation itself succeeded even when only its summary did not.
+    text = analysis if status is ExecutionStatus.COMPLETED else None
+    return Next(
+        session=transitions.complete_session(
+            session, now, executive_summary=text, with_summary=True
         )
-    if role == "agent" and chain.stages[execution.stage].is_parallel:
-        return FanIn(reason="parallel_stage")
+    )
+
+
+def _stage_ends_with(
+    config: TarsyConfig,
+    session: Session,
+    execution: AgentExecution,
+    status: ExecutionStatus,
+    analysis: str | None,
+    now: datetime,
+    due: datetime,
+    finished: dict[str, str] | None,
+) -> Next:
+    """The one execution whose result is its stage's ended: the stage ends with it."""
     reasons = [f"{execution.agent}: {execution.error.message}"] if execution.error else []
-    finished = {execution.execution_id: status.value} if role == "agent" else None
     return after_stage(
         config, session, execution.stage, status, analysis, reasons, now, due, finished=finished
     )

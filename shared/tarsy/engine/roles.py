@@ -37,6 +37,12 @@ class RoleRules:
     investigates: bool
     # Whether it can be cancelled on its own (the session goes on without it).
     cancellable_alone: bool
+    # Whether it is one of a stage's configured agents: the judge is told of its
+    # tools (the servers the investigation could use).
+    stage_agent: bool
+    # Whether it answers a parent's tool call: its end (a cancel included) is an
+    # answer that may wake the parent, and a new message may reopen it.
+    answers_a_parent: bool
 
 
 ROLES: dict[ExecutionRole, RoleRules] = {
@@ -46,6 +52,8 @@ ROLES: dict[ExecutionRole, RoleRules] = {
         pauses="stage_and_session",
         investigates=True,
         cancellable_alone=True,
+        stage_agent=True,
+        answers_a_parent=False,
     ),
     "synthesis": RoleRules(
         strategy=None,
@@ -53,6 +61,8 @@ ROLES: dict[ExecutionRole, RoleRules] = {
         pauses="session",
         investigates=True,
         cancellable_alone=False,
+        stage_agent=False,
+        answers_a_parent=False,
     ),
     "summary": RoleRules(
         strategy="executive-summary",
@@ -60,6 +70,8 @@ ROLES: dict[ExecutionRole, RoleRules] = {
         pauses="session",
         investigates=True,
         cancellable_alone=False,
+        stage_agent=False,
+        answers_a_parent=False,
     ),
     "chat": RoleRules(
         strategy=None,
@@ -67,6 +79,8 @@ ROLES: dict[ExecutionRole, RoleRules] = {
         pauses="nothing",
         investigates=False,
         cancellable_alone=False,
+        stage_agent=False,
+        answers_a_parent=False,
     ),
     "scoring": RoleRules(
         strategy="judge",
@@ -74,6 +88,8 @@ ROLES: dict[ExecutionRole, RoleRules] = {
         pauses="session",
         investigates=False,
         cancellable_alone=False,
+        stage_agent=False,
+        answers_a_parent=False,
     ),
     "sub_agent": RoleRules(
         strategy=None,
@@ -81,6 +97,8 @@ ROLES: dict[ExecutionRole, RoleRules] = {
         pauses="session",
         investigates=True,
         cancellable_alone=True,
+        stage_agent=False,
+        answers_a_parent=True,
     ),
 }
 # The table is complete: a role added to the literal without its rules fails at import.

@@ -24,6 +24,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from tarsy.engine.roles import rules
 from tarsy.errors import IllegalTransitionError
 from tarsy.models import (
     AgentExecution,
@@ -117,7 +118,7 @@ def reopen_sub_agent(
     execution: AgentExecution, call_id: str, parent_step: int, iterations: int, due: datetime
 ) -> ExecutionUpdate:
     """A sub-agent that answered is messaged again: it runs on with ``iterations`` more."""
-    if execution.role != "sub_agent" or execution.status is not S.COMPLETED:
+    if not rules(execution.role).answers_a_parent or execution.status is not S.COMPLETED:
         raise IllegalTransitionError(
             f"execution {execution.execution_id!r}", execution.status.value, "reopened"
         )
