@@ -41,11 +41,18 @@ def audit_keys(event: AuditEvent) -> list[str]:
 def audit_event(
     principal: Principal, action: RecordedAction, *, target: str | None = None, detail: str = ""
 ) -> AuditEvent:
-    """The record of ``principal`` doing ``action`` now."""
+    """The record of ``principal`` doing ``action`` now, its actor lower-cased.
+
+    Design constraint: the audit's actor filter (``GET /audit?actor=``, an
+    equality in Firestore) lower-cases what it is given, so the stored actor
+    must be lower-case too, whoever verified the e-mail: IAP's assertion is
+    lower-cased on reading, but a Slack profile's address arrives as typed.
+    E-mail addresses are treated as case-insensitive, as the grants are.
+    """
     shortened = detail if len(detail) <= DETAIL_CHARS else detail[: DETAIL_CHARS - 1] + "…"
     return AuditEvent(
         action=action,
-        actor=principal.email,
+        actor=principal.email.strip().lower(),
         role=principal.role.value if principal.role else "",
         target=target,
         detail=shortened,

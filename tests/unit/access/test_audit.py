@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from tarsy.access.audit import DETAIL_CHARS, audit_event, audit_keys
 from tarsy.access.roles import Principal, Role
-from tarsy.api.session_list import parse_query
+from tarsy.commands.session_list import parse_query
+from tarsy.persistence.audit_log import AuditQuery
 
 RITA = Principal(email="rita@example.com", role=Role.RESPONDER)
 
@@ -35,3 +36,12 @@ def test_the_list_finds_a_session_by_action_by_actor_and_by_both() -> None:
     assert parse_query("action=chat").audit_key not in keys
     assert parse_query("actor=vic@example.com&action=cancel").audit_key not in keys
     assert parse_query("status=completed").audit_key is None
+
+
+def test_the_actor_is_stored_lower_cased_as_the_audit_filter_reads_it() -> None:
+    """A Slack profile's address arrives as typed; GET /audit?actor= lower-cases its input."""
+    typed = Principal(email=" Rita.Ops@Example.COM", role=Role.RESPONDER)
+    event = audit_event(typed, "chat")
+    assert event.actor == "rita.ops@example.com"
+    assert AuditQuery(actor="RITA.ops@example.com").actor == event.actor
+    assert parse_query("actor=Rita.Ops@Example.com").audit_key in audit_keys(event)
