@@ -237,3 +237,62 @@ resource "google_firestore_index" "sessions_audit_created" {
     order      = "DESCENDING"
   }
 }
+
+# The audit across sessions (GET /audit, AuditLog.list_all_audit): one collection-group
+# query on "audit" (every session's sessions/{sid}/audit and the erasures' top-level
+# audit/), newest first (at DESC, the document path breaking ties), with an equality
+# filter on actor or action and a range on at. A collection-group query is served by
+# no automatic index: the unfiltered listing needs at's collection-group index, each
+# equality filter its composite. Firestore merges the two composites when actor and
+# action are combined, and appends the document path in the direction of the last field.
+resource "google_firestore_field" "audit_at" {
+  database   = google_firestore_database.main.name
+  collection = "audit"
+  field      = "at"
+
+  # Declaring a field's indexes replaces its automatic ones: keep the collection scope.
+  index_config {
+    indexes {
+      order       = "ASCENDING"
+      query_scope = "COLLECTION"
+    }
+    indexes {
+      order       = "DESCENDING"
+      query_scope = "COLLECTION"
+    }
+    indexes {
+      order       = "DESCENDING"
+      query_scope = "COLLECTION_GROUP"
+    }
+  }
+}
+
+resource "google_firestore_index" "audit_by_actor" {
+  database    = google_firestore_database.main.name
+  collection  = "audit"
+  query_scope = "COLLECTION_GROUP"
+
+  fields {
+    field_path = "actor"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "at"
+    order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "audit_by_action" {
+  database    = google_firestore_database.main.name
+  collection  = "audit"
+  query_scope = "COLLECTION_GROUP"
+
+  fields {
+    field_path = "action"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "at"
+    order      = "DESCENDING"
+  }
+}
