@@ -34,6 +34,7 @@ from tarsy_dev.localstack.stack import (
     Stack,
     StackOptions,
     has_real_model,
+    iap_env,
     load_stack,
     read_user_config,
     restart_reason,
@@ -95,6 +96,12 @@ def _banner(stack: Stack) -> None:
         f"[bold]api[/]     {stack.signin_url}/sessions/<id>  (signed in; "
         f"tarsy --user EMAIL signs in as anyone)"
     )
+    if iap := iap_env(stack.signin_url, stack.iap_key_file):
+        console.print(
+            "[bold]iap[/]     the CLI as through IAP: "
+            + escape(" ".join(f"{name}={value}" for name, value in iap.items()))
+            + " tarsy list"
+        )
     console.print(f"[bold]model[/]   {stack.model}")
     if stack.config_path:
         console.print(f"[bold]config[/]  {stack.config_path}")

@@ -46,10 +46,15 @@ from tarsy_dev.localstack.signin import (
     KEY_FILE,
     KEYS_PATH,
     LOCAL_AUDIENCE,
+    LOCAL_CLIENT_ID,
+    TOKEN_PATH,
     write_key,
+    write_service_account,
 )
 
 STATE_FILE = "stack.json"
+# A service-account key file the proxy's /_signin/token honours: the CLI through IAP, locally.
+SERVICE_ACCOUNT_FILE = "signin-service-account.json"
 ENV_FILE = "stack.env"
 DEAD_LETTER_SUFFIX = "-dead-letter"
 PUSH_SUBSCRIPTION_SUFFIX = "-push"
@@ -148,6 +153,11 @@ class Stack(BaseModel):
     signin_url: str = Field(default="", description="The sign-in proxy in front of the api.")
     signin_key: str = Field(default="", description="The key the proxy and the CLI sign with.")
     user: str = Field(default=DEFAULT_USER, description="Who the proxy signs in as.")
+    iap_key_file: str = Field(
+        default="",
+        description="A service-account key file for the stack's user whose grants the proxy's "
+        "token endpoint honours (GOOGLE_APPLICATION_CREDENTIALS for the CLI through IAP).",
+    )
 
     @property
     def signin_key_pem(self) -> bytes:
@@ -171,6 +181,39 @@ class Stack(BaseModel):
             "FIRESTORE_EMULATOR_HOST": self.firestore_host,
             "PUBSUB_EMULATOR_HOST": self.pubsub_host,
         }
+
+
+def signin_argv(port: int, upstream: str, key: Path, user: str, service_account: Path) -> list[str]:
+    """The sign-in proxy's command line, trusting the stack's service-account key file.
+
+    Design constraint: the CLI through IAP (``TARSY_IAP_AUDIENCE``) gets its
+    identity token from google-auth, which sends a service account's grant to
+    the key file's ``token_uri``; locally that is the proxy's ``/_signin/token``,
+    which refuses accounts it was not given. So the proxy is always started with
+    the stack's own key file, and the token path runs with nothing to set up.
+    """
+    return [
+        sys.executable, "-m", "tarsy_dev.localstack.signin", "--port", str(port),
+        "--upstream", upstream, "--key", str(key), "--user", user,
+        "--client-id", LOCAL_CLIENT_ID, "--service-account", str(service_account),
+    ]  # fmt: skip
+
+
+def iap_env(signin_url: str, iap_key_file: str) -> dict[str, str]:
+    """The environment that sends the CLI through the stack's proxy as IAP's programmatic access.
+
+    The token is minted by google-auth from the key file (:attr:`Stack.iap_key_file`)
+    at the proxy's token endpoint, for the proxy's client id; the api URL is the
+    proxy's (the api itself takes no bearer token). Empty without a key file (a
+    stack started before the proxy had one).
+    """
+    if not iap_key_file:
+        return {}
+    return {
+        "TARSY_API_URL": signin_url,
+        "TARSY_IAP_AUDIENCE": LOCAL_CLIENT_ID,
+        "GOOGLE_APPLICATION_CREDENTIALS": iap_key_file,
+    }
 
 
 def config_digest(path: Path | None) -> str | None:
@@ -351,11 +394,13 @@ def start_stack(
         write_key(signin_key)
         signin_port = free_port()
         signin_url = f"http://127.0.0.1:{signin_port}"
+        iap_key_file = options.state_dir / SERVICE_ACCOUNT_FILE
+        # Written again each time: its token_uri names this run's port.
+        write_service_account(iap_key_file, options.user, signin_url + TOKEN_PATH)
         progress(f"starting the sign-in proxy on {signin_url} (signed in as {options.user})")
         signin = spawn(
             "signin",
-            [sys.executable, "-m", "tarsy_dev.localstack.signin", "--port", str(signin_port),
-             "--upstream", urls["api"], "--key", str(signin_key), "--user", options.user],
+            signin_argv(signin_port, urls["api"], signin_key, options.user, iap_key_file),
             log_dir=log_dir,
             url=signin_url,
         )  # fmt: skip
@@ -436,6 +481,7 @@ def start_stack(
             signin_url=signin_url,
             signin_key=str(signin_key),
             user=options.user,
+            iap_key_file=str(iap_key_file),
             prometheus_url=prometheus_url,
         )
         save_stack(stack, options.state_dir)
