@@ -18,9 +18,8 @@ from typing import Any
 
 from tarsy import telemetry
 from tarsy.models import ExecutionStatus
-from tarsy.notify import ledger
 from tarsy.persistence import _firestore as store
-from tarsy.persistence import chunking, retention
+from tarsy.persistence import chunking, ledger, retention
 from tarsy.settings import Settings, env_names
 from tests.infra.test_terraform import ROOT, locals_, one, resources, variables
 
@@ -243,7 +242,7 @@ def test_the_stale_notification_query_has_its_collection_group_index() -> None:
     assert (field["collection"], field["field"]) == (ledger.NOTIFICATIONS, ledger.LEASE_FIELD)
     [index] = one(field["index_config"])["indexes"]
     assert index == {"order": "ASCENDING", "query_scope": "COLLECTION_GROUP"}
-    source = (ROOT / "shared" / "tarsy" / "notify" / "ledger.py").read_text()
+    source = (ROOT / "shared" / "tarsy" / "persistence" / "ledger.py").read_text()
     assert "collection_group(NOTIFICATIONS)" in source
     assert "FieldFilter(LEASE_FIELD, " in source
 

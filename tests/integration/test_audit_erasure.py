@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tarsy.models import utcnow
-from tarsy.notify.ledger import NOTIFICATIONS
+from tarsy.models import AuditEvent, ExecutionStatus, Session, utcnow
+from tarsy.persistence.audit_log import ActionRecord
+from tarsy.persistence.ledger import NOTIFICATIONS
 from tarsy.persistence.store import (
     ALERT_FINGERPRINTS,
     EXECUTIONS,
@@ -185,3 +186,31 @@ def test_an_erasure_needs_a_reason(stack: Stack, client: TarsyClient, body: str)
         refused = proxy.request("DELETE", f"/sessions/{session_id}", content=body)
     assert refused.status_code == 422, refused.text
     assert client.session(session_id).session["session_id"] == session_id
+
+
+async def test_an_erasure_clears_the_investigate_again_links_naming_the_session(
+    store: Store,
+) -> None:
+    """first ← erased ← later: neither neighbour keeps the erased id; their other links stay."""
+
+    def session(session_id: str, of: str | None = None) -> Session:
+        return Session(session_id=session_id, alert_type="generic", alert_data="x",
+                       chain_id="default", status=ExecutionStatus.COMPLETED,
+                       investigation_of=of)  # fmt: skip
+
+    await store.create_session(session("s-first"))
+    for again in (session("s-erased", of="s-first"), session("s-sibling", of="s-first")):
+        await store.create_reinvestigation(again)
+    await store.create_reinvestigation(session("s-later", of="s-erased"))
+    event = AuditEvent(action="erase", actor="admin@example.com", role="admin",
+                       target="s-erased", detail="a person asked")  # fmt: skip
+
+    assert await store.erase_session(ActionRecord("s-erased", event, ()))
+
+    first, sibling, later = [
+        await store.get_session(s) for s in ("s-first", "s-sibling", "s-later")
+    ]
+    assert first is not None and first.investigated_again_as == ["s-sibling"]
+    assert sibling is not None and sibling.investigation_of == "s-first"
+    assert later is not None and later.investigation_of is None
+    assert await store.get_session("s-erased") is None

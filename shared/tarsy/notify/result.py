@@ -1,4 +1,9 @@
-"""What one notification attempt came to; recorded in the ledger and logged, never raised."""
+"""What one notification attempt came to (recorded in the ledger and logged, never raised).
+
+And the claim that holds a notification: plain values shared by the notifiers
+and the ledger's adapter in :mod:`tarsy.persistence.ledger`, so neither imports
+the other.
+"""
 
 from __future__ import annotations
 
@@ -33,3 +38,14 @@ class NotificationResult(DeferredModel):
     def delivered(self) -> bool:
         """Whether the notification reached its destination in this attempt."""
         return self.status == "sent"
+
+
+class Claim(DeferredModel):
+    """A notification this caller holds: which attempt it is (1, then 2, ... on takeovers)."""
+
+    attempt: int = 1
+
+    @property
+    def takeover(self) -> bool:
+        """Whether an earlier attempt may have got the message out before it died or failed."""
+        return self.attempt > 1

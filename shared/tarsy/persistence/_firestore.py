@@ -49,6 +49,7 @@ ALERT_FINGERPRINTS = "alert_fingerprints"  # {dedup_key}: the session an alert s
 SUB_AGENT_TURNS = "sub_agent_turns"
 ANSWERS = "answers"
 AUDIT = "audit"  # sessions/{sid}/audit/{id}: who did what to the session, and when
+NOTIFICATIONS = "notifications"  # sessions/{sid}/notifications/{notifier}: the leased claim
 ANSWERED_MARKER = "answered"
 
 

@@ -50,7 +50,6 @@ from pydantic import Field
 from tarsy._pydantic import DeferredModel
 from tarsy.log import fields
 from tarsy.models import AgentExecution, utcnow
-from tarsy.notify.ledger import NOTIFICATIONS
 from tarsy.persistence._firestore import (
     ANSWERS,
     AUDIT,
@@ -60,6 +59,7 @@ from tarsy.persistence._firestore import (
     MARKERS,
     MCP_INTERACTIONS,
     MESSAGES,
+    NOTIFICATIONS,
     PROGRESS,
     PUBLISHED,
     SESSIONS,

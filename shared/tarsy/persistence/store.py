@@ -21,6 +21,7 @@ These are contention-free (no transaction holds locks while the LLM runs).
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cached_property
 
 from google.cloud import firestore
 
@@ -36,6 +37,7 @@ from tarsy.persistence._firestore import (
 )
 from tarsy.persistence.alerts import AlertRecords
 from tarsy.persistence.audit import AuditRecords
+from tarsy.persistence.ledger import FirestoreLedger
 from tarsy.persistence.recordings import RecordingReads
 from tarsy.persistence.retention import RetentionReport, stamp_finished
 from tarsy.persistence.steps import (
@@ -82,6 +84,11 @@ class Store(StepRecords, AlertRecords, SweepQueries, RecordingReads, AuditRecord
     ) -> RetentionReport:
         """Stamp ``expire_at`` on finished sessions due for it (the retention job)."""
         return await stamp_finished(self.client, settings, now)
+
+    @cached_property
+    def ledger(self) -> FirestoreLedger:
+        """The notification ledger, on this store's client (one client per process)."""
+        return FirestoreLedger(self.client)
 
 
 _store: Store | None = None
