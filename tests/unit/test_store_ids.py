@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tarsy.persistence.steps import conversation_is_current
+from tarsy.persistence.step_values import conversation_is_current
 from tarsy.persistence.store import record_id, stage_id
 
 

@@ -22,7 +22,7 @@ from tarsy.engine.roles import PauseScope, rules
 from tarsy.engine.step_kinds.base import Advance, FanInOf, FollowOn, Publish
 from tarsy.engine.transitions import ExecutionUpdate, SessionUpdate, StageUpdate
 from tarsy.models import AgentExecution, ExecutionStatus, Session, StepMessage, TokenUsage, utcnow
-from tarsy.persistence.store import Claim, StepCommit
+from tarsy.persistence.step_values import Claim, StepCommit
 
 # Thought signatures are only useful while an execution runs; the TTL policy deletes them.
 PROVIDER_STATE_TTL = timedelta(hours=1)

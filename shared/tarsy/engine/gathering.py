@@ -49,7 +49,7 @@ from tarsy.models import (
     StepMessage,
     TimelineEvent,
 )
-from tarsy.persistence.store import Claim, StepCommit
+from tarsy.persistence.step_values import Claim, StepCommit
 from tarsy.tools.base import ToolExecutor, ToolListing
 
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 from tarsy.app import Deps
 from tarsy.models import utcnow
 from tarsy.persistence.ports import LeaseRenewal
-from tarsy.persistence.store import Claim
+from tarsy.persistence.step_values import Claim
 
 logger = logging.getLogger(__name__)
 

@@ -59,7 +59,7 @@ from tarsy.errors import ConfigError, LeaseHeldError, PermanentError, TransientE
 from tarsy.log import fields
 from tarsy.models import AgentExecution, ErrorInfo, ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.notify.session_end import on_session_end
-from tarsy.persistence.store import Claim
+from tarsy.persistence.step_values import Claim
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from tarsy.persistence.answers import SubAgentRecords
 from tarsy.persistence.executions import ExecutionRecords
 from tarsy.persistence.recording import RecordedExecution, RecordedFollowUp, SessionRecording
 from tarsy.persistence.sessions import SessionRecords
-from tarsy.persistence.steps import FOLLOW_UP_SUFFIX
+from tarsy.persistence.step_values import FOLLOW_UP_SUFFIX
 from tarsy.persistence.tool_lists import ToolListRecords
 
 

@@ -40,15 +40,15 @@ from tarsy.persistence.audit import AuditRecords
 from tarsy.persistence.ledger import FirestoreLedger
 from tarsy.persistence.recordings import RecordingReads
 from tarsy.persistence.retention import RetentionReport, stamp_finished
-from tarsy.persistence.steps import (
+from tarsy.persistence.step_values import (
     Claim,
     FollowUp,
     NewConversation,
     StepCommit,
-    StepRecords,
     StepState,
     follow_up_id,
 )
+from tarsy.persistence.steps import StepRecords
 from tarsy.persistence.sweeps import SweepQueries
 from tarsy.settings import Settings
 

@@ -17,7 +17,7 @@ from typing import Protocol
 from tarsy.app import Deps
 from tarsy.engine.heartbeat import CancelWatch
 from tarsy.models import AgentExecution, Session, StepMessage
-from tarsy.persistence.store import StepCommit, StepState
+from tarsy.persistence.step_values import StepCommit, StepState
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from tarsy.engine.step_kinds.preparing import live_ports, prepare_turn
 from tarsy.engine.sub_agents import PendingTurn
 from tarsy.log import fields
 from tarsy.models import StepMessage, SubAgentWait, utcnow
-from tarsy.persistence.store import FollowUp, NewConversation
+from tarsy.persistence.step_values import FollowUp, NewConversation
 
 logger = logging.getLogger(__name__)
 

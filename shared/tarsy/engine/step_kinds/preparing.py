@@ -16,7 +16,7 @@ from tarsy.llm.fallback import CallWrapper, Candidate, FallbackProvider
 from tarsy.llm.registry import get_provider
 from tarsy.models import AgentExecution, Session
 from tarsy.persistence.progress import ProgressWriter
-from tarsy.persistence.store import StepState
+from tarsy.persistence.step_values import StepState
 from tarsy.tools.base import ToolListing
 from tarsy.tools.selection import restrict_listing
 
