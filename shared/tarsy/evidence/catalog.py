@@ -34,7 +34,8 @@ _TEMPLATE = re.compile(r"\{([a-zA-Z_][\w.]*)\}")
 # What a metric query measures: the words a collector call may give its query, and
 # the only thing the metric detections read of it (never its PromQL). ``alert`` is
 # the alert's own expression, ``alert_by`` the same kept by one label; the others
-# are per pod, the shapes kube-state-metrics and cAdvisor name.
+# are per pod, the shapes kube-state-metrics and cAdvisor name (``request_rate``: the
+# requests a second a pod serves, by the client libraries' ``http_requests_total``).
 Measure = Literal[
     "alert",
     "alert_by",
@@ -44,6 +45,7 @@ Measure = Literal[
     "memory_working_set",
     "memory_limit",
     "restarts",
+    "request_rate",
 ]
 
 

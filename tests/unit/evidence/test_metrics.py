@@ -218,3 +218,34 @@ def test_metric_findings_join_the_others_likely_causes_first() -> None:
     checks = [d.check for d in detect(cluster)]
     assert checks == ["resource_saturation", "resource_saturation"]
     assert [d.severity for d in detect(cluster)] == [1, 2]
+
+
+def test_a_climb_under_level_requests_says_the_load_did_not_rise() -> None:
+    climb = [200 * MI + n * 30 * MI for n in range(11)]
+    requests = [12.0, 12.4, 11.8, 12.1, 12.2, 11.9] * 2
+    cluster = snapshot(
+        series("memory_working_set", climb, start=-60, step=5, pod="feed-0"),
+        series("memory_limit", [512 * MI] * 11, pod="feed-0"),
+        series("request_rate", requests, start=-60, pod="feed-0"),
+        # CPU that rose is not read when the requests themselves were gathered.
+        series("cpu_usage", [0.2, 0.9] * 6, start=-60, pod="feed-0"),
+        alert=_alert(),
+    )
+    [found] = metrics.resource_saturation(cluster)
+    assert found.finding.endswith(
+        "it grew without falling from 200Mi at 09:00 UTC, while the requests it served "
+        "stayed level (11.8-12.4 a second)."
+    )
+
+
+def test_a_climb_under_rising_requests_does_not_call_the_load_level() -> None:
+    climb = [200 * MI + n * 30 * MI for n in range(11)]
+    cluster = snapshot(
+        series("memory_working_set", climb, start=-60, step=5, pod="feed-0"),
+        series("memory_limit", [512 * MI] * 11, pod="feed-0"),
+        series("request_rate", [5.0 + 2 * n for n in range(11)], start=-60, pod="feed-0"),
+        series("cpu_usage", [0.2] * 11, start=-60, pod="feed-0"),
+        alert=_alert(),
+    )
+    [found] = metrics.resource_saturation(cluster)
+    assert found.finding.endswith("it grew without falling from 200Mi at 09:00 UTC.")

@@ -130,6 +130,8 @@ VOCABULARY = {
     "histogram_quantile", "g0.expr", "container_cpu_cfs_periods_total",
     "container_cpu_cfs_throttled_periods_total", "container_memory_working_set_bytes",
     "kube_pod_container_resource_limits", "kube_pod_container_status_restarts_total",
+    # the request counter the Prometheus client libraries and documentation name
+    "http_requests_total",
     # tarsy's own alert fields
     "alert_type", "runbook_url",
     # standards, example domains, conventional variable names, English

@@ -159,7 +159,7 @@ def test_the_builtin_metric_collectors_plan_range_queries_that_say_what_they_mea
     assert measures[:4] == ["alert", "alert_by", "alert_by", "alert_by"]
     assert set(measures[4:]) == {
         "cpu_usage", "cpu_throttled_ratio", "cpu_limit", "memory_working_set", "memory_limit",
-        "restarts",
+        "restarts", "request_rate",
     }  # fmt: skip
     memory = next(p for p in planned if p.measures == "memory_working_set")
     assert 'namespace="shop",pod=~"api-.*"' in memory.arguments["query"]

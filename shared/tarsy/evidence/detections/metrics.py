@@ -36,7 +36,7 @@ OUT_OF_LINE_RATIO = 5.0
 MEMORY_NEAR_LIMIT = 0.9
 MEMORY_GROWTH = 0.2  # a fifth more over the window counts as growing
 LEAK_HORIZON = timedelta(hours=6)
-LEVEL_LOAD = 1.5  # CPU use within this ratio (highest over lowest) counts as level load
+LEVEL_LOAD = 1.5  # load (requests, CPU) within this ratio, highest over lowest, is level
 THROTTLED = 0.25
 CPU_AT_LIMIT = 0.9
 ROLLOUT_NEAR = timedelta(minutes=10)
@@ -261,15 +261,34 @@ def _climbs(series: MetricSeries) -> bool:
 
 
 def _load_level(snapshot: Snapshot, pod: str) -> str:
-    """``, while its CPU use stayed level (...)`` when the pod's CPU series shows flat load."""
+    """``, while its ... stayed level (...)`` when the pod's load shows no rise.
+
+    The requests it served are the load itself; its CPU use stands in where no
+    request series was gathered. A memory climb under level load is what load does
+    not explain (a leak, a cache without a bound); one under rising load may be.
+    """
+    requests = _by_pod(snapshot.series_of("request_rate")).get(pod)
+    level = _level_range(requests)
+    if requests is not None and level is not None:
+        low, high = level
+        return f", while the requests it served stayed level ({low:.3g}-{high:.3g} a second)"
     cpu = _by_pod(snapshot.series_of("cpu_usage")).get(pod)
-    if cpu is None or len(cpu.points) < 2:
+    level = _level_range(cpu) if requests is None else None
+    if level is None:
         return ""
-    values = [v for _, v in cpu.points]
+    low, high = level
+    return f", while its CPU use stayed level ({cpu_text(low)}-{cpu_text(high)})"
+
+
+def _level_range(series: MetricSeries | None) -> tuple[float, float] | None:
+    """The lowest and highest value of a series that stays within :data:`LEVEL_LOAD`."""
+    if series is None or len(series.points) < 2:
+        return None
+    values = [v for _, v in series.points]
     low, high = min(values), max(values)
     if low <= 0 or high > LEVEL_LOAD * low:
-        return ""
-    return f", while its CPU use stayed level ({cpu_text(low)}-{cpu_text(high)})"
+        return None
+    return low, high
 
 
 def _memory(snapshot: Snapshot) -> list[Detection]:
