@@ -23,24 +23,22 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import assert_never
 
-from tarsy.agent.context import ExecutionRecord, format_stages, format_synthesis_stage
-from tarsy.agent.prompts import chat_prompt, delimit, initial_messages, system_prompt
-from tarsy.agent.scoring import JudgeInput, TimelineItem, build_judge_prompt
+from tarsy.agent.context import ExecutionRecord, format_stages
+from tarsy.agent.prompts import chat_prompt, initial_messages, system_prompt
+from tarsy.agent.scoring import JudgeInput, TimelineItem
 from tarsy.app import Deps
 from tarsy.engine import gathering, progression, transitions
 from tarsy.engine.messages import (
     CHAT_STAGE,
     FIRST_ITERATION_STEP,
-    SCORING_STAGE,
     chat_id_for,
     execution_id_for,
     iterate_message,
     new_execution,
-    scoring_id_for,
-    synthesis_id_for,
 )
-from tarsy.engine.progression import FanIn, Next
+from tarsy.engine.progression import FanIn, JudgeStart, Next
 from tarsy.engine.roles import resolve_execution, rules
 from tarsy.engine.sub_agents import answer_of
 from tarsy.errors import InputError
@@ -318,7 +316,7 @@ async def _after_parallel_agent(session: Session, execution: AgentExecution, dep
     log = fields(session_id=session.session_id, stage=index)
     logger.info("stage %s agents done: %s", stage_config.name, status.value, extra=log)
     if status is ExecutionStatus.COMPLETED:
-        await _start_synthesis(session, index, stage_config.name, finished, deps)
+        await _start_synthesis(session, index, finished, deps)
     else:
         reasons = [
             f"{e.agent}: {e.error.message}"
@@ -335,9 +333,9 @@ async def _after_parallel_agent(session: Session, execution: AgentExecution, dep
 
 
 async def _start_synthesis(
-    session: Session, index: int, name: str, finished: dict[str, str], deps: Deps
+    session: Session, index: int, finished: dict[str, str], deps: Deps
 ) -> None:
-    resolved = deps.config.resolve_role(session.chain_id, index, "synthesis")
+    """Read the parallel agents' timelines; the synthesis they start is progression's."""
     executions = [
         e
         for e in await deps.store.list_executions(session.session_id)
@@ -347,53 +345,31 @@ async def _start_synthesis(
         ExecutionRecord(execution=e, timeline=await deps.store.list_timeline(e.execution_id))
         for e in executions
     ]
-    results = format_synthesis_stage(name, records)
-    opening = [
-        ConversationMessage(role="system", content=system_prompt(resolved)),
-        ConversationMessage(
-            role="user",
-            content=(
-                f"Alert type: {session.alert_type}\n\n{delimit('ALERT DATA', session.alert_data)}"
-                f"\n\nResults of the agents that investigated in parallel:\n"
-                f"{delimit('PARALLEL RESULTS', results)}\n\n"
-                "Write the merged analysis in Markdown."
-            ),
-        ),
-    ]
-    synthesis_id = synthesis_id_for(session.session_id, index)
-    execution = new_execution(
-        session, index, len(finished), "synthesis", resolved, synthesis_id, _due(deps)
+    decision = progression.synthesis_start(
+        deps.config, session, index, records, finished, _due(deps)
     )
-    await deps.store.update_stage(
-        session.session_id, index, transitions.start_synthesis(finished, synthesis_id)
-    )
-    await start_execution(execution, opening, deps)
+    await apply_next(session, index, decision, deps)
 
 
 async def _start_judge(session: Session, summary: AgentExecution, deps: Deps) -> None:
-    """The summary ended on a chain that scores: record it, and start the judge."""
-    completed = summary.status is ExecutionStatus.COMPLETED
-    if not completed:
+    """The summary ended on a chain that scores: apply progression's decision on the judge."""
+    if summary.status is not ExecutionStatus.COMPLETED:
         # The investigation itself succeeded; only its summary did not.
         logger.warning("executive summary of %s failed", session.session_id)
-    text = summary.final_analysis if completed else None
-    if deps.settings.scoring_off_reason:
-        # Nothing here can judge (the scripted stand-in): say so instead of a failed judge.
-        update = transitions.complete_session(
-            session, utcnow(), executive_summary=text, with_summary=True
-        )
-        verdict = transitions.record_score(
-            None, None, f"not scored ({deps.settings.scoring_off_reason})"
-        )
-        await deps.store.update_session(
-            session.session_id, update.model_copy(update=verdict.model_dump(exclude_unset=True))
-        )
-    else:
-        if session.executive_summary is None and text is not None:
-            await deps.store.update_session(
-                session.session_id, transitions.record_executive_summary(session, text)
+    off = deps.settings.scoring_off_reason
+    decision = progression.judge_after_summary(session, summary, off, utcnow())
+    match decision:
+        case Next():
+            await apply_next(session, summary.stage, decision, deps)
+        case JudgeStart():
+            if decision.session is not None:
+                await deps.store.update_session(session.session_id, decision.session)
+            summarized = session.model_copy(
+                update={"executive_summary": decision.executive_summary}
             )
-        await start_scoring(session.model_copy(update={"executive_summary": text}), 0, deps)
+            await start_scoring(summarized, 0, deps)
+        case _:
+            assert_never(decision)
     await deps.store.update_executions([summary.execution_id], transitions.fan_in_done())
 
 
@@ -427,16 +403,8 @@ async def judge_input(session: Session, deps: Deps) -> JudgeInput:
 
 async def start_scoring(session: Session, number: int, deps: Deps) -> AgentExecution:
     """Create the judge's execution for ``session`` and publish its step."""
-    resolved = deps.config.resolve_role(session.chain_id, None, "scoring")
-    prompt = build_judge_prompt(await judge_input(session, deps))
-    opening = [
-        ConversationMessage(role="system", content=prompt.system),
-        ConversationMessage(role="user", content=prompt.user),
-    ]
-    execution = new_execution(
-        session, SCORING_STAGE, number, "scoring", resolved,
-        scoring_id_for(session.session_id, number), _due(deps),
-    )  # fmt: skip
+    judged = await judge_input(session, deps)
+    execution, opening = progression.judge_opening(deps.config, session, judged, number, _due(deps))
     await start_execution(execution, opening, deps)
     return execution
 

@@ -13,7 +13,10 @@ nothing and writes nothing.
 A decision is either a :class:`Next` (the writes and the message that follow)
 or a :class:`FanIn` (it needs what only the store can tell: the other agents
 of a parallel stage, a sub-agent's waiting parent, the session's whole
-timeline for the judge).
+timeline for the judge). The fan-in reads what it needs and comes back here:
+:func:`synthesis_start` with the parallel agents' records,
+:func:`judge_after_summary` and :func:`judge_opening` with the session's
+timeline as the judge reads it.
 """
 
 from __future__ import annotations
@@ -25,18 +28,22 @@ from typing import Literal, assert_never
 from pydantic import Field
 
 from tarsy._pydantic import DeferredModel
+from tarsy.agent.context import ExecutionRecord, format_synthesis_stage
 from tarsy.agent.prompts import delimit, system_prompt
-from tarsy.agent.scoring import SessionScore
+from tarsy.agent.scoring import JudgeInput, SessionScore, build_judge_prompt
 from tarsy.agent.strategies.base import budget_crossed
 from tarsy.config.schema import ChainConfig, TarsyConfig
 from tarsy.engine import transitions
 from tarsy.engine.messages import (
     FIRST_ITERATION_STEP,
+    SCORING_STAGE,
     SUMMARY_STAGE,
     iterate_message,
     new_execution,
+    scoring_id_for,
     start_stage_message,
     summary_id_for,
+    synthesis_id_for,
 )
 from tarsy.engine.transitions import SessionUpdate, StageUpdate
 from tarsy.models import (
@@ -72,6 +79,13 @@ class FanIn(DeferredModel):
 
 
 Decision = Next | FanIn
+
+
+class JudgeStart(DeferredModel):
+    """The judge starts on the session with ``executive_summary``; ``session`` records it first."""
+
+    session: SessionUpdate | None = None
+    executive_summary: str | None = None
 
 
 def after_execution(
@@ -305,3 +319,83 @@ def score_verdict(
         return verdict  # a re-score of a finished session
     ended = transitions.complete_session(session, now)
     return ended.model_copy(update=verdict.model_dump(exclude_unset=True))
+
+
+def synthesis_start(
+    config: TarsyConfig,
+    session: Session,
+    index: int,
+    records: Sequence[ExecutionRecord],
+    finished: dict[str, str],
+    due: datetime,
+) -> Next:
+    """The agents of parallel stage ``index`` completed: its synthesis runs on their ``records``.
+
+    ``finished`` (the agents' statuses) is recorded on the stage with the
+    synthesis's id; the synthesis is numbered after the stage's agents.
+    """
+    stage_name = config.chain(session.chain_id).stages[index].name
+    resolved = config.resolve_role(session.chain_id, index, "synthesis")
+    results = format_synthesis_stage(stage_name, records)
+    opening = [
+        ConversationMessage(role="system", content=system_prompt(resolved)),
+        ConversationMessage(
+            role="user",
+            content=(
+                f"Alert type: {session.alert_type}\n\n{delimit('ALERT DATA', session.alert_data)}"
+                f"\n\nResults of the agents that investigated in parallel:\n"
+                f"{delimit('PARALLEL RESULTS', results)}\n\n"
+                "Write the merged analysis in Markdown."
+            ),
+        ),
+    ]
+    synthesis_id = synthesis_id_for(session.session_id, index)
+    execution = new_execution(
+        session, index, len(finished), "synthesis", resolved, synthesis_id, due
+    )
+    return Next(
+        stage=transitions.start_synthesis(finished, synthesis_id),
+        create=execution,
+        opening=opening,
+        publish=iterate_message(execution, FIRST_ITERATION_STEP),
+    )
+
+
+def judge_after_summary(
+    session: Session, summary: AgentExecution, scoring_off_reason: str | None, now: datetime
+) -> Next | JudgeStart:
+    """The summary ended on a chain that scores: the judge starts, unless nothing can judge.
+
+    With ``scoring_off_reason`` (the scripted stand-in cannot judge) the session
+    completes and says why it was not scored, instead of recording a failed judge.
+    """
+    # The investigation itself succeeded even when only its summary did not.
+    completed = summary.status is ExecutionStatus.COMPLETED
+    text = summary.final_analysis if completed else None
+    if scoring_off_reason:
+        ended = transitions.complete_session(
+            session, now, executive_summary=text, with_summary=True
+        )
+        verdict = transitions.record_score(None, None, f"not scored ({scoring_off_reason})")
+        return Next(session=ended.model_copy(update=verdict.model_dump(exclude_unset=True)))
+    record = None
+    if session.executive_summary is None and text is not None:
+        record = transitions.record_executive_summary(session, text)
+    return JudgeStart(session=record, executive_summary=text)
+
+
+def judge_opening(
+    config: TarsyConfig, session: Session, judged: JudgeInput, number: int, due: datetime
+) -> tuple[AgentExecution, list[ConversationMessage]]:
+    """The judge's execution ``number`` of a session and its opening, on what it reads."""
+    resolved = config.resolve_role(session.chain_id, None, "scoring")
+    prompt = build_judge_prompt(judged)
+    opening = [
+        ConversationMessage(role="system", content=prompt.system),
+        ConversationMessage(role="user", content=prompt.user),
+    ]
+    execution = new_execution(
+        session, SCORING_STAGE, number, "scoring", resolved,
+        scoring_id_for(session.session_id, number), due,
+    )  # fmt: skip
+    return execution, opening
