@@ -9,8 +9,9 @@ state, so a crash or a failed write leaves both or neither. The pure parts
 Erasure deletes a session's whole subtree (its stages, audit, notification
 ledger entries and their subcollections; its memory keys are fields of the
 session document), its executions' subtrees, their thought signatures and
-the alert fingerprints naming it, then keeps one record: the erasure's, at
-``audit/{id}`` (the collection-group query of the audit reads it).
+the alert fingerprints naming it, and the investigate-again links other
+sessions hold to it, then keeps one record: the erasure's, at ``audit/{id}``
+(the collection-group query of the audit reads it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tarsy.persistence._firestore import (
     AUDIT,
     DONE,
     EXECUTIONS,
+    SESSIONS,
     THOUGHT_SIGNATURES,
     TIMELINE,
     FirestoreBase,
@@ -177,8 +179,10 @@ class AuditRecords(FirestoreBase):
         session_id = record.session_id
         session = self._session(session_id)
         self.round_trips.add("get")
-        if not (await session.get()).exists:
+        snapshot = await session.get()
+        if not snapshot.exists:
             return False
+        first = (snapshot.to_dict() or {}).get("investigation_of")
         self.round_trips.add("create")
         await (
             self._db.collection(AUDIT)
@@ -197,6 +201,44 @@ class AuditRecords(FirestoreBase):
         )
         async for snap in fingerprints.stream():
             await snap.reference.delete()
+        # Before the session itself: a rerun after a crash here still finds the session.
+        await self._unlink_investigations(session_id, first if isinstance(first, str) else None)
         # Last: the session's own subtree (stages, audit, notification ledger, chunks).
         await self._db.recursive_delete(session)
         return True
+
+    async def _unlink_investigations(self, session_id: str, first: str | None) -> None:
+        """Clear the links other sessions hold to an erased session, in one batch.
+
+        Design constraint: nothing outside the erasure's record names an erased
+        session. Investigating again links two sessions both ways (the new one's
+        ``investigation_of``, the first's ``investigated_again_as``); left behind,
+        a link would keep the id (an erasure may be for a person's request) and
+        lead the pages and the CLI to a 404. The sessions naming it are found by
+        query, not from its own list, so a link written by an older version is
+        cleared too.
+
+        Args:
+            session_id: The session being erased.
+            first: The session it investigated again, if any (its ``investigation_of``).
+        """
+        batch = self._db.batch()
+        writes = 0
+        if first is not None:
+            self.round_trips.add("get")
+            if (await self._session(first).get()).exists:
+                batch.update(
+                    self._session(first),
+                    {"investigated_again_as": firestore.ArrayRemove([session_id])},
+                )
+                writes += 1
+        self.round_trips.add("query")
+        again = self._db.collection(SESSIONS).where(
+            filter=firestore.FieldFilter("investigation_of", "==", session_id)
+        )
+        async for snap in again.stream():
+            batch.update(snap.reference, {"investigation_of": None})
+            writes += 1
+        if writes:
+            self.round_trips.add("commit")
+            await batch.commit()
