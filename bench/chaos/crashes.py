@@ -1,7 +1,7 @@
 """A crash at every commit point, in process, on a virtual clock, with production timings.
 
 The engine runs in this process (``tarsy.engine.steps.handle``, ``tarsy.intake.ingest.handle``,
-``tarsy.api.handlers.chat``, ``tarsy.engine.sweeper.sweep``) against the stack's emulators, the
+``tarsy.commands.sessions.chat``, ``tarsy.engine.sweeper.sweep``) against the stack's emulators, the
 demo cluster and the fake model, with the suite's :class:`~bench.chaos.faults.FaultyStore`,
 bus and tools. This module plays Pub/Sub and Cloud Scheduler:
 
@@ -50,8 +50,8 @@ from bench.chaos.faults import (
     Scene,
     VirtualClock,
 )
-from tarsy.api import handlers as api
 from tarsy.app import Deps
+from tarsy.commands import sessions as api
 from tarsy.engine.steps import handle, handle_dead_letter
 from tarsy.engine.sweeper import sweep
 from tarsy.errors import TransientError

@@ -11,8 +11,6 @@ from tarsy.http.request import read_request, to_framework_response
 from tarsy.intake import ingest as ingest_endpoint
 from tarsy.runtime import run_sync
 
-SLACK_EVENTS_PATH = "/slack/events"  # tarsy.intake.slack_events.PATH
-
 
 async def _serve(request: Request) -> tuple[str, int, dict[str, str]]:
     deps = await get_deps()
@@ -22,15 +20,7 @@ async def _serve(request: Request) -> tuple[str, int, dict[str, str]]:
     with telemetry.server_span(
         http_request.method, http_request.path.rstrip("/") or "/", incoming=http_request.headers
     ) as span:
-        if http_request.path.rstrip("/") == SLACK_EVENTS_PATH:
-            # Imported here: only Slack's requests load the chat path.
-            from tarsy.intake import slack_events
-
-            response = await slack_events.handle(http_request, deps)
-        else:
-            response = await ingest_endpoint.handle(
-                http_request, deps.settings, deps.config, deps.store, deps.bus
-            )
+        response = await ingest_endpoint.serve(http_request, deps)
         session_id = response.body.get("session_id")
         span.set_response(response.status, session_id if isinstance(session_id, str) else None)
     return to_framework_response(response)

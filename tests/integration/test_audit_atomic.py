@@ -19,9 +19,9 @@ from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
 from google.cloud.firestore_v1.async_document import AsyncDocumentReference
 
 from tarsy.access.roles import Principal, RecordedAction, Role
-from tarsy.api import handlers
-from tarsy.api.recorded import Recorder
 from tarsy.app import Deps
+from tarsy.commands import sessions as handlers
+from tarsy.commands.recorded import Recorder
 from tarsy.feedback import FeedbackRequest
 from tarsy.models import AgentExecution, ExecutionStatus, Session, Stage
 from tarsy.persistence.store import SESSIONS, Store

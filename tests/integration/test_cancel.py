@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tarsy.api.handlers import cancel
 from tarsy.app import Deps
+from tarsy.commands.sessions import cancel
 from tarsy.config import load_config
 from tarsy.config.loader import merge_config
 from tarsy.engine.steps import handle

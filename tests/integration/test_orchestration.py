@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from tarsy.api.handlers import ChatRequest, cancel, cancel_agent, chat, rescore
 from tarsy.app import Deps
+from tarsy.commands.sessions import ChatRequest, cancel, cancel_agent, chat, rescore
 from tarsy.config import load_config
 from tarsy.engine.steps import handle
 from tarsy.errors import InputError

@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from tarsy.api.handlers import ChatRequest, chat
 from tarsy.app import Deps
+from tarsy.commands.sessions import ChatRequest, chat
 from tarsy.engine.sweeper import sweep
 from tarsy.models import ExecutionStatus, Session, StepMessage, utcnow
 from tarsy.persistence.retention import COLLECTION_GROUPS, RECHECK_AFTER, stamp_finished

@@ -16,7 +16,7 @@ import json
 
 import httpx
 
-from tarsy.api.routes import state_changing_routes
+from tarsy.http.routes import state_changing_routes
 from tarsy_dev.client import SessionView, TarsyClient
 from tarsy_dev.localstack.stack import Stack
 

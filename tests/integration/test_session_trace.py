@@ -27,9 +27,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from tarsy import telemetry
-from tarsy.api import handlers
 from tarsy.app import Deps
 from tarsy.bus import Bus, decode, pushed_message
+from tarsy.commands import sessions as handlers
 from tarsy.engine import steps
 from tarsy.engine.sweeper import sweep
 from tarsy.engine.transitions import ExecutionUpdate

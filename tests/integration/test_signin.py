@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tarsy.access.iap import ASSERTION_HEADER
-from tarsy.api.routes import person_routes
+from tarsy.http.routes import person_routes
 from tarsy.models import ExecutionStatus
 from tarsy_dev import cli
 from tarsy_dev.client import SessionView, TarsyClient

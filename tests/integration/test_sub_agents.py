@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from tarsy.api.handlers import cancel_agent
 from tarsy.app import Deps
+from tarsy.commands.sessions import cancel_agent
 from tarsy.engine.steps import handle
 from tarsy.engine.sweeper import sweep
 from tarsy.models import (

@@ -103,7 +103,7 @@ class MemoryAlertStore:
         await asyncio.sleep(0)
         return self.sessions.get(session_id)
 
-    # What tarsy.api.handlers.cancel uses (cancel_on_resolve).
+    # What tarsy.commands.sessions.cancel uses (cancel_on_resolve).
 
     async def update_session(self, session_id: str, update: SessionUpdate) -> None:
         session = self.sessions[session_id]

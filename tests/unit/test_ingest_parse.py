@@ -8,11 +8,12 @@ from typing import Any, cast
 import pytest
 from pydantic import ValidationError
 
+from tarsy.commands.start import status_url
 from tarsy.config import load_config
 from tarsy.errors import InputError
 from tarsy.http.request import HttpRequest
 from tarsy.intake.ingest import handle
-from tarsy.intake.sources.api import parse_submission, status_url, validation_details
+from tarsy.intake.sources.api import parse_submission, validation_details
 from tarsy.models import AlertSubmission, Session, StepMessage
 from tarsy.persistence.store import Store
 from tarsy.settings import Settings

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tarsy.api.handlers import alert_object
+from tarsy.commands.sessions import alert_object
 
 
 def test_alert_data_is_routed_again_by_its_labels_when_it_was_json() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tarsy.api.routes import ROUTES
+from tarsy.http.routes import ROUTES
 
 SECURITY_MD = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 _ROW = re.compile(r"^\| (GET|POST|DELETE) \| `([^`]+)` \| (\w+) \| (\w+)")

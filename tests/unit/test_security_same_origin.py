@@ -19,10 +19,10 @@ import pytest
 
 from tarsy.access.roles import RECORDED_ACTIONS
 from tarsy.api.handlers import handle
-from tarsy.api.routes import API_ROUTES, Route, state_changing_routes
 from tarsy.app import Deps
 from tarsy.errors import InputError
 from tarsy.http.request import HttpRequest, to_framework_response
+from tarsy.http.routes import API_ROUTES, Route, state_changing_routes
 from tarsy.http.same_origin import check_same_origin, own_origins
 from tarsy.persistence.store import Store
 from tarsy.tools.masking import MaskingConfig

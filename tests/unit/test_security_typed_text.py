@@ -14,9 +14,9 @@ from typing import Any, cast
 import pytest
 
 from tarsy.api import handlers
-from tarsy.api.recorded import Recorder
 from tarsy.app import Deps
 from tarsy.bus import Publisher
+from tarsy.commands.recorded import Recorder
 from tarsy.config.schema import TarsyConfig
 from tarsy.engine import chains
 from tarsy.http.request import HttpRequest

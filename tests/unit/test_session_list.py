@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tarsy.api.session_list import parse_query
+from tarsy.commands.session_list import parse_query
 from tarsy.errors import InputError
 from tarsy.models import ExecutionStatus
 from tarsy.persistence.session_list import (

@@ -2,7 +2,7 @@
 
 Design constraint: either both exist or neither (issue 42): a crash or a
 failed write between an action and a separate audit write would leave an
-action nobody can account for. The api's own actions hand their writes and
+action nobody can account for. The session commands (:mod:`tarsy.commands`) hand their writes and
 the record to :meth:`~tarsy.persistence.ports.AuditedActions.commit_action`;
 an action whose one decisive write is the engine's (a chat's or a judge's
 execution created, a paused agent ended) runs the engine with

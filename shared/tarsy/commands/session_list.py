@@ -2,7 +2,8 @@
 
 Design constraint: the query, its cursor and its page are persistence's
 vocabulary (:mod:`tarsy.persistence.session_list`), which the store runs; the
-api only parses what a caller sent into that query.
+doors that list (the api, the pages) only parse what a caller sent into that
+query, here, the same way.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The api function's route table: every route, who may call it, and what it needs.
 
-Design constraint: one table, read by the dispatcher and by the tests, so
+Design constraint: one table, read by both doors the api function serves (the
+JSON api, :mod:`tarsy.api.handlers`, and the pages' data, :mod:`tarsy.web.pages`,
+neither importing the other) and by the tests, so
 that a route added here is at once under the sign-in check, the role check and
 (for a state-changing route) the same-origin and JSON checks of
 :mod:`tarsy.http.same_origin`, and no test's list of routes can leave it out.

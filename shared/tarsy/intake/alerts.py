@@ -44,13 +44,13 @@ from pydantic import ConfigDict
 
 from tarsy._pydantic import DeferredModel
 from tarsy.bus import Publisher
+from tarsy.commands.start import new_session, start_or_undo
 from tarsy.config.schema import TarsyConfig
 from tarsy.errors import InputError, TransientError
-from tarsy.intake.sessions import new_session
 from tarsy.intake.sources.config import SourceConfig
 from tarsy.intake.sources.normalized import NormalizedAlert
 from tarsy.log import fields
-from tarsy.models import AlertFingerprint, Session, StepMessage, utcnow
+from tarsy.models import AlertFingerprint, Session, utcnow
 from tarsy.persistence.ports import Persistence
 from tarsy.settings import Settings
 from tarsy.tools.masking import Masker
@@ -260,17 +260,13 @@ class Intake:
         )
 
     async def _start(self, alert: NormalizedAlert, session: Session) -> AlertOutcome | None:
-        try:
-            await self.bus.publish(StepMessage(session_id=session.session_id, kind="start_session"))
-        except Exception:
+        async def undo() -> None:
             if alert.deduplicate:
                 await self.store.delete_alert_session(session.session_id, alert.dedup_key)
             else:
                 await self.store.delete_session(session.session_id)
-            logger.exception(
-                "publishing the start of %s failed; session (and claim) removed",
-                session.session_id,
-            )
+
+        if not await start_or_undo(self.bus, session.session_id, undo):
             return None
         logger.info(
             "accepted %s alert %s (%s)",
@@ -314,10 +310,10 @@ class Intake:
 
     async def _cancel(self, session_id: str) -> str:
         """Cancel a running investigation (``cancel_on_resolve``); say what happened."""
-        # Imported here: the api module pulls in the chain engine, which ingest needs
-        # only for this.
-        from tarsy.api.handlers import cancel
+        # Imported here: the session commands pull in the chain engine, which ingest
+        # needs only for this.
         from tarsy.app import Deps
+        from tarsy.commands.sessions import cancel
 
         deps = Deps(settings=self.settings, config=self.config, store=self.store, bus=self.bus)
         try:

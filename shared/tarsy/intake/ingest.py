@@ -5,12 +5,14 @@ intake (:mod:`tarsy.intake.routes`): each path is one
 :class:`~tarsy.intake.sources.receiver.AlertReceiver` of
 :mod:`tarsy.intake.sources.registry`, checked in one order with nothing
 written on any rejection, its sessions created, started and, when the start
-cannot be published, removed again by one piece of code. This module only
-answers health checks and hands everything else to the routes.
+cannot be published, removed again by one piece of code. This module routes
+nothing: every path, health and Slack's events included, is chosen by
+:func:`tarsy.intake.routes.serve`.
 """
 
 from __future__ import annotations
 
+from tarsy.app import Deps
 from tarsy.bus import Publisher
 from tarsy.config.schema import TarsyConfig
 from tarsy.http.request import HttpRequest, HttpResponse
@@ -18,7 +20,12 @@ from tarsy.intake import routes
 from tarsy.persistence.ports import Persistence
 from tarsy.settings import Settings
 
-__all__ = ["handle"]
+__all__ = ["handle", "serve"]
+
+
+async def serve(request: HttpRequest, deps: Deps) -> HttpResponse:
+    """Serve one ingest request (the function's entry point calls this)."""
+    return await routes.serve(request, deps)
 
 
 async def handle(
@@ -28,7 +35,5 @@ async def handle(
     store: Persistence,
     bus: Publisher,
 ) -> HttpResponse:
-    """Serve one ingest request."""
-    if request.path.rstrip("/") == "/healthz":
-        return HttpResponse(status=200, body={"status": "ok"})
-    return await routes.handle(request, settings, config, store, bus)
+    """Serve one ingest request, for a caller holding the parts rather than ``Deps``."""
+    return await routes.serve(request, Deps(settings=settings, config=config, store=store, bus=bus))

@@ -41,6 +41,7 @@ session_id, outcome}`` per alert.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from tarsy.bus import Publisher
 from tarsy.config.schema import TarsyConfig
@@ -56,9 +57,23 @@ from tarsy.persistence.ports import Persistence, ToolListCache
 from tarsy.settings import Settings
 from tarsy.tools.selection import fresh_tool_names, selection_problems, servers_to_check
 
+if TYPE_CHECKING:
+    from tarsy.app import Deps
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["ROUTE_PREFIX", "check_selection", "error_answer", "handle"]
+__all__ = [
+    "HEALTH_PATH",
+    "ROUTE_PREFIX",
+    "SLACK_EVENTS_PATH",
+    "check_selection",
+    "error_answer",
+    "handle",
+    "serve",
+]
+
+HEALTH_PATH = "/healthz"
+SLACK_EVENTS_PATH = "/slack/events"  # tarsy.intake.slack_events.PATH (not imported: see serve)
 
 
 def error_answer(error: InputError) -> HttpResponse:
@@ -152,3 +167,21 @@ async def handle(
         return received
     intake = Intake(settings=settings, config=config, store=store, bus=bus)
     return await _take(intake, received, receiver, config)
+
+
+async def serve(request: HttpRequest, deps: Deps) -> HttpResponse:
+    """Serve one request to the ingest function: health, Slack's events, or an alert route.
+
+    Design constraint: the function's entry point and :mod:`tarsy.intake.ingest`
+    route nothing themselves; every path the ingest function answers is chosen
+    here, beside the alert routes' own table.
+    """
+    path = request.path.rstrip("/")
+    if path == HEALTH_PATH:
+        return HttpResponse(status=200, body={"status": "ok"})
+    if path == SLACK_EVENTS_PATH:
+        # Imported here: only Slack's requests load the chat path (the engine's chains).
+        from tarsy.intake import slack_events
+
+        return await slack_events.handle(request, deps)
+    return await handle(request, deps.settings, deps.config, deps.store, deps.bus)

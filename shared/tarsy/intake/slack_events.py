@@ -35,7 +35,7 @@ and nothing is written or posted. Then:
   being answered), and one from a person whose daily chat budget
   (``slack.daily_chat_budget_usd``, off by default) is spent, with the figure:
   what their Slack questions cost since 00:00 UTC. Accepted, it is the
-  session's chat (the api's own :func:`tarsy.api.handlers.chat`), created in
+  session's chat (the session command :func:`tarsy.commands.sessions.chat`), created in
   one commit with its audit record (the asker's e-mail), and its answer is
   posted in the thread once it is ready (:mod:`tarsy.notify.slack_thread`).
 
@@ -55,8 +55,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tarsy.access.iap import principal_of
-from tarsy.api.handlers import ChatRequest, chat
-from tarsy.api.recorded import Recorder
+from tarsy.commands.recorded import Recorder
+from tarsy.commands.sessions import ChatRequest, chat
 from tarsy.errors import ConfigError, ForbiddenError, InputError
 from tarsy.http.request import HttpRequest, HttpResponse
 from tarsy.models import AgentExecution, ThreadReply, utcnow

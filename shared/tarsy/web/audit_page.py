@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from tarsy.access.roles import RECORDED_ACTIONS
-from tarsy.api.session_list import parse_audit_query
 from tarsy.app import Deps
+from tarsy.commands.session_list import parse_audit_query
 from tarsy.http.request import HttpRequest
 from tarsy.models import utcnow
 from tarsy.web import render as r

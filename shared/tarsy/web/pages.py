@@ -24,11 +24,11 @@ from pydantic import Field
 from tarsy._pydantic import DeferredModel
 from tarsy.access.iap import authenticate
 from tarsy.access.roles import Principal, Role
-from tarsy.api.routes import PAGE_DATA_ROUTES, find_route
-from tarsy.api.session_list import parse_query
 from tarsy.app import Deps
+from tarsy.commands.session_list import parse_query
 from tarsy.errors import InputError
 from tarsy.http.request import HttpRequest
+from tarsy.http.routes import PAGE_DATA_ROUTES, find_route
 from tarsy.models import AuditEvent, ExecutionStatus, utcnow
 from tarsy.web import render as r
 from tarsy.web.audit_page import AUDIT_PAGE, audit_data, audit_shell

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from tarsy.commands.start import new_session
 from tarsy.config import load_config
 from tarsy.config.schema import TarsyConfig
-from tarsy.intake.sessions import new_session
 from tarsy.intake.sources.alertmanager import AlertmanagerReceiver
 from tarsy.intake.sources.alertmanager_api import AlertmanagerApiReceiver
 from tarsy.intake.sources.grafana import GrafanaReceiver

@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from pydantic import ValidationError
 
+from tarsy.commands.start import status_url
 from tarsy.errors import InputError
 from tarsy.http.json_body import firestore_map_problems
 from tarsy.http.request import HttpRequest, HttpResponse, check_api_key, read_json
@@ -101,11 +102,6 @@ def alert_of(submission: AlertSubmission) -> NormalizedAlert:
         metadata=submission.metadata,
         deduplicate=False,
     )
-
-
-def status_url(settings: Settings, session_id: str) -> str:
-    """Return where the caller can follow the session."""
-    return f"{settings.public_api_url.rstrip('/')}/sessions/{session_id}"
 
 
 class ApiReceiver(AlertReceiver):
