@@ -3,11 +3,14 @@
 Every role (``agent``, ``synthesis``, ``summary``, ``chat``, ``scoring``,
 ``sub_agent``) is an execution run by the same step engine; what sets them
 apart is a handful of rules: which configuration and strategy they run with,
-whether a session's cancel or deadline stops them, what a pause pauses, and
-whether the judge reads them. Those rules are here and nowhere else: the engine
+whether a session's cancel or deadline stops them, what a pause pauses,
+whether the judge reads them and is told of their tools, and whether their end
+answers a parent. Those rules are here and nowhere else: the engine
 asks :data:`ROLES`, and every ``match`` on a role ends in ``assert_never``, so
 a new role fails mypy until each rule is decided for it. What follows an
-execution's end, also by role, is :mod:`tarsy.engine.progression`.
+execution's end, also by role, is :mod:`tarsy.engine.progression`. Elsewhere
+a role is compared only to select executions by it (a filter):
+``tests/unit/engine/test_roles.py`` counts the comparisons and fails on a new one.
 """
 
 from __future__ import annotations
