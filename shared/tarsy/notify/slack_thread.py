@@ -26,7 +26,7 @@ from tarsy.models import AgentExecution, ExecutionStatus, Session
 from tarsy.notify import configured, slack
 from tarsy.notify.ledger import NotificationLedger
 from tarsy.notify.result import NotificationResult
-from tarsy.persistence.ports import Persistence
+from tarsy.persistence.ports import SessionReader
 from tarsy.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ async def answer(
 
 
 async def answer_questions(
-    session: Session, settings: Settings, store: Persistence, ledger: NotificationLedger
+    session: Session, settings: Settings, store: SessionReader, ledger: NotificationLedger
 ) -> list[NotificationResult]:
     """Answer in their threads every ended chat of ``session`` asked in Slack (once each).
 

@@ -1,13 +1,28 @@
-"""Narrow views of the store, one per caller's need, so each depends on what it uses.
+"""Narrow views of the store, one per caller, so each depends on what it uses.
 
 Design constraint: :class:`~tarsy.persistence.store.Store` is the one adapter
-that turns typed updates into Firestore fields, and it serves every aggregate
-(sessions, stages, executions, their records, alert claims, caches). A caller
-that needs two of its methods names a Protocol here instead of the class, so a
-test can hand it a small fake and a reader sees at once what it touches. The
-engine and the api hold :class:`Persistence` (``Deps.store``): the operations
-they run, and nothing of Firestore (no client, no field names). The Store
-satisfies every Protocol structurally; mypy checks it where Deps is built.
+that turns typed updates into Firestore fields, and it serves every aggregate.
+A caller names the Protocol of its own need instead of the class, so a test can
+hand it a small fake and a reader sees at once what it touches; nothing here
+names Firestore (no client, no field names). The Store satisfies every
+Protocol structurally; mypy checks it where Deps is built.
+
+Who uses which:
+
+* :class:`StepStore`: a step (``engine/steps``, ``engine/step_kinds``,
+  ``engine/gathering``, ``engine/iteration``); :class:`LeaseRenewal`: its heartbeat.
+* :class:`ChainStore`: a chain's progression and an execution's lifecycle
+  (``engine/chains``, ``engine/lifecycle``, ``memory``).
+* :class:`SweepStore`: the sweeper and the retention job.
+* :class:`SessionReader` (one session) and :class:`SessionPages` (the list and
+  the audit too): the api's GET routes and the pages.
+* :class:`AlertIntake`: intake (sessions with their fingerprint claims).
+* :class:`AuditedActions`: the session commands that write their audit record.
+* :class:`ToolListCache`, :class:`~tarsy.persistence.progress.ProgressStore`:
+  the MCP client and the streaming call.
+* The ledger's port is :class:`tarsy.notify.ledger.NotificationLedger`.
+
+:class:`Persistence` is all of them: ``Deps.store``, built by the entry points.
 """
 
 from __future__ import annotations
@@ -27,7 +42,7 @@ from tarsy.models import (
     TimelineEvent,
 )
 from tarsy.persistence.progress import ProgressSnapshot, ProgressStore
-from tarsy.persistence.store import Claim, StepCommit, StepState
+from tarsy.persistence.step_values import Claim, StepCommit, StepState
 from tarsy.persistence.sweeps import DueExecution, DueSession
 from tarsy.persistence.turns import PendingTurn, SubAgentAnswer
 from tarsy.persistence.updates import ExecutionUpdate, SessionUpdate, StageUpdate
@@ -43,10 +58,14 @@ if TYPE_CHECKING:  # annotations only: ingest lists no sessions and calls no mod
 __all__ = [
     "AlertIntake",
     "AuditedActions",
+    "ChainStore",
     "LeaseRenewal",
     "Persistence",
     "ProgressStore",
+    "SessionPages",
     "SessionReader",
+    "StepStore",
+    "SweepStore",
     "ToolListCache",
 ]
 
@@ -186,10 +205,16 @@ class AuditedActions(Protocol):
         ...
 
 
-class Persistence(
-    LeaseRenewal, SessionReader, ToolListCache, ProgressStore, AlertIntake, AuditedActions, Protocol
-):
-    """What the engine, the api and intake do with the store (``Deps.store``): operations only."""
+class StepStore(LeaseRenewal, Protocol):
+    """What a step does (the engine's steps, step kinds and gathering): claim, read, commit.
+
+    Claim the execution under a precondition, read its state and conversation in
+    one round trip, commit its writes as one batch, settle what it published.
+    """
+
+    async def get_session(self, session_id: str) -> Session | None:
+        """The session, or None."""
+        ...
 
     async def claim(
         self,
@@ -201,63 +226,6 @@ class Persistence(
         step: int,
     ) -> Claim:
         """Take the lease on an execution for ``step``, unless someone wrote it since we read it."""
-        ...
-
-    async def claim_answered(self, execution_id: str, step: int) -> bool:
-        """Create the marker that every answer is in; True only for the one who created it."""
-        ...
-
-    async def claim_marker(self, session_id: str, index: int, name: str) -> bool:
-        """Create a stage marker; True only for the one caller that created it."""
-        ...
-
-    async def commit_step(self, commit: StepCommit) -> bool:
-        """Apply one step's writes atomically. Returns False if the claim was lost."""
-        ...
-
-    async def create_execution(
-        self,
-        execution: AgentExecution,
-        opening: Sequence[ConversationMessage],
-        timeline: Sequence[TimelineEvent] = (),
-    ) -> bool:
-        """Create an execution with its opening messages (and events); False if it exists."""
-        ...
-
-    async def due_executions(self, now: datetime, limit: int = 100) -> list[DueExecution]:
-        """Executions whose next step (or fan-in) should have been claimed by now."""
-        ...
-
-    async def due_sessions(self, now: datetime, limit: int = 100) -> list[DueSession]:
-        """Sessions whose awaited stage start should have run by now."""
-        ...
-
-    async def postpone_execution(
-        self, execution_id: str, *, read_time: datetime, until: datetime
-    ) -> bool:
-        """Move an overdue execution's due time on, unless written since; True if this won."""
-        ...
-
-    async def postpone_session(
-        self, session_id: str, *, read_time: datetime, until: datetime
-    ) -> bool:
-        """Move an overdue stage start's due time on, unless written since; True if this won."""
-        ...
-
-    async def end_execution(self, execution: AgentExecution, update: ExecutionUpdate) -> None:
-        """Apply a terminal update and write the execution's completion marker, atomically."""
-        ...
-
-    async def finished_agents(self, session_id: str, index: int) -> dict[str, str]:
-        """``{execution_id: status}`` of the stage's agent executions that have finished."""
-        ...
-
-    async def get_pending_turn(self, execution_id: str, step: int) -> PendingTurn | None:
-        """The turn of ``step`` that waits for sub-agents, or None."""
-        ...
-
-    async def get_stage(self, session_id: str, index: int) -> Stage | None:
-        """Return one stage, or None."""
         ...
 
     async def get_step_state(
@@ -274,62 +242,22 @@ class Persistence(
         """
         ...
 
-    async def list_answers(self, execution_id: str, step: int) -> dict[str, SubAgentAnswer]:
-        """The answers the parent's ``step`` has received, by call id."""
-        ...
-
-    async def record_action(self, session_id: str, event: AuditEvent, keys: list[str]) -> None:
-        """Record who did what to a session (its audit document and the list's keys)."""
-        ...
-
-    async def earlier_sessions(
-        self, keys: Sequence[str], before: datetime, limit: int
-    ) -> list[Session]:
-        """Sessions created before ``before`` sharing one of the memory ``keys``, newest first."""
-        ...
-
-    async def create_reinvestigation(self, session: Session) -> None:
-        """Create a session investigating another's alert again, linked both ways at once."""
-        ...
-
-    async def delete_reinvestigation(self, session: Session) -> None:
-        """Undo :meth:`create_reinvestigation` (its start could not be published)."""
-        ...
-
-    async def list_sessions(self, query: SessionQuery) -> SessionPage:
-        """One page of sessions, newest first, filtered (:mod:`.session_list`)."""
-        ...
-
-    async def list_sub_agents(
-        self, execution_id: str
-    ) -> dict[str, tuple[AgentExecution, datetime]]:
-        """The sub-agent conversations an execution started, with their update times."""
-        ...
-
     async def load_messages(self, execution_id: str) -> list[ConversationMessage]:
         """Return the conversation of an execution, in order."""
         ...
 
-    async def mark_published(self, execution_ids: Sequence[str], step: int) -> None:
-        """Record that the messages for ``step`` of these executions went out (one batch)."""
-        ...
-
-    async def overdue_sessions(self, now: datetime, limit: int = 100) -> list[Session]:
-        """Unfinished sessions past their deadline."""
-        ...
-
-    async def record_answer(self, execution_id: str, step: int, answer: SubAgentAnswer) -> None:
-        """Write a sub-agent's answer to call ``answer.call_id`` of the parent's ``step``."""
+    async def commit_step(self, commit: StepCommit) -> bool:
+        """Apply one step's writes atomically. Returns False if the claim was lost."""
         ...
 
     async def settle_advance(self, execution_id: str, published: StepMessage) -> None:
         """After a finished execution's advance went out: record it, and clear its due time."""
         ...
 
-    async def stamp_retention(
-        self, settings: Settings, now: datetime | None = None
-    ) -> RetentionReport:
-        """Stamp ``expire_at`` on finished sessions due for it (the retention job)."""
+    async def postpone_execution(
+        self, execution_id: str, *, read_time: datetime, until: datetime
+    ) -> bool:
+        """Move an overdue execution's due time on, unless written since; True if this won."""
         ...
 
     async def start_stage(
@@ -341,6 +269,84 @@ class Persistence(
         session: SessionUpdate,
     ) -> bool:
         """Create a stage with its executions and their first messages, atomically."""
+        ...
+
+    async def get_pending_turn(self, execution_id: str, step: int) -> PendingTurn | None:
+        """The turn of ``step`` that waits for sub-agents, or None."""
+        ...
+
+    async def list_answers(self, execution_id: str, step: int) -> dict[str, SubAgentAnswer]:
+        """The answers the parent's ``step`` has received, by call id."""
+        ...
+
+    async def list_sub_agents(
+        self, execution_id: str
+    ) -> dict[str, tuple[AgentExecution, datetime]]:
+        """The sub-agent conversations an execution started, with their update times."""
+        ...
+
+
+class ChainStore(Protocol):
+    """What a chain's progression and an execution's lifecycle write (engine/chains, lifecycle).
+
+    Stages and their markers, executions created and ended, fan-in, sub-agent
+    answers, what went out, and the earlier sessions memory reads.
+    """
+
+    async def get_session(self, session_id: str) -> Session | None:
+        """The session, or None."""
+        ...
+
+    async def get_execution(self, execution_id: str) -> AgentExecution | None:
+        """The execution as it is now (a cancel marks it)."""
+        ...
+
+    async def list_executions(self, session_id: str) -> list[AgentExecution]:
+        """The session's executions by stage and creation."""
+        ...
+
+    async def list_timeline(self, execution_id: str) -> list[TimelineEvent]:
+        """An execution's timeline in order."""
+        ...
+
+    async def get_stage(self, session_id: str, index: int) -> Stage | None:
+        """Return one stage, or None."""
+        ...
+
+    async def start_stage(
+        self,
+        session_id: str,
+        stage: Stage,
+        executions: Sequence[AgentExecution],
+        initial_messages: dict[str, list[ConversationMessage]],
+        session: SessionUpdate,
+    ) -> bool:
+        """Create a stage with its executions and their first messages, atomically."""
+        ...
+
+    async def update_stage(self, session_id: str, index: int, update: StageUpdate) -> None:
+        """Apply a typed stage update."""
+        ...
+
+    async def claim_marker(self, session_id: str, index: int, name: str) -> bool:
+        """Create a stage marker; True only for the one caller that created it."""
+        ...
+
+    async def finished_agents(self, session_id: str, index: int) -> dict[str, str]:
+        """``{execution_id: status}`` of the stage's agent executions that have finished."""
+        ...
+
+    async def create_execution(
+        self,
+        execution: AgentExecution,
+        opening: Sequence[ConversationMessage],
+        timeline: Sequence[TimelineEvent] = (),
+    ) -> bool:
+        """Create an execution with its opening messages (and events); False if it exists."""
+        ...
+
+    async def end_execution(self, execution: AgentExecution, update: ExecutionUpdate) -> None:
+        """Apply a terminal update and write the execution's completion marker, atomically."""
         ...
 
     async def update_execution(self, execution_id: str, update: ExecutionUpdate) -> None:
@@ -357,10 +363,113 @@ class Persistence(
         """Apply a typed session update."""
         ...
 
-    async def update_stage(self, session_id: str, index: int, update: StageUpdate) -> None:
-        """Apply a typed stage update."""
+    async def claim_answered(self, execution_id: str, step: int) -> bool:
+        """Create the marker that every answer is in; True only for the one who created it."""
+        ...
+
+    async def record_answer(self, execution_id: str, step: int, answer: SubAgentAnswer) -> None:
+        """Write a sub-agent's answer to call ``answer.call_id`` of the parent's ``step``."""
+        ...
+
+    async def list_answers(self, execution_id: str, step: int) -> dict[str, SubAgentAnswer]:
+        """The answers the parent's ``step`` has received, by call id."""
+        ...
+
+    async def list_sub_agents(
+        self, execution_id: str
+    ) -> dict[str, tuple[AgentExecution, datetime]]:
+        """The sub-agent conversations an execution started, with their update times."""
+        ...
+
+    async def mark_published(self, execution_ids: Sequence[str], step: int) -> None:
+        """Record that the messages for ``step`` of these executions went out (one batch)."""
         ...
 
     async def was_published(self, execution_id: str, step: int) -> bool:
         """Whether the message for ``step`` is known to have gone out."""
         ...
+
+    async def earlier_sessions(
+        self, keys: Sequence[str], before: datetime, limit: int
+    ) -> list[Session]:
+        """Sessions created before ``before`` sharing one of the memory ``keys``, newest first."""
+        ...
+
+
+class SweepStore(Protocol):
+    """What the sweeper and the retention job read and write (engine/sweeper, the scheduled job).
+
+    Overdue executions, stage starts and sessions, each moved on under a
+    precondition, and the retention stamps.
+    """
+
+    async def get_session(self, session_id: str) -> Session | None:
+        """The session, or None."""
+        ...
+
+    async def due_executions(self, now: datetime, limit: int = 100) -> list[DueExecution]:
+        """Executions whose next step (or fan-in) should have been claimed by now."""
+        ...
+
+    async def due_sessions(self, now: datetime, limit: int = 100) -> list[DueSession]:
+        """Sessions whose awaited stage start should have run by now."""
+        ...
+
+    async def overdue_sessions(self, now: datetime, limit: int = 100) -> list[Session]:
+        """Unfinished sessions past their deadline."""
+        ...
+
+    async def postpone_execution(
+        self, execution_id: str, *, read_time: datetime, until: datetime
+    ) -> bool:
+        """Move an overdue execution's due time on, unless written since; True if this won."""
+        ...
+
+    async def postpone_session(
+        self, session_id: str, *, read_time: datetime, until: datetime
+    ) -> bool:
+        """Move an overdue stage start's due time on, unless written since; True if this won."""
+        ...
+
+    async def stamp_retention(
+        self, settings: Settings, now: datetime | None = None
+    ) -> RetentionReport:
+        """Stamp ``expire_at`` on finished sessions due for it (the retention job)."""
+        ...
+
+
+class SessionPages(SessionReader, Protocol):
+    """What the api and the pages read: one session (:class:`SessionReader`), the list, the audit.
+
+    Reads only: a page or a GET route typed by this cannot change a session.
+    """
+
+    async def list_sessions(self, query: SessionQuery) -> SessionPage:
+        """One page of sessions, newest first, filtered (:mod:`.session_list`)."""
+        ...
+
+    async def list_all_audit(self, query: AuditQuery) -> AuditPage:
+        """One page of the audit across sessions, newest first."""
+        ...
+
+    async def list_timeline_records(self, execution_id: str) -> list[tuple[str, TimelineEvent]]:
+        """Return an execution's timeline in order, each event with its document id."""
+        ...
+
+
+class Persistence(
+    StepStore,
+    ChainStore,
+    SweepStore,
+    SessionPages,
+    AlertIntake,
+    AuditedActions,
+    ToolListCache,
+    ProgressStore,
+    Protocol,
+):
+    """Every port at once: what ``Deps.store`` holds, for the entry points that build Deps.
+
+    A function that needs part of it names the narrow port instead; this adds no
+    method of its own.
+    """

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -129,18 +128,6 @@ class SessionRecords(FirestoreBase):
             .limit(limit)
         )
         return [Session.model_validate(await self._read(snap)) async for snap in query.stream()]
-
-    async def record_action(self, session_id: str, event: AuditEvent, keys: list[str]) -> None:
-        """Record who did what to a session: its audit document and the list's keys, at once."""
-        batch = self._db.batch()
-        audit_id = f"{event.at:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
-        batch.create(
-            self._session(session_id).collection(AUDIT).document(audit_id),
-            event.model_dump(mode="python"),
-        )
-        batch.update(self._session(session_id), {"audit_keys": firestore.ArrayUnion(keys)})
-        self.round_trips.add("commit")
-        await batch.commit()
 
     async def create_reinvestigation(self, session: Session) -> None:
         """Create a session that investigates another's alert again, and link the two at once.
