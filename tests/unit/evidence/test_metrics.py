@@ -249,3 +249,18 @@ def test_a_climb_under_rising_requests_does_not_call_the_load_level() -> None:
     )
     [found] = metrics.resource_saturation(cluster)
     assert found.finding.endswith("it grew without falling from 200Mi at 09:00 UTC.")
+
+
+def test_a_rate_dipping_at_its_last_points_is_still_level_load() -> None:
+    # A rate() over a window its samples only partly cover falls for its last points:
+    # 3 of 40 one-minute points, the last minutes of a 5-minute rate window.
+    climb = [200 * MI + n * 7 * MI for n in range(40)]
+    requests = [12.0] * 37 + [9.0, 6.0, 3.0]
+    cluster = snapshot(
+        series("memory_working_set", climb, start=-40, step=1, pod="feed-0"),
+        series("memory_limit", [512 * MI] * 40, start=-40, step=1, pod="feed-0"),
+        series("request_rate", requests, start=-40, step=1, pod="feed-0"),
+        alert=_alert(),
+    )
+    [found] = metrics.resource_saturation(cluster)
+    assert "while the requests it served stayed level (12-12 a second)" in found.finding

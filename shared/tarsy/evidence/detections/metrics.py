@@ -21,6 +21,7 @@ moment.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from statistics import fmean, median
@@ -281,11 +282,18 @@ def _load_level(snapshot: Snapshot, pod: str) -> str:
 
 
 def _level_range(series: MetricSeries | None) -> tuple[float, float] | None:
-    """The lowest and highest value of a series that stays within :data:`LEVEL_LOAD`."""
+    """The usual low and high of a series that stays within :data:`LEVEL_LOAD`, if it does.
+
+    The usual range (the 10th to the 90th percentile) rather than the extremes:
+    a ``rate()`` over a window its samples only partly cover (a missed scrape, the
+    last minutes before a query's end) dips for a point or two without the load
+    changing.
+    """
     if series is None or len(series.points) < 2:
         return None
-    values = [v for _, v in series.points]
-    low, high = min(values), max(values)
+    values = sorted(v for _, v in series.points)
+    low = values[int(0.1 * (len(values) - 1))]
+    high = values[math.ceil(0.9 * (len(values) - 1))]
     if low <= 0 or high > LEVEL_LOAD * low:
         return None
     return low, high
