@@ -22,7 +22,7 @@ from tarsy.access.roles import Action, Principal, RecordedAction
 from tarsy.app import Deps
 from tarsy.commands import scheduled
 from tarsy.commands.recorded import Recorder
-from tarsy.commands.session_list import parse_audit_query, parse_query
+from tarsy.commands.session_list import list_audit, list_sessions
 from tarsy.commands.sessions import (
     ChatRequest,
     EraseRequest,
@@ -165,14 +165,14 @@ async def _read(
 ) -> HttpResponse:
     if "session_id" in ids:
         return HttpResponse(status=200, body=await session_view(deps.store, ids["session_id"]))
-    page = await deps.store.list_sessions(parse_query(request.query_string))
+    page = await list_sessions(deps.store, request.query_string)
     return HttpResponse(status=200, body=page.model_dump(mode="json"))
 
 
 async def _audit(
     request: HttpRequest, deps: Deps, who: Principal, ids: dict[str, str]
 ) -> HttpResponse:
-    audit = await deps.store.list_all_audit(parse_audit_query(request.query_string))
+    audit = await list_audit(deps.store, request.query_string)
     return HttpResponse(status=200, body=audit.model_dump(mode="json"))
 
 

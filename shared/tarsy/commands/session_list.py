@@ -2,8 +2,8 @@
 
 Design constraint: the query, its cursor and its page are persistence's
 vocabulary (:mod:`tarsy.persistence.session_list`), which the store runs; the
-doors that list (the api, the pages) only parse what a caller sent into that
-query, here, the same way.
+doors that list (the api, the pages) call :func:`list_sessions` and
+:func:`list_audit`, which parse what a caller sent into that query, the same way.
 """
 
 from __future__ import annotations
@@ -14,12 +14,31 @@ from urllib.parse import parse_qs
 from pydantic import BaseModel, ValidationError
 
 from tarsy.errors import InputError
-from tarsy.persistence.audit_log import AuditQuery
-from tarsy.persistence.session_list import SessionQuery
+from tarsy.persistence.audit_log import AuditPage, AuditQuery
+from tarsy.persistence.ports import SessionPages
+from tarsy.persistence.session_list import SessionPage, SessionQuery
 
 QUERY_PARAMETERS = frozenset(SessionQuery.model_fields)
 
 _Query = TypeVar("_Query", bound=BaseModel)
+
+
+async def list_sessions(store: SessionPages, query_string: str) -> SessionPage:
+    """One page of sessions, as ``query_string`` asks (the api's JSON and the pages' rows).
+
+    Raises:
+        InputError: 422 for a bad query, before anything is read.
+    """
+    return await store.list_sessions(parse_query(query_string))
+
+
+async def list_audit(store: SessionPages, query_string: str) -> AuditPage:
+    """One page of the audit across sessions, as ``query_string`` asks (the api and the pages).
+
+    Raises:
+        InputError: 422 for a bad query, before anything is read.
+    """
+    return await store.list_all_audit(parse_audit_query(query_string))
 
 
 def parse_query(query_string: str) -> SessionQuery:

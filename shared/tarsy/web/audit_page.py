@@ -13,7 +13,7 @@ from typing import Any
 
 from tarsy.access.roles import RECORDED_ACTIONS
 from tarsy.app import Deps
-from tarsy.commands.session_list import parse_audit_query
+from tarsy.commands.session_list import list_audit
 from tarsy.http.request import HttpRequest
 from tarsy.models import utcnow
 from tarsy.web import render as r
@@ -28,7 +28,7 @@ def audit_shell(root: str) -> str:
 
 async def audit_data(request: HttpRequest, deps: Deps) -> dict[str, Any]:
     """One page of the audit as rows of HTML, and the cursor of the next page."""
-    page = await deps.store.list_all_audit(parse_audit_query(request.query_string))
+    page = await list_audit(deps.store, request.query_string)
     return {
         "html": r.render("_audit_rows.html", page=page, now=utcnow()),
         "next_cursor": page.next_cursor,

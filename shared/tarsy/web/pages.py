@@ -25,7 +25,7 @@ from tarsy._pydantic import DeferredModel
 from tarsy.access.iap import authenticate
 from tarsy.access.roles import Principal, Role
 from tarsy.app import Deps
-from tarsy.commands.session_list import parse_query
+from tarsy.commands.session_list import list_sessions
 from tarsy.errors import InputError
 from tarsy.http.request import HttpRequest
 from tarsy.http.routes import PAGE_DATA_ROUTES, find_route
@@ -131,7 +131,7 @@ def _who(principal: Principal) -> dict[str, str | None]:
 
 
 async def _list_data(request: HttpRequest, deps: Deps, principal: Principal) -> WebResponse:
-    page = await deps.store.list_sessions(parse_query(request.query_string))
+    page = await list_sessions(deps.store, request.query_string)
     now = utcnow()
     html = r.render("_rows.html", page=page, now=now)
     return _json(
