@@ -23,8 +23,10 @@ from tarsy.models import (
     AgentExecution,
     ConversationMessage,
     LLMInteraction,
+    Session,
     TokenUsage,
 )
+from tarsy.money import money_of
 from tarsy.persistence.chunking import CHUNKED_FIELD, CHUNKS, chunk_id, restore, spill
 from tarsy.persistence.updates import ExecutionUpdate, SessionUpdate, StageUpdate
 
@@ -51,6 +53,11 @@ ANSWERS = "answers"
 AUDIT = "audit"  # sessions/{sid}/audit/{id}: who did what to the session, and when
 NOTIFICATIONS = "notifications"  # sessions/{sid}/notifications/{notifier}: the leased claim
 ANSWERED_MARKER = "answered"
+# A session's and an execution's cost, integer nano-dollars added to by Increment. Not
+# ``cost``: an older deploy wrote float dollars there and, during a rolling deploy, would
+# read an int as dollars (or add float dollars to nano-dollars). ``cost`` is still read.
+COST_FIELD = "cost_nanos"
+LEGACY_COST_FIELD = "cost"
 
 
 def record_id(step: int, n: int) -> str:
@@ -64,7 +71,27 @@ def stage_id(index: int) -> str:
 
 
 def document_of(model: BaseModel) -> dict[str, Any]:
-    return model.model_dump(mode="python")
+    """``model`` as stored: a session's or an execution's cost under :data:`COST_FIELD`."""
+    document = model.model_dump(mode="python")
+    if isinstance(model, Session | AgentExecution):
+        document[COST_FIELD] = document.pop(LEGACY_COST_FIELD)
+    return document
+
+
+def with_cost(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored session or execution with its cost read back into the model's ``cost``.
+
+    The cost is :data:`COST_FIELD` plus whatever sits in the legacy field: float
+    dollars an older deploy wrote or added (also during a rolling deploy, after
+    this one created the document), or int nano-dollars written before the split.
+    The two fields are disjoint increments, so their sum is the cost. Without
+    :data:`COST_FIELD` the legacy field is left to the model's ``Money`` type.
+    """
+    if COST_FIELD not in data:
+        return data
+    legacy = data.get(LEGACY_COST_FIELD)
+    nanos = int(data.pop(COST_FIELD) or 0) + (money_of(legacy) if legacy else 0)
+    return {**data, LEGACY_COST_FIELD: nanos}
 
 
 def with_json_text(model: BaseModel, field: str) -> dict[str, Any]:
@@ -201,7 +228,7 @@ class FirestoreBase:
 
     async def _read(self, snap: Any) -> dict[str, Any]:
         """A document's data with its chunked strings reassembled (one query if any)."""
-        data: dict[str, Any] = snap.to_dict() or {}
+        data: dict[str, Any] = with_cost(snap.to_dict() or {})
         if CHUNKED_FIELD not in data:
             return data
         self.round_trips.add("query")

@@ -18,6 +18,7 @@ from tarsy.persistence._firestore import (
     MARKERS,
     FirestoreBase,
     document_of,
+    with_cost,
 )
 from tarsy.persistence.turns import PendingTurn, SubAgentAnswer
 
@@ -65,6 +66,6 @@ class SubAgentRecords(FirestoreBase):
             filter=firestore.FieldFilter("parent_execution_id", "==", execution_id)
         )
         return {
-            s.id: (AgentExecution.model_validate(s.to_dict()), s.update_time)
+            s.id: (AgentExecution.model_validate(with_cost(s.to_dict() or {})), s.update_time)
             async for s in query.stream()
         }

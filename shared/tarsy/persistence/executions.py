@@ -28,6 +28,7 @@ from tarsy.persistence._firestore import (
     firestore_fields,
     llm_interaction_of,
     record_id,
+    with_cost,
 )
 from tarsy.persistence.progress import ProgressSnapshot
 from tarsy.persistence.updates import ExecutionUpdate
@@ -40,7 +41,9 @@ class ExecutionRecords(FirestoreBase):
         """Return an execution, or None."""
         self.round_trips.add("get")
         snap = await self._execution(execution_id).get()
-        return AgentExecution.model_validate(snap.to_dict()) if snap.exists else None
+        return (
+            AgentExecution.model_validate(with_cost(snap.to_dict() or {})) if snap.exists else None
+        )
 
     async def create_execution(
         self,
@@ -68,7 +71,10 @@ class ExecutionRecords(FirestoreBase):
         query = self._db.collection(EXECUTIONS).where(
             filter=firestore.FieldFilter("session_id", "==", session_id)
         )
-        executions = [AgentExecution.model_validate(s.to_dict()) async for s in query.stream()]
+        executions = [
+            AgentExecution.model_validate(with_cost(s.to_dict() or {}))
+            async for s in query.stream()
+        ]
         # Stage order; the executive summary (stage -1, no stage) comes last.
         return sorted(
             executions,

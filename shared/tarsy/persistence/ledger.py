@@ -27,7 +27,7 @@ from google.cloud import firestore
 from tarsy.models import utcnow
 from tarsy.money import money_of
 from tarsy.notify.result import Claim, NotificationResult
-from tarsy.persistence._firestore import EXECUTIONS, NOTIFICATIONS, SESSIONS
+from tarsy.persistence._firestore import EXECUTIONS, NOTIFICATIONS, SESSIONS, with_cost
 
 __all__ = ["EVENT_LEASE_FIELD", "LEASE_FIELD", "NOTIFICATIONS", "RESULT", "FirestoreLedger"]
 
@@ -73,15 +73,15 @@ class FirestoreLedger:
         """Nano-dollars spent so far by the chats ``asked_by`` asked in Slack since ``since``.
 
         One equality query on ``reply_to.asked_by`` (the automatic single-field
-        index); the day is filtered here, so no composite index is needed. Legacy
-        float costs are read as dollars.
+        index); the day is filtered here, so no composite index is needed. The cost
+        is ``cost_nanos`` plus any legacy ``cost`` (float dollars).
         """
         query = self._db.collection(EXECUTIONS).where(
             filter=firestore.FieldFilter("reply_to.asked_by", "==", asked_by)
         )
         total = 0
         async for snap in query.stream():
-            data: dict[str, Any] = snap.to_dict() or {}
+            data: dict[str, Any] = with_cost(snap.to_dict() or {})
             created = data.get("created_at")
             if isinstance(created, datetime) and created >= since:
                 total += money_of(data.get("cost") or 0)

@@ -66,6 +66,7 @@ from tarsy.persistence._firestore import (
     STAGES,
     SUB_AGENT_TURNS,
     TIMELINE,
+    with_cost,
 )
 from tarsy.persistence.chunking import CHUNKS
 from tarsy.settings import Settings
@@ -160,7 +161,7 @@ async def _running(db: firestore.AsyncClient, session_id: str) -> tuple[list[Any
     refs: list[Any] = []
     running = False
     async for snap in query.stream():
-        execution = AgentExecution.model_validate(snap.to_dict())
+        execution = AgentExecution.model_validate(with_cost(snap.to_dict() or {}))
         running = running or not execution.status.is_terminal
         refs.append(snap.reference)
     return refs, running

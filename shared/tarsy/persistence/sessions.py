@@ -19,6 +19,7 @@ from tarsy.models import (
 )
 from tarsy.persistence._firestore import (
     AUDIT,
+    COST_FIELD,
     DONE,
     MARKERS,
     MESSAGES,
@@ -28,6 +29,7 @@ from tarsy.persistence._firestore import (
     document_of,
     firestore_fields,
     record_id,
+    with_cost,
 )
 from tarsy.persistence.updates import SessionUpdate, StageUpdate
 
@@ -74,7 +76,7 @@ class SessionRecords(FirestoreBase):
         from tarsy.persistence.session_list import SUMMARY_FIELDS, SessionSummary, page_of
 
         self.round_trips.add("query")
-        listing = self._db.collection(SESSIONS).select(SUMMARY_FIELDS)
+        listing = self._db.collection(SESSIONS).select((*SUMMARY_FIELDS, COST_FIELD))
         filters = query.equality_filters()
         if "status" in filters:
             listing = listing.where(filter=firestore.FieldFilter("status", "==", filters["status"]))
@@ -104,7 +106,9 @@ class SessionRecords(FirestoreBase):
                 {"created_at": query.cursor.created_at, "__name__": query.cursor.session_id}
             )
         rows = [
-            SessionSummary.model_validate({**(snap.to_dict() or {}), "session_id": snap.id})
+            SessionSummary.model_validate(
+                {**with_cost(snap.to_dict() or {}), "session_id": snap.id}
+            )
             async for snap in listing.limit(query.limit + 1).stream()
         ]
         return page_of(rows, query.limit)

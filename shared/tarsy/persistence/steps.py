@@ -26,6 +26,7 @@ from tarsy.models import (
     utcnow,
 )
 from tarsy.persistence._firestore import (
+    COST_FIELD,
     DONE,
     LLM_INTERACTIONS,
     MCP_INTERACTIONS,
@@ -42,6 +43,7 @@ from tarsy.persistence._firestore import (
     llm_interaction_document,
     record_id,
     usage_increments,
+    with_cost,
 )
 from tarsy.persistence.step_values import (
     Claim,
@@ -102,7 +104,7 @@ class StepRecords(FirestoreBase):
             if not snap.exists:
                 continue
             if snap.reference.path == exec_ref.path:
-                result.execution = AgentExecution.model_validate(snap.to_dict())
+                result.execution = AgentExecution.model_validate(with_cost(snap.to_dict() or {}))
                 result.update_time = snap.update_time
             elif snap.reference.path == session_ref.path:
                 result.session = Session.model_validate(await self._read(snap))
@@ -251,7 +253,7 @@ class StepRecords(FirestoreBase):
             **usage_increments("tokens", commit.usage),
         }
         if commit.cost:
-            execution_update["cost"] = firestore.Increment(commit.cost)
+            execution_update[COST_FIELD] = firestore.Increment(commit.cost)
         option = (
             self._db.write_option(last_update_time=commit.claim.update_time)
             if commit.claim is not None
@@ -267,7 +269,7 @@ class StepRecords(FirestoreBase):
             **usage_increments("tokens", commit.usage),
         }
         if commit.cost:
-            session_update["cost"] = firestore.Increment(commit.cost)
+            session_update[COST_FIELD] = firestore.Increment(commit.cost)
         if session_update:
             batch.update(self._session(commit.session_id), session_update)
         if commit.create_execution is not None:

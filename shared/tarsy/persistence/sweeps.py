@@ -26,6 +26,7 @@ from tarsy.persistence._firestore import (
     EXECUTIONS,
     SESSIONS,
     FirestoreBase,
+    with_cost,
 )
 
 
@@ -62,7 +63,7 @@ class SweepQueries(FirestoreBase):
             .limit(limit)
         )
         return [
-            DueExecution(AgentExecution.model_validate(s.to_dict()), s.update_time)
+            DueExecution(AgentExecution.model_validate(with_cost(s.to_dict() or {})), s.update_time)
             async for s in query.stream()
         ]
 
