@@ -24,6 +24,7 @@ from typing import Any
 from tarsy.evidence import metric_targets
 from tarsy.evidence.fields import as_dict, dicts
 from tarsy.evidence.load import saturated
+from tarsy.evidence.releases import new_replica_sets, owner_of, runs
 from tarsy.evidence.snapshot import AlertFacts, KubeObject, ListedRow, ObjectRef, Snapshot
 
 Target = dict[str, str]
@@ -211,6 +212,27 @@ def restarted_containers(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
         for s in _statuses(pod)
         if as_dict(s.get("lastState")).get("terminated") and s.get("name")
     ]
+
+
+def released_pods(alert: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Pods of a ReplicaSet created shortly before the alert, whose log was not read yet.
+
+    A release regression leaves its pods ready, so no other source reads their
+    logs; these are where its errors are (:mod:`tarsy.evidence.releases`).
+    """
+    releases = new_replica_sets(snapshot, alert)
+    if not releases:
+        return []
+    pods = [(p.namespace, p.name, owner_of(p)) for p in snapshot.of_kind("Pod")]
+    pods += [(row.namespace, row.name, None) for row in _pod_rows(snapshot)]
+    targets: list[Target] = []
+    for replica_set in releases:
+        for namespace, name, owner in pods:
+            logged = snapshot.logs_of(namespace, name)
+            target = _object_target("Pod", name, namespace)
+            if not logged and runs(replica_set, namespace, name, owner) and target not in targets:
+                targets.append(target)
+    return targets
 
 
 def _volume_refs(pod: KubeObject, key: str, field: str) -> Iterator[str]:
@@ -703,6 +725,7 @@ SOURCES: dict[str, TargetSource] = {
     "pods.listed": listed_pods,
     "pods.containers": pod_containers,
     "pods.restarted": restarted_containers,
+    "pods.released": released_pods,
     "pods.configmaps": pod_configmaps,
     "pods.secrets": pod_secrets,
     "pods.claims": pod_claims,

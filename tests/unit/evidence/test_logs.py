@@ -4,7 +4,7 @@ import pytest
 
 from tarsy.evidence.detections import logs
 
-from .cluster import log, snapshot
+from .cluster import log, replica_set, snapshot
 
 
 @pytest.mark.parametrize(
@@ -138,3 +138,72 @@ def test_log_findings_are_capped() -> None:
     items = [log(f"api-{n}", f"dial tcp 10.0.0.{n}:5432: connect: connection refused")
              for n in range(10)]  # fmt: skip
     assert len(logs.log_signals(snapshot(*items))) == logs.MAX_FINDINGS
+
+
+@pytest.mark.parametrize(
+    ("line", "about"),
+    [
+        (
+            "2026-11-27 09:58:01 ERROR handler failed KeyError: 'unit_price'",
+            "(KeyError: 'unit_price')",
+        ),
+        (
+            "java.lang.IllegalStateException: pool closed",
+            "(java.lang.IllegalStateException: pool closed)",
+        ),
+        (
+            "panic: runtime error: index out of range [3]",
+            "(panic: runtime error: index out of range [3])",
+        ),
+        (
+            "TypeError: Cannot read properties of undefined (reading 'plan')",
+            "(TypeError: Cannot read properties of undefined (reading 'plan'))",
+        ),
+        ("Traceback (most recent call last):", ""),
+    ],
+)
+def test_an_unhandled_exception_is_classified_and_quoted(line: str, about: str) -> None:
+    [(klass, subject, count, newest)] = logs.classify_log(line)
+    assert (klass, subject, count, newest) == ("an unhandled exception", about, 1, line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ERROR request failed after 3 attempts",
+        'level=error msg="upstream returned 502"',
+        "errors_total=0 exceptions=0",
+    ],
+)
+def test_a_log_level_or_the_word_error_is_no_exception(line: str) -> None:
+    assert logs.classify_line(line) is None
+
+
+def test_a_runtime_exception_for_a_known_failure_counts_as_that_failure() -> None:
+    line = "java.net.UnknownHostException: stock.inventory.svc.cluster.local"
+    assert logs.classify_line(line) == "name resolution failing"
+
+
+def test_an_exception_in_a_pod_of_code_released_before_the_alert_is_the_likely_cause() -> None:
+    text = "\n".join(
+        ["INFO served /healthz"] * 5 + ["ERROR invoice failed: KeyError: 'unit_price'"] * 3
+    )
+    cluster = snapshot(
+        replica_set("api-7c9", "api", 12, {}, created=-8),
+        log("api-7c9-x2k4q", text, previous=False),
+    )
+    [new] = logs.log_signals(cluster)
+    assert new.subject.name == "api-7c9-x2k4q" and new.severity == 1
+    assert new.finding == (
+        "Pod orders/api-7c9-x2k4q container app's log shows an unhandled exception "
+        "(KeyError: 'unit_price') (3 lines; newest: \"ERROR invoice failed: KeyError: "
+        "'unit_price'\"); the pod runs ReplicaSet api-7c9, created 8 min before the alert began."
+    )
+    assert new.evidence == ["log-api-7c9-x2k4q-app-current", "get-replicaset-api-7c9"]
+    # The same exception in code that ran long before the alert is a symptom.
+    earlier = snapshot(
+        replica_set("api-5d2", "api", 11, {}, created=-600),
+        log("api-5d2-p9s7d", text, previous=False),
+    )
+    [old] = logs.log_signals(earlier)
+    assert old.severity == 2 and "ReplicaSet" not in old.finding

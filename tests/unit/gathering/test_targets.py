@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -156,3 +157,36 @@ def test_table_ages_read_in_seconds() -> None:
     assert age_seconds("9m57s") == 597
     assert age_seconds("2d") == 172800
     assert age_seconds("<unknown>") == float("inf")
+
+
+def _replica_set(name: str, created: str) -> KubeObject:
+    body = {
+        "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": "shop", "creationTimestamp": created},
+    }
+    return KubeObject(kind="ReplicaSet", body=body, source=f"get-{name}")
+
+
+def test_the_pods_of_code_released_shortly_before_the_alert_are_targets_for_their_log() -> None:
+    started = AlertFacts(
+        labels={"namespace": "shop"}, starts_at=datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
+    )
+    ready = {"READY": "1/1", "STATUS": "Running", "RESTARTS": "0"}
+
+    def row(name: str) -> ListedRow:
+        return ListedRow(kind="Pod", name=name, namespace="shop", columns=ready, source="g-1")
+
+    snapshot = Snapshot(
+        objects=[
+            _replica_set("web-7f", "2026-03-02T13:52:00Z"),  # 8 minutes before: released
+            _replica_set("web-5c", "2026-02-20T09:00:00Z"),  # the revision before it
+            pod("web-7f-x"),  # fetched, its owner reference names web-7f
+        ],
+        rows=[row("web-7f-abcde"), row("web-5c-fghij"), row("web-7f-abcde-extra")],
+        logs=[PodLog(namespace="shop", pod="web-7f-x", text="ok", source="g-2")],
+    )
+    names = [t["name"] for t in targets_of("pods.released", started, snapshot)]
+    # The fetched pod's log was read already; the older revision's pod is not new code.
+    assert names == ["web-7f-abcde"]
+    # Without a start there is no "shortly before": nothing is followed.
+    assert targets_of("pods.released", AlertFacts(), snapshot) == []

@@ -2,12 +2,15 @@
 
 Design constraint: the classes are what any program prints when a resource
 runs out, a name does not resolve, a peer refuses or does not answer, access
-is denied, TLS fails or configuration does not parse; the dependency is
+is denied, TLS fails, configuration does not parse or an exception goes
+unhandled; the dependency is
 read from the line itself (a ``host:port``, a path, a key, a service
 account), never from a list of names. One finding per container log and
 class, with the count of lines and the newest one quoted, so that loud
 repeats read as one fact. These are symptoms (severity 2): a log says what a
-program met, and another check usually says why.
+program met, and another check usually says why. The one exception: an
+unhandled exception in the pods of code released shortly before the alert is
+the regression itself, the likely cause.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tarsy.evidence.detections.check import check
-from tarsy.evidence.detections.kube import detection, quoted, words
+from tarsy.evidence.detections.kube import detection, quoted, trim, words
 from tarsy.evidence.detections.network import failing_hosts
+from tarsy.evidence.releases import alert_start, minutes_before, release_of
 from tarsy.evidence.snapshot import Detection, ObjectRef, PodLog, Snapshot
 from tarsy.models import Severity
 
@@ -36,6 +40,17 @@ _SERVICE_ACCOUNT = words(
     r'user "system:serviceaccount:([\w.-]+):([\w.-]+)" cannot (\w+) resource "([\w./-]+)"'
 )
 _VALID_FOR = words(r"certificate is valid for ([^,]+), not (\S+)")
+# An exception a program did not handle, as the common runtimes print it: a Python
+# traceback or its last line (``KeyError: 'x'``), a Java or .NET exception
+# (``java.lang.IllegalStateException: ...``), a Go or Rust panic, a JavaScript
+# ``TypeError`` or unhandled rejection. Case-sensitive: a type name is capitalised,
+# so a log level ``ERROR`` or a word such as "error" is not one.
+_EXCEPTION = re.compile(
+    r"Traceback \(most recent call last\)|"
+    r"(?<![\w.])(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b(?=[:(]|\s|$)|"
+    r"\bpanic: |\bpanicked at\b|Unhandled(?:PromiseRejection| exception| rejection)|"
+    r"[Uu]ncaught exception"
+)
 
 
 def _endpoint(line: str) -> str:
@@ -115,6 +130,13 @@ def _config_subject(line: str) -> str:
     return f"({', '.join(parts)})" if parts else ""
 
 
+def _exception_subject(line: str) -> str:
+    match = _EXCEPTION.search(line)
+    if match is None or match.group(0).startswith("Traceback"):
+        return ""
+    return f"({trim(line[match.start() :].strip(), 120)})"
+
+
 # In order: the first class a line matches is the one it counts for (a TLS failure
 # often ends "connection reset", a refused dial may mention a timeout budget).
 CLASSES: tuple[_Class, ...] = (
@@ -180,7 +202,12 @@ CLASSES: tuple[_Class, ...] = (
         ),
         _config_subject,
     ),
+    # Last: a runtime's own exception for one of the above (UnknownHostException,
+    # OutOfMemoryError) counts as what it means.
+    _Class("an unhandled exception", _EXCEPTION, _exception_subject),
 )
+# The class whose lines, in a pod of new code, are the likely cause of what it serves.
+_EXCEPTION_CLASS = CLASSES[-1].name
 # A log that repeats one failure is one fact: at most this many classes per log.
 _PER_LOG = 3
 # The brief is read by models that copy findings: a few log findings, not one per pod.
@@ -239,7 +266,9 @@ def log_signals(snapshot: Snapshot) -> list[Detection]:
     """Gathered logs' lines classified by meaning, each naming the peer, file or key it names.
 
     Classes: exhausted resources, name resolution, refused and timed-out
-    connections, denied access, TLS failures, configuration that does not parse.
+    connections, denied access, TLS failures, configuration that does not parse,
+    and unhandled exceptions; an exception in a pod of a ReplicaSet created
+    shortly before the alert (:mod:`tarsy.evidence.releases`) is the likely cause.
     The same class about the same thing in several pods' logs is one finding
     naming the other pods; at most :data:`MAX_FINDINGS` are reported.
     """
@@ -258,7 +287,19 @@ def log_signals(snapshot: Snapshot) -> list[Detection]:
             f"({lines}; newest: {quoted(line)}){also}."
         )
         evidence = [log.source, *(other.source for other, _, _ in seen[1:4])]
-        found.append(detection(_pod_ref(log), finding, evidence, Severity.SYMPTOM))
+        severity = Severity.SYMPTOM
+        release = release_of(snapshot, log.namespace, log.pod) if name == _EXCEPTION_CLASS else None
+        start = alert_start(snapshot.alert)
+        if release is not None and start is not None:
+            # New code that throws, released shortly before the alert: the regression itself.
+            minutes = minutes_before(release, start) or 0.0
+            finding = (
+                f"{finding[:-1]}; the pod runs ReplicaSet {release.name}, created "
+                f"{minutes:.0f} min before the alert began."
+            )
+            evidence.append(release.source)
+            severity = Severity.LIKELY_CAUSE
+        found.append(detection(_pod_ref(log), finding, evidence, severity))
     return found
 
 
