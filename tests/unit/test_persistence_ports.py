@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tarsy.notify.ledger import FirestoreLedger, SlackEventLedger
 from tarsy.persistence import ports
 from tarsy.persistence.store import Store
 
@@ -50,6 +51,14 @@ def _typed_by_mypy(store: Store) -> None:
     pages: ports.SessionPages = store
     whole: ports.Persistence = store
     del step, chain, sweep, pages, whole
+    ledger: SlackEventLedger = store.ledger  # the ledger's adapter is on the store's client
+    del ledger
+
+
+def test_the_ledger_lives_on_the_stores_client() -> None:
+    store = Store(client=object())  # type: ignore[arg-type]  # never called: no I/O here
+    assert isinstance(store.ledger, FirestoreLedger)
+    assert store.ledger is store.ledger and store.ledger._db is store.client
 
 
 def test_persistence_declares_nothing_of_its_own() -> None:

@@ -28,7 +28,7 @@ taker settles it once the question is answered or refused.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from tarsy.notify.result import Claim, NotificationResult
@@ -36,7 +36,13 @@ from tarsy.persistence.ledger import FirestoreLedger
 from tarsy.persistence.store import get_store
 from tarsy.settings import Settings
 
-__all__ = ["Claim", "FirestoreLedger", "NotificationLedger", "firestore_ledger"]
+__all__ = [
+    "Claim",
+    "FirestoreLedger",
+    "NotificationLedger",
+    "SlackEventLedger",
+    "firestore_ledger",
+]
 
 
 class NotificationLedger(Protocol):
@@ -65,6 +71,30 @@ class NotificationLedger(Protocol):
 
     async def stale(self, limit: int) -> list[str]:
         """Sessions with a claim whose lease or retry time has passed (oldest first)."""
+        ...
+
+
+class SlackEventLedger(NotificationLedger, Protocol):
+    """The ledger as Slack's events use it: a question claimed once, the thread's session.
+
+    For :mod:`tarsy.intake.slack_events`, which still names the adapter
+    (:class:`FirestoreLedger`) it is handed.
+    """
+
+    async def claim_event(self, session_id: str, key: str, *, lease: timedelta) -> Claim | None:
+        """Claim a Slack event: the first caller, or the first after the lease has run out."""
+        ...
+
+    async def settle_event(self, session_id: str, key: str, outcome: str) -> None:
+        """Mark a claimed event handled (``outcome``: what came of it)."""
+        ...
+
+    async def chat_spend(self, asked_by: str, since: datetime) -> int:
+        """Nano-dollars spent by the chats ``asked_by`` asked in Slack since ``since``."""
+        ...
+
+    async def thread_session(self, notifier: str, channel: str, thread_ts: str) -> str | None:
+        """The session whose ``notifier`` message opened (or was posted in) a Slack thread."""
         ...
 
 
