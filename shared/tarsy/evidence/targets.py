@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from tarsy.evidence import metric_targets
+from tarsy.evidence.detections.metrics import out_of_line_pods
 from tarsy.evidence.fields import as_dict, dicts
 from tarsy.evidence.load import saturated
 from tarsy.evidence.releases import new_replica_sets, owner_of, runs
@@ -232,6 +233,24 @@ def released_pods(alert: AlertFacts, snapshot: Snapshot) -> list[Target]:
             target = _object_target("Pod", name, namespace)
             if not logged and runs(replica_set, namespace, name, owner) and target not in targets:
                 targets.append(target)
+    return targets
+
+
+def out_of_line_pods_to_read(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
+    """Pods a breakdown of the alert's expression singles out, whose log was not read yet.
+
+    One pod serving the errors the rest do not (a canary, a bad node's replica) is
+    healthy to Kubernetes, so no other source reads its log.
+    """
+    targets: list[Target] = []
+    for ref in out_of_line_pods(snapshot):
+        target = _object_target("Pod", ref.name, ref.namespace)
+        if (
+            ref.namespace
+            and not snapshot.logs_of(ref.namespace, ref.name)
+            and target not in targets
+        ):
+            targets.append(target)
     return targets
 
 
@@ -726,6 +745,7 @@ SOURCES: dict[str, TargetSource] = {
     "pods.containers": pod_containers,
     "pods.restarted": restarted_containers,
     "pods.released": released_pods,
+    "pods.out_of_line": out_of_line_pods_to_read,
     "pods.configmaps": pod_configmaps,
     "pods.secrets": pod_secrets,
     "pods.claims": pod_claims,

@@ -3,8 +3,10 @@ from __future__ import annotations
 import pytest
 
 from tarsy.evidence.detections import logs
+from tarsy.evidence.snapshot import AlertFacts, MetricSeries
+from tarsy.evidence.targets import targets_of
 
-from .cluster import log, replica_set, snapshot
+from .cluster import T0, log, replica_set, series, snapshot
 
 
 @pytest.mark.parametrize(
@@ -207,3 +209,29 @@ def test_an_exception_in_a_pod_of_code_released_before_the_alert_is_the_likely_c
     )
     [old] = logs.log_signals(earlier)
     assert old.severity == 2 and "ReplicaSet" not in old.finding
+
+
+def _one_pod_out_of_line() -> list[MetricSeries]:
+    """The alert's ratio by pod: one pod at 0.4 since the alert, three at 0.002."""
+    query = "sum by (pod) (rate(errors[5m]))"
+    quiet = [
+        series("alert_by", [0.002] * 12, start=-30, query=query, pod=f"api-5d2-{n}") for n in "abc"
+    ]
+    odd = series("alert_by", [0.002] * 6 + [0.4] * 6, start=-30, query=query, pod="api-9f1-q")
+    return [*quiet, odd]
+
+
+def test_an_exception_in_the_pod_the_alerts_figures_single_out_is_the_likely_cause() -> None:
+    alert = AlertFacts(
+        name="HighErrorRatio", labels={"namespace": "orders"}, starts_at=T0,
+        expression="sum(rate(errors[5m])) / sum(rate(requests[5m])) > 0.02",
+    )  # fmt: skip
+    text = "GET /v2/quote 500: TypeError: Cannot read properties of undefined (reading 'plan')"
+    cluster = snapshot(*_one_pod_out_of_line(), alert=alert)
+    # Its log is what the gather step reads next; the others' are not.
+    assert [t["name"] for t in targets_of("pods.out_of_line", alert, cluster)] == ["api-9f1-q"]
+    cluster.logs.append(log("api-9f1-q", text, previous=False))
+    [found] = logs.log_signals(cluster)
+    assert found.severity == 1
+    assert found.finding.endswith("; the alert's own figures single this pod out.")
+    assert targets_of("pods.out_of_line", alert, cluster) == []

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from tarsy.evidence.detections.check import check
 from tarsy.evidence.detections.kube import detection, quoted, trim, words
+from tarsy.evidence.detections.metrics import out_of_line_pods
 from tarsy.evidence.detections.network import failing_hosts
 from tarsy.evidence.releases import alert_start, minutes_before, release_of
 from tarsy.evidence.snapshot import Detection, ObjectRef, PodLog, Snapshot
@@ -287,20 +288,37 @@ def log_signals(snapshot: Snapshot) -> list[Detection]:
             f"({lines}; newest: {quoted(line)}){also}."
         )
         evidence = [log.source, *(other.source for other, _, _ in seen[1:4])]
+        why = _exception_weight(snapshot, log) if name == _EXCEPTION_CLASS else None
         severity = Severity.SYMPTOM
-        release = release_of(snapshot, log.namespace, log.pod) if name == _EXCEPTION_CLASS else None
-        start = alert_start(snapshot.alert)
-        if release is not None and start is not None:
-            # New code that throws, released shortly before the alert: the regression itself.
-            minutes = minutes_before(release, start) or 0.0
-            finding = (
-                f"{finding[:-1]}; the pod runs ReplicaSet {release.name}, created "
-                f"{minutes:.0f} min before the alert began."
-            )
-            evidence.append(release.source)
+        if why is not None:
+            # New code that throws, or the one pod the alert's figures single out.
+            reason, source = why
+            finding = f"{finding[:-1]}; {reason}."
+            evidence += [source] if source else []
             severity = Severity.LIKELY_CAUSE
         found.append(detection(_pod_ref(log), finding, evidence, severity))
     return found
+
+
+def _exception_weight(snapshot: Snapshot, log: PodLog) -> tuple[str, str] | None:
+    """Why an exception in ``log`` is the likely cause, with its evidence; None if it is not.
+
+    It is when the pod runs code released shortly before the alert
+    (:mod:`tarsy.evidence.releases`), or when a breakdown of the alert's own
+    expression singles the pod out (:func:`~tarsy.evidence.detections.metrics.out_of_line_pods`).
+    """
+    release = release_of(snapshot, log.namespace, log.pod)
+    start = alert_start(snapshot.alert)
+    if release is not None and start is not None:
+        minutes = minutes_before(release, start) or 0.0
+        return (
+            f"the pod runs ReplicaSet {release.name}, created {minutes:.0f} min before the "
+            "alert began",
+            release.source,
+        )
+    if _pod_ref(log) in out_of_line_pods(snapshot):
+        return "the alert's own figures single this pod out", ""
+    return None
 
 
 def _pod_ref(log: PodLog) -> ObjectRef:

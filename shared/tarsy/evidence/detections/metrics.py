@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from statistics import fmean, median
 
@@ -193,15 +194,28 @@ def _since(series: MetricSeries, operator: str, threshold: float | None) -> str:
     return f" since {_clock(step[0])}" if step is not None else ""
 
 
-@check("out_of_line")
-def out_of_line(snapshot: Snapshot) -> list[Detection]:
-    """In a breakdown of the alert's expression, one part behaves unlike the rest."""
+@dataclass(frozen=True)
+class OutOfLine:
+    """Parts of one breakdown of the alert's expression that behave unlike the rest."""
+
+    label: str
+    odd: list[tuple[MetricSeries, float]]
+    rest: list[float]
+    why: str
+
+
+def out_of_line_parts(snapshot: Snapshot) -> list[OutOfLine]:
+    """Per breakdown of the alert's expression, the parts out of line with the rest.
+
+    With the rule's threshold, the parts past it (fewer than half of them); without
+    one, the highest part when it is far above the others' median.
+    """
     _, operator, threshold = promql.split_comparison(snapshot.alert.expression)
     start = _start(snapshot)
     groups: dict[str, list[MetricSeries]] = {}
     for series in snapshot.series_of("alert_by"):
         groups.setdefault(series.query, []).append(series)
-    found: list[Detection] = []
+    found: list[OutOfLine] = []
     for group in groups.values():
         levels = [(s, level) for s in group if (level := _level(s, start)) is not None]
         if len(levels) < 2:
@@ -222,8 +236,29 @@ def out_of_line(snapshot: Snapshot) -> list[Detection]:
             odd = [top]
             why = "is far above the others"
         rest_levels = [v for s, v in levels if all(s is not o for o, _ in odd)]
+        found.append(OutOfLine(label=label, odd=odd, rest=rest_levels, why=why))
+    return found
+
+
+def out_of_line_pods(snapshot: Snapshot) -> list[ObjectRef]:
+    """The pods a breakdown of the alert's expression singles out (by their ``pod`` label)."""
+    return [
+        _pod(snapshot, series)
+        for part in out_of_line_parts(snapshot)
+        for series, _ in part.odd
+        if series.labels.get("pod")
+    ]
+
+
+@check("out_of_line")
+def out_of_line(snapshot: Snapshot) -> list[Detection]:
+    """In a breakdown of the alert's expression, one part behaves unlike the rest."""
+    operator, threshold = promql.split_comparison(snapshot.alert.expression)[1:]
+    found: list[Detection] = []
+    for part in out_of_line_parts(snapshot):
+        label, rest_levels = part.label, part.rest
         parts = ", ".join(
-            f"{_part(s, label)} at {_fmt(v)}{_since(s, operator, threshold)}" for s, v in odd
+            f"{_part(s, label)} at {_fmt(v)}{_since(s, operator, threshold)}" for s, v in part.odd
         )
         others = (
             f"{_fmt(min(rest_levels))}"
@@ -231,8 +266,8 @@ def out_of_line(snapshot: Snapshot) -> list[Detection]:
             else (f"{_fmt(min(rest_levels))} to {_fmt(max(rest_levels))}")
         )
         stay = "the other stays" if len(rest_levels) == 1 else f"the other {len(rest_levels)} stay"
-        finding = f"By {label}, only {parts} {why}; {stay} at {others}."
-        evidence = [s.source for s, _ in odd]
+        finding = f"By {label}, only {parts} {part.why}; {stay} at {others}."
+        evidence = [s.source for s, _ in part.odd]
         found.append(detection(_alert_subject(snapshot), finding, evidence, Severity.LIKELY_CAUSE))
     return found
 
