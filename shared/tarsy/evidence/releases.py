@@ -14,23 +14,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tarsy.evidence.fields import dicts
+from tarsy.evidence.fields import dicts, parse_time
 from tarsy.evidence.snapshot import AlertFacts, KubeObject, Snapshot
 
 # How long before the alert's start a new ReplicaSet counts as released shortly before.
 WINDOW = timedelta(hours=1)
 # A ReplicaSet created this soon after the start is still part of it (clocks, delays).
 GRACE = timedelta(minutes=2)
-
-
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def alert_start(alert: AlertFacts) -> datetime | None:
@@ -43,7 +33,7 @@ def alert_start(alert: AlertFacts) -> datetime | None:
 
 def minutes_before(replica_set: KubeObject, start: datetime) -> float | None:
     """Minutes from the ReplicaSet's creation to ``start``, when it lies in the window."""
-    created = _time(replica_set.metadata.get("creationTimestamp"))
+    created = parse_time(replica_set.metadata.get("creationTimestamp"))
     if created is None or not (start - WINDOW <= created <= start + GRACE):
         return None
     return max(0.0, (start - created).total_seconds() / 60)

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from tarsy.evidence import metric_targets
-from tarsy.evidence.detections.metrics import out_of_line_pods
 from tarsy.evidence.fields import as_dict, dicts
 from tarsy.evidence.load import saturated
 from tarsy.evidence.releases import new_replica_sets, owner_of, runs
@@ -242,6 +241,10 @@ def out_of_line_pods_to_read(_: AlertFacts, snapshot: Snapshot) -> list[Target]:
     One pod serving the errors the rest do not (a canary, a bad node's replica) is
     healthy to Kubernetes, so no other source reads its log.
     """
+    # Imported here: the checks load only when a step gathers, and this source is read
+    # only then; a step that does not gather keeps its cold start (test_entry_points).
+    from tarsy.evidence.detections.metrics import out_of_line_pods
+
     targets: list[Target] = []
     for ref in out_of_line_pods(snapshot):
         target = _object_target("Pod", ref.name, ref.namespace)

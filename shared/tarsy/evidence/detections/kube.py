@@ -16,6 +16,7 @@ from typing import Any
 # Re-exported: the checks read untyped fields through this module.
 from tarsy.evidence.fields import as_dict as as_dict
 from tarsy.evidence.fields import dicts as dicts
+from tarsy.evidence.fields import parse_time as parse_time
 from tarsy.evidence.snapshot import Detection, KubeEvent, KubeObject, ObjectRef, Snapshot
 from tarsy.models import Severity
 
@@ -49,19 +50,6 @@ def number(value: object, default: float) -> float:
 def text_map(value: object) -> dict[str, str]:
     """A mapping of text to text (labels, selectors, ConfigMap data)."""
     return {str(k): str(v) for k, v in as_dict(value).items()}
-
-
-def parse_time(value: object) -> datetime | None:
-    """An RFC 3339 time as the API prints it (``2026-11-27T10:02:03Z``), aware; None if not."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def stamp(value: datetime | None) -> str:
